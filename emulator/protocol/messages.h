@@ -1,0 +1,347 @@
+// The control protocol between the provider (and the uroce tool) and uroced.
+//
+// One request and one reply per SOCK_SEQPACKET message on the daemon's Unix
+// socket. A message is a header followed by a fixed-layout body; file
+// descriptors (event pipes, XRC domain files) travel as SCM_RIGHTS. Both
+// sides are built from this header, so libibverbs structures are carried as
+// they are. A request whose size, magic or version does not match gets an
+// error reply, never a dropped connection.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+namespace uroce::rpc {
+
+inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kMaxMessage = 64 * 1024;
+inline constexpr size_t kMaxFds = 2;
+inline constexpr size_t kMaxErrorText = 200;
+inline constexpr size_t kNameLen = 64;
+inline constexpr size_t kMaxRwqIndTableSize = 256;
+inline constexpr size_t kMaxRssKeyLen = 128;
+inline constexpr uint32_t kNoHandle = 0;
+// Name of the file in each device's sysfs directory that holds the daemon's
+// socket path: the provider finds its daemon through the tree it reads.
+inline constexpr const char* kSocketPathFile = "uroce_socket";
+
+enum class Op : uint16_t {
+    kHello = 1,
+    kStatus,
+    kQueryDevice,
+    kQueryPort,
+    kAllocPd,
+    kDeallocPd,
+    kRegMr,
+    kReregMr,
+    kDeregMr,
+    kAllocMw,
+    kDeallocMw,
+    kCreateCompChannel,
+    kDestroyCompChannel,
+    kCreateCq,
+    kResizeCq,
+    kDestroyCq,
+    kCreateSrq,
+    kModifySrq,
+    kQuerySrq,
+    kDestroySrq,
+    kCreateQp,
+    kModifyQp,
+    kQueryQp,
+    kDestroyQp,
+    kCreateWq,
+    kModifyWq,
+    kDestroyWq,
+    kCreateRwqIndTable,
+    kDestroyRwqIndTable,
+    kCreateAh,
+    kDestroyAh,
+    kOpenXrcd,
+    kCloseXrcd,
+    kAttachMcast,
+    kDetachMcast,
+    kCount,
+};
+
+struct RequestHeader {
+    uint32_t magic;
+    uint16_t version;
+    Op op;
+    uint32_t length;  // whole message, header included
+    uint32_t seq;
+};
+
+struct ReplyHeader {
+    uint32_t magic;
+    uint16_t version;
+    Op op;
+    uint32_t length;
+    uint32_t seq;
+    int32_t error;  // 0 or a positive errno
+    char message[kMaxErrorText];  // why, when error != 0
+};
+
+struct Empty {};
+
+// Binds a connection to one device. fd[0]: write end of the async event pipe
+// (the daemon writes struct ib_uverbs_async_event_desc records to it).
+// The tool connects with an empty device name and no fd.
+struct HelloRequest {
+    char device[kNameLen];
+};
+struct HelloReply {
+    uint32_t device_index;
+};
+
+// Status is a text report; the reply body is NUL-terminated text.
+struct StatusRequest {};
+
+struct QueryDeviceRequest {};
+struct QueryDeviceReply {
+    ibv_device_attr_ex attr;
+};
+
+struct QueryPortRequest {
+    uint32_t port_num;
+};
+struct QueryPortReply {
+    ibv_port_attr attr;
+};
+
+struct HandleRequest {  // every destroy/dealloc/close
+    uint32_t handle;
+};
+
+struct AllocPdReply {
+    uint32_t handle;
+};
+
+struct RegMrRequest {
+    uint32_t pd;
+    int32_t access;
+    uint64_t addr;
+    uint64_t length;
+    uint64_t hca_va;
+};
+struct RegMrReply {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+};
+
+struct ReregMrRequest {
+    uint32_t handle;
+    int32_t flags;  // enum ibv_rereg_mr_flags
+    uint32_t pd;
+    int32_t access;
+    uint64_t addr;
+    uint64_t length;
+};
+struct ReregMrReply {
+    uint32_t lkey;
+    uint32_t rkey;
+};
+
+struct AllocMwRequest {
+    uint32_t pd;
+    int32_t type;
+};
+struct AllocMwReply {
+    uint32_t handle;
+    uint32_t rkey;
+};
+
+// fd[0]: write end of the channel's pipe; the daemon writes
+// struct ib_uverbs_comp_event_desc records to it. The channel is named by
+// the read end's descriptor number in the client.
+struct CreateCompChannelRequest {
+    int32_t channel_fd;
+};
+struct DestroyCompChannelRequest {
+    int32_t channel_fd;
+};
+
+struct CreateCqRequest {
+    uint64_t user_handle;  // the client's struct ibv_cq *, returned in events
+    int32_t cqe;
+    int32_t channel_fd;  // -1: none
+    int32_t comp_vector;
+    uint32_t comp_mask;  // enum ibv_cq_init_attr_mask
+    uint64_t wc_flags;
+    uint32_t flags;  // enum ibv_create_cq_attr_flags
+};
+struct CreateCqReply {
+    uint32_t handle;
+    int32_t cqe;
+};
+struct ResizeCqRequest {
+    uint32_t handle;
+    int32_t cqe;
+};
+struct ResizeCqReply {
+    int32_t cqe;
+};
+
+struct CreateSrqRequest {
+    uint64_t user_handle;
+    uint32_t comp_mask;  // enum ibv_srq_init_attr_mask
+    int32_t srq_type;
+    uint32_t pd;
+    uint32_t xrcd;
+    uint32_t cq;
+    ibv_srq_attr attr;
+    ibv_tm_cap tm_cap;
+};
+struct CreateSrqReply {
+    uint32_t handle;
+    uint32_t srq_num;
+    ibv_srq_attr attr;
+};
+struct ModifySrqRequest {
+    uint32_t handle;
+    int32_t attr_mask;
+    ibv_srq_attr attr;
+};
+struct QuerySrqReply {
+    ibv_srq_attr attr;
+};
+
+struct CreateQpRequest {
+    uint64_t user_handle;
+    int32_t qp_type;
+    int32_t sq_sig_all;
+    uint32_t pd;
+    uint32_t send_cq;
+    uint32_t recv_cq;
+    uint32_t srq;
+    uint32_t xrcd;
+    uint32_t rwq_ind_tbl;
+    ibv_qp_cap cap;
+    uint32_t comp_mask;  // enum ibv_qp_init_attr_mask
+    uint32_t create_flags;
+    uint32_t max_tso_header;
+    uint32_t source_qpn;
+    uint64_t send_ops_flags;
+    uint8_t rx_hash_function;
+    uint8_t rx_hash_key_len;
+    uint8_t rx_hash_key[kMaxRssKeyLen];
+    uint64_t rx_hash_fields_mask;
+};
+struct CreateQpReply {
+    uint32_t handle;
+    uint32_t qpn;
+    ibv_qp_cap cap;
+};
+struct ModifyQpRequest {
+    uint32_t handle;
+    int32_t attr_mask;
+    ibv_qp_attr attr;
+};
+struct QueryQpRequest {
+    uint32_t handle;
+    int32_t attr_mask;
+};
+struct QueryQpReply {
+    ibv_qp_attr attr;
+    ibv_qp_cap init_cap;
+    int32_t sq_sig_all;
+};
+
+struct CreateWqRequest {
+    uint64_t user_handle;
+    int32_t wq_type;
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t pd;
+    uint32_t cq;
+    uint32_t comp_mask;  // enum ibv_wq_init_attr_mask
+    uint32_t create_flags;
+};
+struct CreateWqReply {
+    uint32_t handle;
+    uint32_t wq_num;
+    uint32_t max_wr;
+    uint32_t max_sge;
+};
+struct ModifyWqRequest {
+    uint32_t handle;
+    uint32_t attr_mask;  // enum ibv_wq_attr_mask
+    int32_t wq_state;
+    int32_t curr_wq_state;
+    uint32_t flags;
+    uint32_t flags_mask;
+};
+
+struct CreateRwqIndTableRequest {
+    uint32_t log_size;
+    uint32_t comp_mask;
+    uint32_t wqs[kMaxRwqIndTableSize];
+};
+struct CreateRwqIndTableReply {
+    uint32_t handle;
+    uint32_t ind_tbl_num;
+};
+
+struct CreateAhRequest {
+    uint32_t pd;
+    ibv_ah_attr attr;
+};
+struct CreateAhReply {
+    uint32_t handle;
+};
+
+// fd[0], when has_fd: the file that names a shared XRC domain.
+struct OpenXrcdRequest {
+    uint32_t comp_mask;  // enum ibv_xrcd_init_attr_mask
+    int32_t has_fd;
+    int32_t oflags;
+};
+struct OpenXrcdReply {
+    uint32_t handle;
+};
+
+struct McastRequest {
+    uint32_t qp;
+    uint16_t lid;
+    ibv_gid gid;
+};
+
+// Request type -> op and reply type.
+template <class Request>
+struct Traits;
+#define UROCE_RPC(OP, REQUEST, REPLY)          \
+    template <>                                \
+    struct Traits<REQUEST> {                   \
+        static constexpr Op kOp = Op::OP;      \
+        using Reply = REPLY;                   \
+    };
+// Requests whose body type is shared (HandleRequest) are sent with an
+// explicit op; see Client::call.
+UROCE_RPC(kHello, HelloRequest, HelloReply)
+UROCE_RPC(kQueryDevice, QueryDeviceRequest, QueryDeviceReply)
+UROCE_RPC(kQueryPort, QueryPortRequest, QueryPortReply)
+UROCE_RPC(kRegMr, RegMrRequest, RegMrReply)
+UROCE_RPC(kReregMr, ReregMrRequest, ReregMrReply)
+UROCE_RPC(kAllocMw, AllocMwRequest, AllocMwReply)
+UROCE_RPC(kCreateCompChannel, CreateCompChannelRequest, Empty)
+UROCE_RPC(kDestroyCompChannel, DestroyCompChannelRequest, Empty)
+UROCE_RPC(kCreateCq, CreateCqRequest, CreateCqReply)
+UROCE_RPC(kResizeCq, ResizeCqRequest, ResizeCqReply)
+UROCE_RPC(kCreateSrq, CreateSrqRequest, CreateSrqReply)
+UROCE_RPC(kModifySrq, ModifySrqRequest, Empty)
+UROCE_RPC(kCreateQp, CreateQpRequest, CreateQpReply)
+UROCE_RPC(kModifyQp, ModifyQpRequest, Empty)
+UROCE_RPC(kQueryQp, QueryQpRequest, QueryQpReply)
+UROCE_RPC(kCreateWq, CreateWqRequest, CreateWqReply)
+UROCE_RPC(kModifyWq, ModifyWqRequest, Empty)
+UROCE_RPC(kCreateRwqIndTable, CreateRwqIndTableRequest, CreateRwqIndTableReply)
+UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
+UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
+#undef UROCE_RPC
+
+}  // namespace uroce::rpc
