@@ -1,0 +1,31 @@
+#include "bridge_tree.h"
+
+namespace uroce {
+
+std::vector<bridge::TreeDevice> bridge_tree(const std::vector<std::unique_ptr<Device>>& devices,
+                                            const std::filesystem::path& socket_path) {
+    std::vector<bridge::TreeDevice> tree;
+    for (const auto& device : devices) {
+        bridge::TreePort port;
+        port.attr = device->port_attr();
+        for (const ibv_gid& gid : device->gids()) {
+            port.gids.push_back({gid, IBV_GID_TYPE_ROCE_V2});
+        }
+        port.netdev = device->config().netdev;
+        bridge::TreeDevice entry;
+        entry.ibdev = device->name();
+        entry.uverbs = device->uverbs_name();
+        entry.node_guid = device->node_guid();
+        entry.sys_image_guid = device->node_guid();
+        entry.node_desc = device->name() + " uroce emulated RoCE device";
+        entry.fw_ver = device->attr().orig_attr.fw_ver;
+        entry.hca_type = "uroce";
+        entry.board_id = "uroce";
+        entry.ports = {port};
+        entry.socket_path = socket_path;
+        tree.push_back(std::move(entry));
+    }
+    return tree;
+}
+
+}  // namespace uroce

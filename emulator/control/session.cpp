@@ -1,0 +1,149 @@
+#include "control/session.h"
+
+#include <string.h>
+
+#include "control/dispatcher.h"
+#include "control/server.h"
+#include "protocol/socket.h"
+#include "util/log.h"
+
+namespace uroce {
+
+Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer)
+    : server_(server), socket_(io, fd), peer_(peer) {}
+
+void Session::start() { wait(); }
+
+void Session::close() {
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);
+    socket_.close(ignored);
+}
+
+void Session::wait() {
+    socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [self = shared_from_this()](const boost::system::error_code& error) {
+                           if (!error) {
+                               self->on_readable();
+                           }
+                       });
+}
+
+void Session::on_readable() {
+    std::vector<std::byte> message;
+    std::vector<int> fds;
+    const int error = rpc::receive_message(socket_.native_handle(), message, fds);
+    if (error == EAGAIN) {
+        wait();
+        return;
+    }
+    if (error == 0 || error == EMSGSIZE) {
+        handle(message, fds);
+        wait();
+        return;
+    }
+    for (int fd : fds) {
+        ::close(fd);
+    }
+    if (error != ECONNRESET) {
+        log_warn("client pid %d: receive failed: %s", peer_.pid, strerror(error));
+    }
+    server_.end(shared_from_this());
+}
+
+void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_fds) {
+    std::vector<UniqueFd> fds;
+    for (int fd : raw_fds) {
+        fds.emplace_back(fd);
+    }
+    rpc::RequestHeader header{};
+    if (message.size() < sizeof(header)) {
+        reply(header, fail(EPROTO, "malformed request: %zu bytes, shorter than a header",
+                           message.size()), {});
+        return;
+    }
+    memcpy(&header, message.data(), sizeof(header));
+    if (header.magic != rpc::kMagic) {
+        reply(header, fail(EPROTO, "malformed request: bad magic 0x%08x", header.magic), {});
+        return;
+    }
+    if (header.version != rpc::kVersion) {
+        reply(header, fail(EPROTO, "protocol version %u is not this daemon's %u",
+                           header.version, rpc::kVersion), {});
+        return;
+    }
+    if (header.length != message.size()) {
+        reply(header, fail(EPROTO, "malformed request: length field %u, message %zu bytes",
+                           header.length, message.size()), {});
+        return;
+    }
+    const auto body = message.subspan(sizeof(header));
+    if (header.op == rpc::Op::kHello) {
+        reply(header, hello(body, fds), {});
+        return;
+    }
+    if (header.op == rpc::Op::kStatus) {
+        const std::string text = server_.status_text();
+        reply(header, ok(), std::as_bytes(std::span(text.c_str(), text.size() + 1)));
+        return;
+    }
+    if (!context_) {
+        reply(header, fail(EPROTO, "request op %u before hello", unsigned(header.op)), {});
+        return;
+    }
+    Answer answer = dispatch(*context_, header.op, body, fds);
+    if (!answer.result) {
+        log_info("client pid %d on %s: op %u refused: %s (%s)", peer_.pid,
+                 context_->device().name().c_str(), unsigned(header.op),
+                 answer.result.message.c_str(), strerror(answer.result.error));
+    }
+    reply(header, answer.result, answer.body);
+}
+
+Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds) {
+    rpc::HelloRequest request;
+    if (body.size() != sizeof(request)) {
+        return fail(EPROTO, "malformed hello");
+    }
+    if (context_ || tool_) {
+        return fail(EALREADY, "this connection has already said hello");
+    }
+    memcpy(&request, body.data(), sizeof(request));
+    request.device[sizeof(request.device) - 1] = '\0';
+    if (request.device[0] == '\0') {
+        tool_ = true;
+        return ok();
+    }
+    Device* device = server_.find_device(request.device);
+    if (!device) {
+        return fail(ENODEV, "no device named %s", request.device);
+    }
+    if (fds.empty()) {
+        return fail(EINVAL, "hello for a device must carry the async event pipe");
+    }
+    context_ = std::make_unique<Context>(*device, std::move(fds.front()));
+    log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
+    return ok();
+}
+
+void Session::reply(const rpc::RequestHeader& request, const Result& result,
+                    std::span<const std::byte> body) {
+    rpc::ReplyHeader header{};
+    header.magic = rpc::kMagic;
+    header.version = rpc::kVersion;
+    header.op = request.op;
+    header.seq = request.seq;
+    header.error = result.error;
+    snprintf(header.message, sizeof(header.message), "%s", result.message.c_str());
+    std::vector<std::byte> message(sizeof(header) + body.size());
+    header.length = static_cast<uint32_t>(message.size());
+    memcpy(message.data(), &header, sizeof(header));
+    if (!body.empty()) {
+        memcpy(message.data() + sizeof(header), body.data(), body.size());
+    }
+    if (int error = rpc::send_message(socket_.native_handle(), message); error) {
+        log_warn("client pid %d: reply failed: %s", peer_.pid, strerror(error));
+    }
+}
+
+}  // namespace uroce

@@ -1,0 +1,46 @@
+// One client connection: a provider context bound to a device, or the
+// uroce tool. Requests are served in order; when the connection ends, the
+// client's Context and all its objects go with it.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "util/result.h"
+#include "verbs/context.h"
+
+namespace uroce {
+
+class Server;
+
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer);
+    void start();
+    void close();
+
+    const ucred& peer() const { return peer_; }
+    const Context* context() const { return context_.get(); }
+
+private:
+    void wait();
+    void on_readable();
+    void handle(std::span<const std::byte> message, std::vector<int>& fds);
+    void reply(const rpc::RequestHeader& request, const Result& result,
+               std::span<const std::byte> body);
+    Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds);
+
+    Server& server_;
+    boost::asio::posix::stream_descriptor socket_;
+    ucred peer_;
+    std::unique_ptr<Context> context_;
+    bool tool_ = false;
+};
+
+}  // namespace uroce

@@ -1,0 +1,34 @@
+// uroced as a whole: its devices, the control server, and what it leaves
+// in the runtime directory (socket, pid file, sysfs tree) while it runs.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <vector>
+
+#include "control/server.h"
+#include "device/device.h"
+#include "options.h"
+#include "protocol/runtime_dir.h"
+
+namespace uroce {
+
+class Daemon {
+public:
+    explicit Daemon(const Options& options);  // throws std::runtime_error
+    ~Daemon();
+    void run();  // until SIGTERM or SIGINT
+
+private:
+    void publish_devices();
+    void withdraw_devices();
+
+    Options options_;
+    RuntimePaths paths_;
+    boost::asio::io_context io_;
+    std::vector<std::unique_ptr<Device>> devices_;
+    std::unique_ptr<Server> server_;
+    bool device_nodes_ = false;
+};
+
+}  // namespace uroce

@@ -1,0 +1,114 @@
+#include "device/device.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <string.h>
+
+namespace uroce {
+namespace {
+
+// Limits of every emulated device. Resource counts are enforced per device;
+// capability flags name only what the daemon implements.
+constexpr int kMaxQp = 4096;
+constexpr int kMaxQpWr = 16384;
+constexpr int kMaxSge = 32;
+constexpr int kMaxCq = 8192;
+constexpr int kMaxCqe = 65535;
+constexpr int kMaxMr = 65536;
+constexpr int kMaxPd = 8192;
+constexpr int kMaxRdAtom = 128;
+constexpr int kMaxMw = 8192;
+constexpr int kMaxAh = 32768;
+constexpr int kMaxSrq = 4096;
+constexpr int kMaxSrqWr = 16384;
+constexpr int kMaxMcastGroups = 8192;
+constexpr int kMaxMcastQpAttach = 56;
+constexpr uint32_t kMaxWq = 4096;
+constexpr uint32_t kMaxRwqIndTableSize = 256;
+// The first QP number handed to applications: 0 and 1 are the special QPs.
+constexpr uint32_t kFirstQpn = 0x11;
+
+// EUI-64 from the locally administered MAC 02:00:a:b:c:d that stands for the
+// device's address: deterministic, unique per address.
+uint64_t guid_from_address(in_addr address) {
+    const uint32_t ip = ntohl(address.s_addr);
+    return uint64_t{0x00} << 56 | uint64_t{0x00} << 48 | uint64_t{(ip >> 24) & 0xff} << 40 |
+           uint64_t{0xff} << 32 | uint64_t{0xfe} << 24 | (ip & 0xffffff);
+}
+
+}  // namespace
+
+Device::Device(const DeviceConfig& config, uint32_t index)
+    : config_(config),
+      index_(index),
+      node_guid_(guid_from_address(config.address)),
+      qpns_(kFirstQpn, (1u << 24) - 1),
+      key_indexes_(1, (1u << 24) - 1),
+      srq_nums_(1, (1u << 24) - 1),
+      wq_nums_(1, (1u << 24) - 1),
+      ind_table_nums_(1, (1u << 24) - 1) {
+    ibv_device_attr& a = attr_.orig_attr;
+    snprintf(a.fw_ver, sizeof(a.fw_ver), "0.1.0");
+    a.node_guid = htobe64(node_guid_);
+    a.sys_image_guid = htobe64(node_guid_);
+    a.max_mr_size = UINT64_MAX;
+    a.page_size_cap = 0xfffff000;
+    a.vendor_id = 0xffffff;
+    a.vendor_part_id = 0;
+    a.hw_ver = 0;
+    a.max_qp = kMaxQp;
+    a.max_qp_wr = kMaxQpWr;
+    a.device_cap_flags = IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_SRQ_RESIZE |
+                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+    a.max_sge = kMaxSge;
+    a.max_sge_rd = kMaxSge;
+    a.max_cq = kMaxCq;
+    a.max_cqe = kMaxCqe;
+    a.max_mr = kMaxMr;
+    a.max_pd = kMaxPd;
+    a.max_qp_rd_atom = kMaxRdAtom;
+    a.max_res_rd_atom = kMaxRdAtom * kMaxQp;
+    a.max_qp_init_rd_atom = kMaxRdAtom;
+    a.atomic_cap = IBV_ATOMIC_NONE;  // no data path yet
+    a.max_mw = kMaxMw;
+    a.max_mcast_grp = kMaxMcastGroups;
+    a.max_mcast_qp_attach = kMaxMcastQpAttach;
+    a.max_total_mcast_qp_attach = kMaxMcastGroups * kMaxMcastQpAttach;
+    a.max_ah = kMaxAh;
+    a.max_srq = kMaxSrq;
+    a.max_srq_wr = kMaxSrqWr;
+    a.max_srq_sge = kMaxSge;
+    a.max_pkeys = 1;
+    a.local_ca_ack_delay = 15;
+    a.phys_port_cnt = kPortCount;
+    attr_.max_wq_type_rq = kMaxWq;
+    attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
+    attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;
+    attr_.phys_port_cnt_ex = kPortCount;
+
+    port_attr_.state = IBV_PORT_ACTIVE;
+    port_attr_.max_mtu = IBV_MTU_4096;
+    port_attr_.active_mtu = IBV_MTU_4096;
+    port_attr_.port_cap_flags = IBV_PORT_CM_SUP;
+    port_attr_.max_msg_sz = 1u << 31;
+    port_attr_.pkey_tbl_len = 1;
+    port_attr_.max_vl_num = 1;
+    port_attr_.active_width = 1;   // 1X
+    port_attr_.active_speed = 32;  // 25 Gb/s (EDR lane)
+    port_attr_.phys_state = 5;     // LinkUp
+    port_attr_.link_layer = IBV_LINK_LAYER_ETHERNET;
+
+    // GID 0: the RoCEv2 IPv4-mapped address; GID 1: the IPv6 link-local
+    // address built from the node GUID.
+    ibv_gid v4{};
+    v4.raw[10] = 0xff;
+    v4.raw[11] = 0xff;
+    memcpy(&v4.raw[12], &config.address.s_addr, 4);
+    ibv_gid link_local{};
+    link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
+    link_local.global.interface_id = htobe64(node_guid_);
+    gids_ = {v4, link_local};
+    port_attr_.gid_tbl_len = static_cast<int>(gids_.size());
+}
+
+}  // namespace uroce

@@ -1,0 +1,81 @@
+// One emulated RDMA device: identity, capabilities, its port and GID table,
+// and the device-wide namespaces (QP numbers, memory keys, SRQ numbers).
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "device/id_allocator.h"
+
+namespace uroce {
+
+struct XrcdDomain;
+
+// Objects of each kind alive on a device, across all clients.
+struct ObjectCounts {
+    int pd = 0, mr = 0, mw = 0, cq = 0, qp = 0, srq = 0, wq = 0, rwq_ind_table = 0, ah = 0,
+        xrcd = 0, comp_channel = 0;
+};
+
+struct DeviceConfig {
+    std::string name;  // "uroce0"
+    in_addr address;   // the device's IPv4 address; RoCEv2 GID ::ffff:a.b.c.d
+    std::string netdev = "lo";
+};
+
+class Device {
+public:
+    static constexpr uint8_t kPortCount = 1;
+
+    Device(const DeviceConfig& config, uint32_t index);
+
+    const std::string& name() const { return config_.name; }
+    const DeviceConfig& config() const { return config_; }
+    uint32_t index() const { return index_; }
+    std::string uverbs_name() const { return "uverbs-" + config_.name; }
+    uint64_t node_guid() const { return node_guid_; }
+
+    const ibv_device_attr_ex& attr() const { return attr_; }
+    const ibv_port_attr& port_attr() const { return port_attr_; }
+    const std::vector<ibv_gid>& gids() const { return gids_; }
+
+    IdAllocator& qpns() { return qpns_; }
+    IdAllocator& key_indexes() { return key_indexes_; }
+    IdAllocator& srq_nums() { return srq_nums_; }
+    IdAllocator& wq_nums() { return wq_nums_; }
+    IdAllocator& ind_table_nums() { return ind_table_nums_; }
+    ObjectCounts& counts() { return counts_; }
+    const ObjectCounts& counts() const { return counts_; }
+    // XRC domains opened through a file, by (st_dev, st_ino).
+    std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>>& xrcd_files() {
+        return xrcd_files_;
+    }
+
+private:
+    DeviceConfig config_;
+    uint32_t index_;
+    uint64_t node_guid_;
+    ibv_device_attr_ex attr_{};
+    ibv_port_attr port_attr_{};
+    std::vector<ibv_gid> gids_;
+    IdAllocator qpns_;
+    IdAllocator key_indexes_;
+    IdAllocator srq_nums_;
+    IdAllocator wq_nums_;
+    IdAllocator ind_table_nums_;
+    ObjectCounts counts_;
+    std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
+};
+
+// Memory keys are an index in the upper 24 bits and a variant byte below it,
+// as on Soft-RoCE; the variant changes when an MR is re-registered.
+inline uint32_t make_key(uint32_t index, uint8_t variant) { return index << 8 | variant; }
+
+}  // namespace uroce

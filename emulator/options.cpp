@@ -1,0 +1,130 @@
+#include "options.h"
+
+#include <arpa/inet.h>
+
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "protocol/runtime_dir.h"
+
+namespace uroce {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: uroced [--device NAME=IPV4]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
+    "\n"
+    "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
+    "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
+    "Config file lines: 'device NAME IPV4', 'udp-port N'; '#' starts a comment.\n";
+
+DeviceConfig parse_device(const std::string& name, const std::string& address) {
+    static const std::regex kName("[a-z][a-z0-9_]{0,30}");
+    if (!std::regex_match(name, kName) || name.rfind("uroce", 0) != 0) {
+        throw std::invalid_argument("device name '" + name +
+                                    "' must start with 'uroce' and use [a-z0-9_]");
+    }
+    DeviceConfig config;
+    config.name = name;
+    if (inet_pton(AF_INET, address.c_str(), &config.address) != 1) {
+        throw std::invalid_argument("device " + name + ": '" + address +
+                                    "' is not an IPv4 address");
+    }
+    return config;
+}
+
+uint16_t parse_port(const std::string& text) {
+    try {
+        size_t used = 0;
+        const unsigned long port = std::stoul(text, &used);
+        if (used == text.size() && port >= 1 && port <= 65535) {
+            return static_cast<uint16_t>(port);
+        }
+    } catch (const std::exception&) {
+    }
+    throw std::invalid_argument("'" + text + "' is not a UDP port");
+}
+
+void read_config(const std::filesystem::path& path, Options& options) {
+    std::ifstream in(path);
+    if (!in) {
+        throw std::invalid_argument("cannot read config file " + path.native());
+    }
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+        line = line.substr(0, line.find('#'));
+        std::istringstream words(line);
+        std::string key, a, b, extra;
+        if (!(words >> key)) {
+            continue;
+        }
+        words >> a >> b >> extra;
+        const std::string where = path.native() + ":" + std::to_string(number) + ": ";
+        try {
+            if (key == "device" && !b.empty() && extra.empty()) {
+                options.devices.push_back(parse_device(a, b));
+            } else if (key == "udp-port" && !a.empty() && b.empty()) {
+                options.udp_port = parse_port(a);
+            } else {
+                throw std::invalid_argument("cannot parse '" + line + "'");
+            }
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(where + e.what());
+        }
+    }
+}
+
+}  // namespace
+
+bool parse_options(int argc, char** argv, Options& options) {
+    options.runtime_dir = default_runtime_dir();
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                throw std::invalid_argument(arg + " needs a value");
+            }
+            return argv[++i];
+        };
+        if (arg == "--help" || arg == "-h") {
+            std::cout << kUsage;
+            return false;
+        } else if (arg == "--device") {
+            const std::string spec = value();
+            const auto eq = spec.find('=');
+            if (eq == std::string::npos) {
+                throw std::invalid_argument("--device takes NAME=IPV4, not '" + spec + "'");
+            }
+            options.devices.push_back(parse_device(spec.substr(0, eq), spec.substr(eq + 1)));
+        } else if (arg == "--config") {
+            read_config(value(), options);
+        } else if (arg == "--runtime-dir") {
+            options.runtime_dir = value();
+        } else if (arg == "--udp-port") {
+            options.udp_port = parse_port(value());
+        } else {
+            throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
+        }
+    }
+    if (options.devices.empty()) {
+        options.devices = {parse_device("uroce0", "127.0.0.1"),
+                           parse_device("uroce1", "127.0.0.2")};
+    }
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+        for (size_t j = 0; j < i; ++j) {
+            if (options.devices[i].name == options.devices[j].name) {
+                throw std::invalid_argument("device " + options.devices[i].name +
+                                            " is given twice");
+            }
+            if (options.devices[i].address.s_addr == options.devices[j].address.s_addr) {
+                throw std::invalid_argument("devices " + options.devices[j].name + " and " +
+                                            options.devices[i].name + " share an address");
+            }
+        }
+    }
+    return true;
+}
+
+}  // namespace uroce

@@ -1,0 +1,22 @@
+// uroced's command line and configuration file.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+
+namespace uroce {
+
+struct Options {
+    std::vector<DeviceConfig> devices;  // default: uroce0 127.0.0.1, uroce1 127.0.0.2
+    std::filesystem::path runtime_dir;
+    uint16_t udp_port = 4791;
+};
+
+// Parses argv; throws std::invalid_argument with a message for the user.
+// Returns false when only help was asked for (printed to stdout).
+bool parse_options(int argc, char** argv, Options& options);
+
+}  // namespace uroce

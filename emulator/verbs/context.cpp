@@ -1,0 +1,67 @@
+#include "verbs/context.h"
+
+#include <string.h>
+
+namespace uroce {
+
+Context::Context(Device& device, UniqueFd async_events)
+    : device_(device), async_events_(std::move(async_events)) {}
+
+// A client that disconnects or dies loses everything it created, dependents
+// first, exactly as if it had destroyed each object itself.
+Context::~Context() {
+    auto destroy_all = [](auto& table, auto destroy) {
+        while (!table.empty()) {
+            destroy(table.all().rbegin()->first);
+        }
+    };
+    rpc::Empty none;
+    destroy_all(qps_, [&](uint32_t h) {
+        qps_.find(h)->mcast_groups.clear();
+        destroy_qp({h}, none);
+    });
+    destroy_all(ind_tables_, [&](uint32_t h) { destroy_rwq_ind_table({h}, none); });
+    destroy_all(wqs_, [&](uint32_t h) { destroy_wq({h}, none); });
+    destroy_all(srqs_, [&](uint32_t h) { destroy_srq({h}, none); });
+    destroy_all(ahs_, [&](uint32_t h) { destroy_ah({h}, none); });
+    destroy_all(mws_, [&](uint32_t h) { dealloc_mw({h}, none); });
+    destroy_all(mrs_, [&](uint32_t h) { dereg_mr({h}, none); });
+    destroy_all(cqs_, [&](uint32_t h) { destroy_cq({h}, none); });
+    while (!channels_.empty()) {
+        destroy_comp_channel({channels_.begin()->first}, none);
+    }
+    destroy_all(xrcds_, [&](uint32_t h) { close_xrcd({h}, none); });
+    destroy_all(pds_, [&](uint32_t h) { dealloc_pd({h}, none); });
+}
+
+Result Context::query_device(const rpc::QueryDeviceRequest&, rpc::QueryDeviceReply& reply) {
+    reply.attr = device_.attr();
+    return ok();
+}
+
+Result Context::query_port(const rpc::QueryPortRequest& req, rpc::QueryPortReply& reply) {
+    if (req.port_num < 1 || req.port_num > Device::kPortCount) {
+        return fail(EINVAL, "port %u does not exist (ports 1..%u)", req.port_num,
+                    Device::kPortCount);
+    }
+    reply.attr = device_.port_attr();
+    return ok();
+}
+
+ObjectCounts Context::counts() const {
+    ObjectCounts c;
+    c.pd = static_cast<int>(pds_.size());
+    c.mr = static_cast<int>(mrs_.size());
+    c.mw = static_cast<int>(mws_.size());
+    c.cq = static_cast<int>(cqs_.size());
+    c.qp = static_cast<int>(qps_.size());
+    c.srq = static_cast<int>(srqs_.size());
+    c.wq = static_cast<int>(wqs_.size());
+    c.rwq_ind_table = static_cast<int>(ind_tables_.size());
+    c.ah = static_cast<int>(ahs_.size());
+    c.xrcd = static_cast<int>(xrcds_.size());
+    c.comp_channel = static_cast<int>(channels_.size());
+    return c;
+}
+
+}  // namespace uroce

@@ -1,0 +1,94 @@
+// One client's view of one device: the verbs it can call and the objects it
+// created. Every method checks its arguments as the man pages and the kernel
+// do, and either changes nothing and fails, or succeeds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "device/device.h"
+#include "protocol/messages.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+#include "verbs/handle_table.h"
+#include "verbs/objects.h"
+
+namespace uroce {
+
+class Context {
+public:
+    Context(Device& device, UniqueFd async_events);
+    ~Context();  // destroys everything the client left, in dependency order
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    Device& device() { return device_; }
+    const Device& device() const { return device_; }
+
+    Result query_device(const rpc::QueryDeviceRequest&, rpc::QueryDeviceReply&);
+    Result query_port(const rpc::QueryPortRequest&, rpc::QueryPortReply&);
+
+    Result alloc_pd(const rpc::Empty&, rpc::AllocPdReply&);
+    Result dealloc_pd(const rpc::HandleRequest&, rpc::Empty&);
+    Result reg_mr(const rpc::RegMrRequest&, rpc::RegMrReply&);
+    Result rereg_mr(const rpc::ReregMrRequest&, rpc::ReregMrReply&);
+    Result dereg_mr(const rpc::HandleRequest&, rpc::Empty&);
+    Result alloc_mw(const rpc::AllocMwRequest&, rpc::AllocMwReply&);
+    Result dealloc_mw(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result create_comp_channel(const rpc::CreateCompChannelRequest&, UniqueFd write_end);
+    Result destroy_comp_channel(const rpc::DestroyCompChannelRequest&, rpc::Empty&);
+    Result create_cq(const rpc::CreateCqRequest&, rpc::CreateCqReply&);
+    Result resize_cq(const rpc::ResizeCqRequest&, rpc::ResizeCqReply&);
+    Result destroy_cq(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result create_srq(const rpc::CreateSrqRequest&, rpc::CreateSrqReply&);
+    Result modify_srq(const rpc::ModifySrqRequest&, rpc::Empty&);
+    Result query_srq(const rpc::HandleRequest&, rpc::QuerySrqReply&);
+    Result destroy_srq(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result create_qp(const rpc::CreateQpRequest&, rpc::CreateQpReply&);
+    Result modify_qp(const rpc::ModifyQpRequest&, rpc::Empty&);
+    Result query_qp(const rpc::QueryQpRequest&, rpc::QueryQpReply&);
+    Result destroy_qp(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result create_wq(const rpc::CreateWqRequest&, rpc::CreateWqReply&);
+    Result modify_wq(const rpc::ModifyWqRequest&, rpc::Empty&);
+    Result destroy_wq(const rpc::HandleRequest&, rpc::Empty&);
+    Result create_rwq_ind_table(const rpc::CreateRwqIndTableRequest&,
+                                rpc::CreateRwqIndTableReply&);
+    Result destroy_rwq_ind_table(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result create_ah(const rpc::CreateAhRequest&, rpc::CreateAhReply&);
+    Result destroy_ah(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result open_xrcd(const rpc::OpenXrcdRequest&, rpc::OpenXrcdReply&, UniqueFd file);
+    Result close_xrcd(const rpc::HandleRequest&, rpc::Empty&);
+
+    Result attach_mcast(const rpc::McastRequest&, rpc::Empty&);
+    Result detach_mcast(const rpc::McastRequest&, rpc::Empty&);
+
+    // Object counts, for status.
+    ObjectCounts counts() const;
+
+private:
+    Result check_ah_attr(const ibv_ah_attr& attr) const;
+    Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
+
+    Device& device_;
+    UniqueFd async_events_;
+    HandleTable<Pd> pds_;
+    HandleTable<Mr> mrs_;
+    HandleTable<Mw> mws_;
+    std::map<int, std::shared_ptr<CompChannel>> channels_;  // by the client's read fd
+    HandleTable<Cq> cqs_;
+    HandleTable<Xrcd> xrcds_;
+    HandleTable<Srq> srqs_;
+    HandleTable<Wq> wqs_;
+    HandleTable<RwqIndTable> ind_tables_;
+    HandleTable<Ah> ahs_;
+    HandleTable<Qp> qps_;
+};
+
+}  // namespace uroce

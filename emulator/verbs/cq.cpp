@@ -1,0 +1,120 @@
+// Completion channels and completion queues.
+#include <bit>
+
+#include "verbs/context.h"
+
+namespace uroce {
+namespace {
+
+constexpr uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
+constexpr uint32_t kSupportedCqComp = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+
+// Queues hold a power of two slots, one of which stays empty; like
+// Soft-RoCE, the usable size is reported back.
+int actual_cqe(int requested) {
+    return static_cast<int>(std::bit_ceil(static_cast<uint32_t>(requested) + 1) - 1);
+}
+
+}  // namespace
+
+Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req,
+                                    UniqueFd write_end) {
+    if (!write_end) {
+        return fail(EINVAL, "a completion channel needs its pipe");
+    }
+    if (channels_.contains(req.channel_fd)) {
+        return fail(EEXIST, "completion channel %d already exists", req.channel_fd);
+    }
+    auto channel = std::make_shared<CompChannel>();
+    channel->write_end = std::move(write_end);
+    channels_.emplace(req.channel_fd, channel);
+    ++device_.counts().comp_channel;
+    return ok();
+}
+
+Result Context::destroy_comp_channel(const rpc::DestroyCompChannelRequest& req, rpc::Empty&) {
+    auto it = channels_.find(req.channel_fd);
+    if (it == channels_.end()) {
+        return fail(EINVAL, "no completion channel %d", req.channel_fd);
+    }
+    if (it->second->users) {
+        return fail(EBUSY, "completion channel %d is used by %d CQs", req.channel_fd,
+                    it->second->users);
+    }
+    channels_.erase(it);
+    --device_.counts().comp_channel;
+    return ok();
+}
+
+Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& reply) {
+    const ibv_device_attr& caps = device_.attr().orig_attr;
+    if (req.cqe < 1 || req.cqe > caps.max_cqe) {
+        return fail(EINVAL, "cqe %d is outside 1..%d", req.cqe, caps.max_cqe);
+    }
+    if (req.comp_vector < 0 || req.comp_vector >= 1) {
+        return fail(EINVAL, "completion vector %d does not exist (the device has 1)",
+                    req.comp_vector);
+    }
+    if (req.comp_mask & ~kSupportedCqComp) {
+        return fail(EINVAL, "unknown CQ comp_mask bits 0x%x", req.comp_mask & ~kSupportedCqComp);
+    }
+    if (req.wc_flags & ~kSupportedWcFlags) {
+        return fail(EOPNOTSUPP, "wc_flags 0x%llx are not supported",
+                    (unsigned long long)(req.wc_flags & ~kSupportedWcFlags));
+    }
+    if (req.flags & ~IBV_CREATE_CQ_ATTR_SINGLE_THREADED) {
+        return fail(EOPNOTSUPP, "CQ creation flags 0x%x are not supported",
+                    req.flags & ~IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
+    }
+    std::shared_ptr<CompChannel> channel;
+    if (req.channel_fd >= 0) {
+        auto it = channels_.find(req.channel_fd);
+        if (it == channels_.end()) {
+            return fail(EINVAL, "no completion channel %d", req.channel_fd);
+        }
+        channel = it->second;
+    }
+    if (device_.counts().cq >= caps.max_cq) {
+        return fail(ENOMEM, "device %s has its maximum of %d CQs", device_.name().c_str(),
+                    caps.max_cq);
+    }
+    auto cq = std::make_shared<Cq>();
+    cq->user_handle = req.user_handle;
+    cq->cqe = std::min(actual_cqe(req.cqe), caps.max_cqe);
+    cq->channel = Ref<CompChannel>(channel);
+    cq->comp_vector = req.comp_vector;
+    cq->wc_flags = req.wc_flags;
+    cqs_.add(cq);
+    ++device_.counts().cq;
+    reply = {cq->handle, cq->cqe};
+    return ok();
+}
+
+Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& reply) {
+    auto cq = cqs_.find(req.handle);
+    if (!cq) {
+        return fail(EINVAL, "no CQ with handle %u", req.handle);
+    }
+    const int max_cqe = device_.attr().orig_attr.max_cqe;
+    if (req.cqe < 1 || req.cqe > max_cqe) {
+        return fail(EINVAL, "cqe %d is outside 1..%d", req.cqe, max_cqe);
+    }
+    cq->cqe = std::min(actual_cqe(req.cqe), max_cqe);
+    reply.cqe = cq->cqe;
+    return ok();
+}
+
+Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto cq = cqs_.find(req.handle);
+    if (!cq) {
+        return fail(EINVAL, "no CQ with handle %u", req.handle);
+    }
+    if (cq->users) {
+        return fail(EBUSY, "CQ %u is still used by %d QPs, SRQs or WQs", req.handle, cq->users);
+    }
+    cqs_.erase(req.handle);
+    --device_.counts().cq;
+    return ok();
+}
+
+}  // namespace uroce

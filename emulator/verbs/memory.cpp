@@ -1,0 +1,202 @@
+// Protection domains, memory regions and memory windows.
+#include <sys/mman.h>
+
+#include "verbs/context.h"
+
+namespace uroce {
+namespace {
+
+constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
+constexpr int kRemoteAccess =
+    IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr uint64_t kPageMask = 4095;
+
+// ib_check_mr_access(): flags the device lacks, and remote write or atomic
+// without local write, are refused. Optional flags may be ignored.
+Result check_access(int access) {
+    access &= ~IBV_ACCESS_OPTIONAL_RANGE;
+    if (access & ~kSupportedAccess) {
+        return fail(EINVAL, "access flags 0x%x are not supported", access & ~kSupportedAccess);
+    }
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & IBV_ACCESS_LOCAL_WRITE)) {
+        return fail(EINVAL, "remote write or atomic access requires IBV_ACCESS_LOCAL_WRITE");
+    }
+    return ok();
+}
+
+Result check_range(uint64_t addr, uint64_t length, uint64_t iova) {
+    if (length == 0) {
+        return fail(EINVAL, "memory region length is 0");
+    }
+    if (addr + length < addr) {
+        return fail(EINVAL, "memory region [0x%llx, +0x%llx) wraps around",
+                    (unsigned long long)addr, (unsigned long long)length);
+    }
+    if ((addr & kPageMask) != (iova & kPageMask)) {
+        return fail(EINVAL, "address 0x%llx and iova 0x%llx differ within the page",
+                    (unsigned long long)addr, (unsigned long long)iova);
+    }
+    return ok();
+}
+
+}  // namespace
+
+Result Context::alloc_pd(const rpc::Empty&, rpc::AllocPdReply& reply) {
+    if (device_.counts().pd >= device_.attr().orig_attr.max_pd) {
+        return fail(ENOMEM, "device %s has its maximum of %d PDs", device_.name().c_str(),
+                    device_.attr().orig_attr.max_pd);
+    }
+    reply.handle = pds_.add(std::make_shared<Pd>())->handle;
+    ++device_.counts().pd;
+    return ok();
+}
+
+Result Context::dealloc_pd(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto pd = pds_.find(req.handle);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.handle);
+    }
+    if (pd->users) {
+        return fail(EBUSY, "PD %u is still used by %d objects", req.handle, pd->users);
+    }
+    pds_.erase(req.handle);
+    --device_.counts().pd;
+    return ok();
+}
+
+Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
+    auto pd = pds_.find(req.pd);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
+    }
+    if (Result r = check_access(req.access); !r) {
+        return r;
+    }
+    if (Result r = check_range(req.addr, req.length, req.hca_va); !r) {
+        return r;
+    }
+    if (device_.counts().mr >= device_.attr().orig_attr.max_mr) {
+        return fail(ENOMEM, "device %s has its maximum of %d MRs", device_.name().c_str(),
+                    device_.attr().orig_attr.max_mr);
+    }
+    auto index = device_.key_indexes().allocate();
+    if (!index) {
+        return fail(ENOMEM, "no memory keys left");
+    }
+    auto mr = std::make_shared<Mr>();
+    mr->pd = Ref<Pd>(pd);
+    mr->addr = req.addr;
+    mr->length = req.length;
+    mr->iova = req.hca_va;
+    mr->access = req.access;
+    mr->key_index = *index;
+    mr->lkey = make_key(*index, 0);
+    mr->rkey = (req.access & kRemoteAccess) ? mr->lkey : 0;
+    mrs_.add(mr);
+    ++device_.counts().mr;
+    reply = {mr->handle, mr->lkey, mr->rkey};
+    return ok();
+}
+
+Result Context::rereg_mr(const rpc::ReregMrRequest& req, rpc::ReregMrReply& reply) {
+    auto mr = mrs_.find(req.handle);
+    if (!mr) {
+        return fail(EINVAL, "no MR with handle %u", req.handle);
+    }
+    constexpr int kAllFlags =
+        IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+    if (req.flags == 0 || (req.flags & ~kAllFlags)) {
+        return fail(EINVAL, "rereg flags 0x%x are invalid", req.flags);
+    }
+    std::shared_ptr<Pd> pd;
+    if (req.flags & IBV_REREG_MR_CHANGE_PD) {
+        pd = pds_.find(req.pd);
+        if (!pd) {
+            return fail(EINVAL, "no PD with handle %u", req.pd);
+        }
+    }
+    int access = mr->access;
+    if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        if (Result r = check_access(req.access); !r) {
+            return r;
+        }
+        access = req.access;
+    }
+    if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        if (Result r = check_range(req.addr, req.length, req.addr); !r) {
+            return r;
+        }
+    }
+    // Everything checked: apply. A new key variant makes old rkeys stale.
+    if (pd) {
+        mr->pd = Ref<Pd>(pd);
+    }
+    if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        mr->addr = req.addr;
+        mr->iova = req.addr;
+        mr->length = req.length;
+    }
+    mr->access = access;
+    mr->lkey = make_key(mr->key_index, static_cast<uint8_t>((mr->lkey & 0xff) + 1));
+    mr->rkey = (access & kRemoteAccess) ? mr->lkey : 0;
+    reply = {mr->lkey, mr->rkey};
+    return ok();
+}
+
+Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto mr = mrs_.find(req.handle);
+    if (!mr) {
+        return fail(EINVAL, "no MR with handle %u", req.handle);
+    }
+    if (mr->users) {
+        return fail(EBUSY, "MR %u still has %d memory windows bound", req.handle, mr->users);
+    }
+    device_.key_indexes().release(mr->key_index);
+    mrs_.erase(req.handle);
+    --device_.counts().mr;
+    return ok();
+}
+
+Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& reply) {
+    auto pd = pds_.find(req.pd);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
+    }
+    if (req.type != IBV_MW_TYPE_1 && req.type != IBV_MW_TYPE_2) {
+        return fail(EINVAL, "memory window type %d is neither 1 nor 2", req.type);
+    }
+    if (device_.counts().mw >= device_.attr().orig_attr.max_mw) {
+        return fail(ENOMEM, "device %s has its maximum of %d MWs", device_.name().c_str(),
+                    device_.attr().orig_attr.max_mw);
+    }
+    auto index = device_.key_indexes().allocate();
+    if (!index) {
+        return fail(ENOMEM, "no memory keys left");
+    }
+    auto mw = std::make_shared<Mw>();
+    mw->pd = Ref<Pd>(pd);
+    mw->type = static_cast<ibv_mw_type>(req.type);
+    mw->key_index = *index;
+    mw->rkey = make_key(*index, 0);
+    mws_.add(mw);
+    ++device_.counts().mw;
+    reply = {mw->handle, mw->rkey};
+    return ok();
+}
+
+Result Context::dealloc_mw(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto mw = mws_.find(req.handle);
+    if (!mw) {
+        return fail(EINVAL, "no MW with handle %u", req.handle);
+    }
+    device_.key_indexes().release(mw->key_index);
+    mws_.erase(req.handle);
+    --device_.counts().mw;
+    return ok();
+}
+
+}  // namespace uroce

@@ -1,0 +1,151 @@
+// The objects a client creates on a device. Each holds strong references to
+// the objects it depends on and counts its own dependents (`users`), so that
+// destroying an object still in use fails with EBUSY, as in the kernel.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "util/unique_fd.h"
+
+namespace uroce {
+
+struct Object {
+    uint32_t handle = 0;
+    int users = 0;
+};
+
+// Holds a dependency and counts itself among the dependency's users.
+template <class T>
+class Ref {
+public:
+    Ref() = default;
+    explicit Ref(std::shared_ptr<T> target) : target_(std::move(target)) {
+        if (target_) {
+            ++target_->users;
+        }
+    }
+    Ref(const Ref&) = delete;
+    Ref& operator=(const Ref&) = delete;
+    Ref(Ref&& other) noexcept : target_(std::move(other.target_)) {}
+    Ref& operator=(Ref&& other) noexcept {
+        reset();
+        target_ = std::move(other.target_);
+        return *this;
+    }
+    ~Ref() { reset(); }
+    void reset() {
+        if (target_) {
+            --target_->users;
+            target_.reset();
+        }
+    }
+    T* get() const { return target_.get(); }
+    T* operator->() const { return target_.get(); }
+    explicit operator bool() const { return target_ != nullptr; }
+
+private:
+    std::shared_ptr<T> target_;
+};
+
+struct Pd : Object {};
+
+struct Mr : Object {
+    Ref<Pd> pd;
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    uint64_t iova = 0;
+    int access = 0;
+    uint32_t key_index = 0;
+    uint32_t lkey = 0;
+    uint32_t rkey = 0;
+};
+
+struct Mw : Object {
+    Ref<Pd> pd;
+    ibv_mw_type type = IBV_MW_TYPE_1;
+    uint32_t key_index = 0;
+    uint32_t rkey = 0;
+};
+
+// A completion channel: the write end of the pipe the client reads events from.
+struct CompChannel : Object {
+    UniqueFd write_end;
+};
+
+struct Cq : Object {
+    uint64_t user_handle = 0;
+    int cqe = 0;
+    Ref<CompChannel> channel;
+    int comp_vector = 0;
+    uint64_t wc_flags = 0;
+};
+
+// An XRC domain. Opened through a file, it is shared by every client that
+// opens the same file on the same device.
+struct XrcdDomain {
+    dev_t file_dev = 0;
+    ino_t file_ino = 0;
+    bool has_file = false;
+};
+struct Xrcd : Object {
+    std::shared_ptr<XrcdDomain> domain;
+};
+
+struct Srq : Object {
+    uint64_t user_handle = 0;
+    ibv_srq_type type = IBV_SRQT_BASIC;
+    ibv_srq_attr attr{};
+    Ref<Pd> pd;
+    Ref<Xrcd> xrcd;
+    Ref<Cq> cq;
+    uint32_t srq_num = 0;
+};
+
+struct Wq : Object {
+    uint64_t user_handle = 0;
+    ibv_wq_type type = IBV_WQT_RQ;
+    ibv_wq_state state = IBV_WQS_RESET;
+    uint32_t max_wr = 0;
+    uint32_t max_sge = 0;
+    uint32_t flags = 0;
+    Ref<Pd> pd;
+    Ref<Cq> cq;
+    uint32_t wq_num = 0;
+};
+
+struct RwqIndTable : Object {
+    uint32_t log_size = 0;
+    std::vector<Ref<Wq>> wqs;
+    uint32_t ind_tbl_num = 0;
+};
+
+struct Ah : Object {
+    Ref<Pd> pd;
+    ibv_ah_attr attr{};
+};
+
+struct Qp : Object {
+    uint64_t user_handle = 0;
+    ibv_qp_type type = IBV_QPT_RC;
+    uint32_t qpn = 0;
+    bool sq_sig_all = false;
+    uint32_t create_flags = 0;
+    ibv_qp_cap cap{};
+    // Every attribute set so far; attr.qp_state is the current state.
+    ibv_qp_attr attr{};
+    Ref<Pd> pd;
+    Ref<Cq> send_cq;
+    Ref<Cq> recv_cq;
+    Ref<Srq> srq;
+    Ref<Xrcd> xrcd;
+    Ref<RwqIndTable> ind_table;
+    std::set<std::pair<std::array<uint8_t, 16>, uint16_t>> mcast_groups;
+};
+
+}  // namespace uroce

@@ -1,0 +1,300 @@
+// Queue pairs: creation with capability rounding, the modify state machine
+// (rules in qp/), query, destroy, and multicast attachment.
+#include <string.h>
+
+#include <bit>
+
+#include "qp/qp_attr_check.h"
+#include "qp/qp_transitions.h"
+#include "verbs/context.h"
+
+namespace uroce {
+namespace {
+
+constexpr uint32_t kMaxInlineData = 512;
+constexpr uint32_t kKnownQpComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                  IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                  IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                                  IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr int kAllQpAttrs = (IBV_QP_DEST_QPN << 1) - 1;
+constexpr size_t kSgeSize = 16;  // struct ibv_sge: inline data shares its room
+
+uint32_t round_wr(uint32_t requested, uint32_t max) {
+    return requested == 0 ? 0 : std::min<uint32_t>(std::bit_ceil(requested + 1) - 1, max);
+}
+
+bool is_multicast_gid(const ibv_gid& gid) {
+    static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(gid.raw, kV4Mapped, sizeof(kV4Mapped)) == 0) {
+        return (gid.raw[12] & 0xf0) == 0xe0;  // 224.0.0.0/4
+    }
+    return gid.raw[0] == 0xff;
+}
+
+// Copies the attributes selected by `mask` from `in` into `qp`.
+void apply_qp_attr(ibv_qp_attr& qp, const ibv_qp_attr& in, int mask) {
+    if (mask & IBV_QP_STATE) qp.qp_state = in.qp_state;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) qp.en_sqd_async_notify = in.en_sqd_async_notify;
+    if (mask & IBV_QP_ACCESS_FLAGS) qp.qp_access_flags = in.qp_access_flags;
+    if (mask & IBV_QP_PKEY_INDEX) qp.pkey_index = in.pkey_index;
+    if (mask & IBV_QP_PORT) qp.port_num = in.port_num;
+    if (mask & IBV_QP_QKEY) qp.qkey = in.qkey;
+    if (mask & IBV_QP_AV) qp.ah_attr = in.ah_attr;
+    if (mask & IBV_QP_PATH_MTU) qp.path_mtu = in.path_mtu;
+    if (mask & IBV_QP_TIMEOUT) qp.timeout = in.timeout;
+    if (mask & IBV_QP_RETRY_CNT) qp.retry_cnt = in.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY) qp.rnr_retry = in.rnr_retry;
+    if (mask & IBV_QP_RQ_PSN) qp.rq_psn = in.rq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp.max_rd_atomic = in.max_rd_atomic;
+    if (mask & IBV_QP_ALT_PATH) {
+        qp.alt_ah_attr = in.alt_ah_attr;
+        qp.alt_pkey_index = in.alt_pkey_index;
+        qp.alt_port_num = in.alt_port_num;
+        qp.alt_timeout = in.alt_timeout;
+    }
+    if (mask & IBV_QP_MIN_RNR_TIMER) qp.min_rnr_timer = in.min_rnr_timer;
+    if (mask & IBV_QP_SQ_PSN) qp.sq_psn = in.sq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) qp.max_dest_rd_atomic = in.max_dest_rd_atomic;
+    if (mask & IBV_QP_PATH_MIG_STATE) qp.path_mig_state = in.path_mig_state;
+    if (mask & IBV_QP_DEST_QPN) qp.dest_qp_num = in.dest_qp_num;
+}
+
+}  // namespace
+
+Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const {
+    const ibv_device_attr& caps = device_.attr().orig_attr;
+    const ibv_qp_cap& in = req.cap;
+    const uint32_t max_wr = static_cast<uint32_t>(caps.max_qp_wr);
+    const uint32_t max_sge = static_cast<uint32_t>(caps.max_sge);
+    if (in.max_send_wr > max_wr || in.max_recv_wr > max_wr) {
+        return fail(EINVAL, "max_send_wr %u / max_recv_wr %u above the device's %u",
+                    in.max_send_wr, in.max_recv_wr, max_wr);
+    }
+    if (in.max_send_sge > max_sge || in.max_recv_sge > max_sge) {
+        return fail(EINVAL, "max_send_sge %u / max_recv_sge %u above the device's %u",
+                    in.max_send_sge, in.max_recv_sge, max_sge);
+    }
+    if (in.max_inline_data > kMaxInlineData) {
+        return fail(EINVAL, "max_inline_data %u above the device's %u", in.max_inline_data,
+                    kMaxInlineData);
+    }
+    cap.max_send_wr = round_wr(in.max_send_wr, max_wr);
+    cap.max_send_sge = std::max<uint32_t>(in.max_send_sge, cap.max_send_wr ? 1 : 0);
+    // Inline data is carried where the gather list would be.
+    cap.max_inline_data =
+        cap.max_send_wr ? std::max<uint32_t>(in.max_inline_data, cap.max_send_sge * kSgeSize) : 0;
+    if (req.srq || req.rwq_ind_tbl) {
+        cap.max_recv_wr = 0;  // receives come from the SRQ or the WQs
+        cap.max_recv_sge = 0;
+    } else {
+        cap.max_recv_wr = round_wr(in.max_recv_wr, max_wr);
+        cap.max_recv_sge = std::max<uint32_t>(in.max_recv_sge, cap.max_recv_wr ? 1 : 0);
+    }
+    return ok();
+}
+
+Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply) {
+    const ibv_device_attr& caps = device_.attr().orig_attr;
+    const auto type = static_cast<ibv_qp_type>(req.qp_type);
+    switch (type) {
+        case IBV_QPT_RC:
+        case IBV_QPT_UC:
+        case IBV_QPT_UD:
+        case IBV_QPT_RAW_PACKET:
+        case IBV_QPT_XRC_SEND:
+        case IBV_QPT_XRC_RECV:
+            break;
+        default:
+            return fail(EOPNOTSUPP, "QP type %d is not supported", req.qp_type);
+    }
+    if (req.comp_mask & ~kKnownQpComp) {
+        return fail(EINVAL, "unknown QP comp_mask bits 0x%x", req.comp_mask & ~kKnownQpComp);
+    }
+    if (req.comp_mask & (IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+        return fail(EOPNOTSUPP, "TSO and send_ops_flags are not supported yet");
+    }
+    if (req.create_flags) {
+        return fail(EOPNOTSUPP, "QP create_flags 0x%x are not supported", req.create_flags);
+    }
+    if ((req.comp_mask & IBV_QP_INIT_ATTR_RX_HASH) || req.rwq_ind_tbl) {
+        return fail(EOPNOTSUPP, "RSS QPs are not supported yet");
+    }
+
+    std::shared_ptr<Pd> pd;
+    std::shared_ptr<Xrcd> xrcd;
+    if (type == IBV_QPT_XRC_RECV) {
+        xrcd = xrcds_.find(req.xrcd);
+        if (!xrcd) {
+            return fail(EINVAL, "an XRC_TGT QP needs a valid XRC domain (handle %u)", req.xrcd);
+        }
+    } else {
+        pd = pds_.find(req.pd);
+        if (!pd) {
+            return fail(EINVAL, "no PD with handle %u", req.pd);
+        }
+    }
+    std::shared_ptr<Cq> send_cq;
+    std::shared_ptr<Cq> recv_cq;
+    if (type != IBV_QPT_XRC_RECV) {
+        send_cq = cqs_.find(req.send_cq);
+        if (!send_cq) {
+            return fail(EINVAL, "send CQ handle %u is not a CQ", req.send_cq);
+        }
+    }
+    if (type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND) {
+        recv_cq = cqs_.find(req.recv_cq);
+        if (!recv_cq) {
+            return fail(EINVAL, "receive CQ handle %u is not a CQ", req.recv_cq);
+        }
+    }
+    std::shared_ptr<Srq> srq;
+    if (req.srq) {
+        if (type != IBV_QPT_RC && type != IBV_QPT_UD && type != IBV_QPT_XRC_RECV) {
+            return fail(EINVAL, "%s QPs cannot use an SRQ (only RC, UD and XRC_TGT)",
+                        qp_type_name(type));
+        }
+        srq = srqs_.find(req.srq);
+        if (!srq) {
+            return fail(EINVAL, "no SRQ with handle %u", req.srq);
+        }
+        if (srq->type != IBV_SRQT_BASIC && type != IBV_QPT_XRC_RECV) {
+            return fail(EINVAL, "an XRC SRQ cannot serve a %s QP", qp_type_name(type));
+        }
+    }
+    ibv_qp_cap cap{};
+    if (type == IBV_QPT_XRC_RECV) {
+        cap = {};  // no queues of its own: receives go to XRC SRQs
+    } else if (Result r = check_qp_caps(req, cap); !r) {
+        return r;
+    }
+    if (device_.counts().qp >= caps.max_qp) {
+        return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
+                    caps.max_qp);
+    }
+    auto qpn = device_.qpns().allocate();
+    if (!qpn) {
+        return fail(ENOMEM, "no QP numbers left");
+    }
+    auto qp = std::make_shared<Qp>();
+    qp->user_handle = req.user_handle;
+    qp->type = type;
+    qp->qpn = *qpn;
+    qp->sq_sig_all = req.sq_sig_all != 0;
+    qp->cap = cap;
+    qp->attr.qp_state = IBV_QPS_RESET;
+    qp->attr.cur_qp_state = IBV_QPS_RESET;
+    qp->attr.cap = cap;
+    qp->pd = Ref<Pd>(pd);
+    qp->send_cq = Ref<Cq>(send_cq);
+    qp->recv_cq = Ref<Cq>(recv_cq);
+    qp->srq = Ref<Srq>(srq);
+    qp->xrcd = Ref<Xrcd>(xrcd);
+    qps_.add(qp);
+    ++device_.counts().qp;
+    reply = {qp->handle, qp->qpn, cap};
+    return ok();
+}
+
+Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
+    auto qp = qps_.find(req.handle);
+    if (!qp) {
+        return fail(EINVAL, "no QP with handle %u", req.handle);
+    }
+    const int mask = req.attr_mask;
+    if (mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)) {
+        return fail(EINVAL, "unknown QP attribute mask bits 0x%x",
+                    mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT));
+    }
+    const ibv_device_attr& caps = device_.attr().orig_attr;
+    const QpAttrLimits limits{Device::kPortCount,
+                              device_.port_attr().max_mtu,
+                              device_.port_attr().pkey_tbl_len,
+                              static_cast<uint32_t>(device_.gids().size()),
+                              static_cast<uint32_t>(caps.max_qp_rd_atom),
+                              static_cast<uint32_t>(caps.max_qp_init_rd_atom)};
+    if (std::string why = check_qp_attr_values(req.attr, mask, qp->type, limits); !why.empty()) {
+        return fail(EINVAL, "%s", why.c_str());
+    }
+    // As in the kernel, an explicit cur_qp_state is what the transition is
+    // checked from.
+    const auto cur = (mask & IBV_QP_CUR_STATE) ? req.attr.cur_qp_state : qp->attr.qp_state;
+    const auto next = (mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
+    if (std::string why = check_qp_transition(cur, next, qp->type, mask); !why.empty()) {
+        return fail(EINVAL, "%s", why.c_str());
+    }
+    if (mask & IBV_QP_RATE_LIMIT) {
+        return fail(EOPNOTSUPP, "QP rate limits are not supported");
+    }
+    apply_qp_attr(qp->attr, req.attr, mask);
+    qp->attr.qp_state = next;
+    qp->attr.cur_qp_state = next;
+    return ok();
+}
+
+Result Context::query_qp(const rpc::QueryQpRequest& req, rpc::QueryQpReply& reply) {
+    auto qp = qps_.find(req.handle);
+    if (!qp) {
+        return fail(EINVAL, "no QP with handle %u", req.handle);
+    }
+    reply.attr = qp->attr;
+    reply.attr.cur_qp_state = qp->attr.qp_state;
+    reply.attr.cap = qp->cap;
+    reply.attr.sq_draining = 0;  // nothing is ever left to drain in SQD
+    reply.init_cap = qp->cap;
+    reply.sq_sig_all = qp->sq_sig_all;
+    return ok();
+}
+
+Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto qp = qps_.find(req.handle);
+    if (!qp) {
+        return fail(EINVAL, "no QP with handle %u", req.handle);
+    }
+    if (!qp->mcast_groups.empty()) {
+        return fail(EBUSY, "QP %u is still attached to %zu multicast groups", qp->qpn,
+                    qp->mcast_groups.size());
+    }
+    device_.qpns().release(qp->qpn);
+    qps_.erase(req.handle);
+    --device_.counts().qp;
+    return ok();
+}
+
+Result Context::attach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
+    auto qp = qps_.find(req.qp);
+    if (!qp) {
+        return fail(EINVAL, "no QP with handle %u", req.qp);
+    }
+    if (qp->type != IBV_QPT_UD) {
+        return fail(EINVAL, "only UD QPs join multicast groups, not %s", qp_type_name(qp->type));
+    }
+    if (!is_multicast_gid(req.gid)) {
+        return fail(EINVAL, "the GID is not a multicast address");
+    }
+    std::array<uint8_t, 16> gid;
+    memcpy(gid.data(), req.gid.raw, gid.size());
+    if (qp->mcast_groups.contains({gid, req.lid})) {
+        return ok();  // attaching twice is not an error
+    }
+    if (qp->mcast_groups.size() >=
+        static_cast<size_t>(device_.attr().orig_attr.max_mcast_grp)) {
+        return fail(ENOMEM, "QP %u is in the maximum number of multicast groups", qp->qpn);
+    }
+    qp->mcast_groups.insert({gid, req.lid});
+    return ok();
+}
+
+Result Context::detach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
+    auto qp = qps_.find(req.qp);
+    if (!qp) {
+        return fail(EINVAL, "no QP with handle %u", req.qp);
+    }
+    std::array<uint8_t, 16> gid;
+    memcpy(gid.data(), req.gid.raw, gid.size());
+    if (!qp->mcast_groups.erase({gid, req.lid})) {
+        return fail(EINVAL, "QP %u is not attached to that multicast group", qp->qpn);
+    }
+    return ok();
+}
+
+}  // namespace uroce
