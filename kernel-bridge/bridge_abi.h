@@ -1,0 +1,33 @@
+// What the kernel bridge, the daemon and the uroce provider agree on.
+// C-compatible: the provider and the preload library include it.
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ibv_context;
+
+// Written to class/infiniband_verbs/<uverbs>/abi_version; the provider's
+// match_{min,max}_abi_version must include it.
+#define UROCE_UVERBS_ABI_VERSION 1
+
+// File under class/infiniband/<ibdev>/ that holds the daemon's socket path.
+#define UROCE_SYSFS_SOCKET_FILE "uroce_socket"
+
+// Exported by the provider with C linkage; liburoce-bridge.so calls them from
+// ibv_create_comp_channel / ibv_destroy_comp_channel for uroce contexts.
+//
+// uroce_comp_channel_create returns the read end of a new completion channel
+// (the daemon writes 8-byte struct ib_uverbs_comp_event_desc records to it),
+// or -1 with errno set.
+//
+// uroce_comp_channel_destroy closes fd in every case and returns 0 or an errno
+// value. It runs with ctx->mutex held (libibverbs holds it while destroying a
+// channel), so it must not take that mutex.
+int uroce_comp_channel_create(struct ibv_context* ctx);
+int uroce_comp_channel_destroy(struct ibv_context* ctx, int fd);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,221 @@
+// liburoce-bridge.so, loaded with LD_PRELOAD: the parts of a kernel that a
+// file tree cannot give libibverbs.
+//  - /dev/infiniband/uverbs-uroce* answer as /dev/null when they do not exist,
+//    so that libibverbs' stat() and open()+fstat() checks pass without root.
+//  - socket(AF_NETLINK, *, NETLINK_RDMA) fails while SYSFS_PATH is set, so that
+//    libibverbs enumerates from that tree even where the kernel has RDMA.
+//  - ibv_create_comp_channel / ibv_destroy_comp_channel get their fd from the
+//    uroce provider for uroce contexts (libibverbs would ask the kernel).
+// Anything else goes to the next definition unchanged. Built without the C++
+// runtime (no exceptions, no static constructors): it is loaded into every
+// process the user starts.
+#undef _FORTIFY_SOURCE  // its inline wrappers would clash with these definitions
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <linux/netlink.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "bridge_abi.h"
+#include "provider/driver_abi.h"
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr char kNodePrefix[] = "/dev/infiniband/uverbs-uroce";
+constexpr char kNodeStandIn[] = "/dev/null";
+
+// The next definition of Fn (the real one), looked up on first use. The cache
+// is zero-initialised, so no guard or constructor is involved; racing lookups
+// store the same value.
+template <auto Fn>
+decltype(Fn) next(const char* name, const char* version = nullptr) {
+    static decltype(Fn) cache;
+    decltype(Fn) fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        void* sym = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
+        fn = reinterpret_cast<decltype(Fn)>(sym);
+        __atomic_store_n(&cache, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+#define NEXT(fn, ...) next<&fn>(#fn __VA_OPT__(, ) __VA_ARGS__)
+
+// Called only after the real call failed, so existing nodes (root-made
+// symlinks, a real device) are used as they are.
+bool stand_in(const char* path, int result) {
+    return result < 0 && errno == ENOENT && path &&
+           strncmp(path, kNodePrefix, sizeof(kNodePrefix) - 1) == 0;
+}
+
+bool needs_mode(int flags) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+}  // namespace
+
+// open's mode argument exists only when the flags ask for one.
+#define OPEN_MODE(flags)                             \
+    mode_t mode = 0;                                 \
+    if (needs_mode(flags)) {                         \
+        va_list ap;                                  \
+        va_start(ap, flags);                         \
+        mode = static_cast<mode_t>(va_arg(ap, int)); \
+        va_end(ap);                                  \
+    }
+
+EXPORT int open(const char* path, int flags, ...) {
+    OPEN_MODE(flags);
+    int fd = NEXT(open)(path, flags, mode);
+    return stand_in(path, fd) ? NEXT(open)(kNodeStandIn, flags, mode) : fd;
+}
+
+EXPORT int open64(const char* path, int flags, ...) {
+    OPEN_MODE(flags);
+    int fd = NEXT(open64)(path, flags, mode);
+    return stand_in(path, fd) ? NEXT(open64)(kNodeStandIn, flags, mode) : fd;
+}
+
+// The stand-in paths are absolute, so dirfd does not matter for them.
+EXPORT int openat(int dirfd, const char* path, int flags, ...) {
+    OPEN_MODE(flags);
+    int fd = NEXT(openat)(dirfd, path, flags, mode);
+    return stand_in(path, fd) ? NEXT(openat)(dirfd, kNodeStandIn, flags, mode) : fd;
+}
+
+EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
+    OPEN_MODE(flags);
+    int fd = NEXT(openat64)(dirfd, path, flags, mode);
+    return stand_in(path, fd) ? NEXT(openat64)(dirfd, kNodeStandIn, flags, mode) : fd;
+}
+
+EXPORT int stat(const char* __restrict path, struct stat* __restrict buf) noexcept {
+    int r = NEXT(stat)(path, buf);
+    return stand_in(path, r) ? NEXT(stat)(kNodeStandIn, buf) : r;
+}
+
+EXPORT int stat64(const char* __restrict path, struct stat64* __restrict buf) noexcept {
+    int r = NEXT(stat64)(path, buf);
+    return stand_in(path, r) ? NEXT(stat64)(kNodeStandIn, buf) : r;
+}
+
+EXPORT int lstat(const char* __restrict path, struct stat* __restrict buf) noexcept {
+    int r = NEXT(lstat)(path, buf);
+    return stand_in(path, r) ? NEXT(lstat)(kNodeStandIn, buf) : r;
+}
+
+EXPORT int lstat64(const char* __restrict path, struct stat64* __restrict buf) noexcept {
+    int r = NEXT(lstat64)(path, buf);
+    return stand_in(path, r) ? NEXT(lstat64)(kNodeStandIn, buf) : r;
+}
+
+EXPORT int fstatat(int dirfd, const char* __restrict path, struct stat* __restrict buf,
+                   int flags) noexcept {
+    int r = NEXT(fstatat)(dirfd, path, buf, flags);
+    return stand_in(path, r) ? NEXT(fstatat)(dirfd, kNodeStandIn, buf, flags) : r;
+}
+
+EXPORT int fstatat64(int dirfd, const char* __restrict path, struct stat64* __restrict buf,
+                     int flags) noexcept {
+    int r = NEXT(fstatat64)(dirfd, path, buf, flags);
+    return stand_in(path, r) ? NEXT(fstatat64)(dirfd, kNodeStandIn, buf, flags) : r;
+}
+
+EXPORT int socket(int domain, int type, int protocol) noexcept {
+    const char* sysfs = getenv("SYSFS_PATH");
+    if (domain == AF_NETLINK && protocol == NETLINK_RDMA && sysfs && *sysfs) {
+        errno = EPROTONOSUPPORT;  // what a kernel without RDMA answers
+        return -1;
+    }
+    return NEXT(socket)(domain, type, protocol);
+}
+
+namespace {
+
+bool is_uroce(ibv_context* ctx) {
+    const verbs_device_ops* ops = reinterpret_cast<verbs_device*>(ctx->device)->ops;
+    return ops && ops->name && strcmp(ops->name, "uroce") == 0;
+}
+
+// The provider is dlopen()ed privately by libibverbs, so its symbols are found
+// through the library that holds its ops.
+void* provider_symbol(ibv_context* ctx, const char* name) {
+    Dl_info info;
+    const void* ops = reinterpret_cast<verbs_device*>(ctx->device)->ops;
+    if (!dladdr(ops, &info) || !info.dli_fname) {
+        return nullptr;
+    }
+    void* lib = dlopen(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+    if (!lib) {
+        return nullptr;
+    }
+    void* sym = dlsym(lib, name);
+    dlclose(lib);  // libibverbs keeps the provider loaded
+    return sym;
+}
+
+}  // namespace
+
+EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
+    if (!is_uroce(ctx)) {
+        auto real = NEXT(ibv_create_comp_channel, "IBVERBS_1.0");
+        if (!real) {
+            errno = ENOSYS;
+            return nullptr;
+        }
+        return real(ctx);
+    }
+    auto create = reinterpret_cast<decltype(&uroce_comp_channel_create)>(
+        provider_symbol(ctx, "uroce_comp_channel_create"));
+    if (!create) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    auto* channel = static_cast<ibv_comp_channel*>(malloc(sizeof(ibv_comp_channel)));
+    if (!channel) {
+        return nullptr;
+    }
+    int fd = create(ctx);
+    if (fd < 0) {
+        int saved = errno;
+        free(channel);
+        errno = saved;
+        return nullptr;
+    }
+    channel->context = ctx;
+    channel->fd = fd;
+    channel->refcnt = 0;
+    return channel;
+}
+
+// As libibverbs: EBUSY while CQs use the channel. The provider closes the fd
+// even when it reports an error, so the channel is freed in every other case.
+EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+    ibv_context* ctx = channel->context;
+    if (!is_uroce(ctx)) {
+        auto real = NEXT(ibv_destroy_comp_channel, "IBVERBS_1.0");
+        return real ? real(channel) : ENOSYS;
+    }
+    auto destroy = reinterpret_cast<decltype(&uroce_comp_channel_destroy)>(
+        provider_symbol(ctx, "uroce_comp_channel_destroy"));
+    if (!destroy) {
+        return EOPNOTSUPP;
+    }
+    pthread_mutex_lock(&ctx->mutex);
+    int ret = EBUSY;
+    if (channel->refcnt == 0) {
+        ret = destroy(ctx, channel->fd);
+        free(channel);
+    }
+    pthread_mutex_unlock(&ctx->mutex);
+    return ret;
+}
