@@ -86,6 +86,7 @@ struct verbs_mr {
     int access;
 };
 
+enum { VERBS_XRCD_HANDLE = 1 << 0 };
 struct verbs_xrcd {
     struct ibv_xrcd xrcd;
     uint32_t comp_mask;
@@ -209,8 +210,6 @@ void* _verbs_init_and_alloc_context(struct ibv_device* device, int cmd_fd, size_
                                     struct verbs_context* context_offset, uint32_t driver_id);
 void verbs_uninit_context(struct verbs_context* context);
 void verbs_set_ops(struct verbs_context* vctx, const struct verbs_context_ops* ops);
-void verbs_init_cq(struct ibv_cq* cq, struct ibv_context* context,
-                   struct ibv_comp_channel* channel, void* cq_context);
 int ibv_read_ibdev_sysfs_file(char* buf, size_t size, struct verbs_sysfs_dev* sysfs_dev,
                               const char* fnfmt, ...) __attribute__((format(printf, 4, 5)));
 void __verbs_log(struct verbs_context* ctx, uint32_t level, const char* fmt, ...)

@@ -79,7 +79,10 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     }
     const auto body = message.subspan(sizeof(header));
     if (header.op == rpc::Op::kHello) {
-        reply(header, hello(body, fds), {});
+        rpc::HelloReply hello_reply{};
+        const Result result = hello(body, fds, hello_reply);
+        reply(header, result, result ? std::as_bytes(std::span(&hello_reply, 1))
+                                     : std::span<const std::byte>{});
         return;
     }
     if (header.op == rpc::Op::kStatus) {
@@ -100,7 +103,8 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     reply(header, answer.result, answer.body);
 }
 
-Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds) {
+Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
+                      rpc::HelloReply& reply) {
     rpc::HelloRequest request;
     if (body.size() != sizeof(request)) {
         return fail(EPROTO, "malformed hello");
@@ -122,6 +126,7 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
         return fail(EINVAL, "hello for a device must carry the async event pipe");
     }
     context_ = std::make_unique<Context>(*device, std::move(fds.front()));
+    reply.device_index = device->index();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
     return ok();
 }

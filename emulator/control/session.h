@@ -34,7 +34,8 @@ private:
     void handle(std::span<const std::byte> message, std::vector<int>& fds);
     void reply(const rpc::RequestHeader& request, const Result& result,
                std::span<const std::byte> body);
-    Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds);
+    Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
+                 rpc::HelloReply& reply);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;

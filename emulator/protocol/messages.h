@@ -25,9 +25,6 @@ inline constexpr size_t kNameLen = 64;
 inline constexpr size_t kMaxRwqIndTableSize = 256;
 inline constexpr size_t kMaxRssKeyLen = 128;
 inline constexpr uint32_t kNoHandle = 0;
-// Name of the file in each device's sysfs directory that holds the daemon's
-// socket path: the provider finds its daemon through the tree it reads.
-inline constexpr const char* kSocketPathFile = "uroce_socket";
 
 enum class Op : uint16_t {
     kHello = 1,

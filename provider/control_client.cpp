@@ -1,0 +1,122 @@
+#include "control_client.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "protocol/socket.h"
+
+namespace uroce {
+
+ControlClient* ControlClient::connect(const char* socket_path, const char* device, int async_fd,
+                                      std::string& why) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (strlen(socket_path) >= sizeof(addr.sun_path)) {
+        why = "socket path too long";
+        errno = ENAMETOOLONG;
+        return nullptr;
+    }
+    strcpy(addr.sun_path, socket_path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        why = std::string("socket: ") + strerror(errno);
+        return nullptr;
+    }
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        const int error = errno;
+        why = std::string("cannot reach uroced at ") + socket_path + ": " + strerror(error) +
+              " (is it running? see 'uroce status')";
+        ::close(fd);
+        errno = ENODEV;
+        return nullptr;
+    }
+    auto* client = new ControlClient(fd);
+    rpc::HelloRequest hello{};
+    snprintf(hello.device, sizeof(hello.device), "%s", device);
+    rpc::HelloReply reply;
+    int error = async_fd >= 0 ? client->call(hello, &reply, std::span(&async_fd, 1))
+                              : client->call(hello, &reply);
+    if (error) {
+        why = client->last_error();
+        delete client;
+        errno = error;
+        return nullptr;
+    }
+    return client;
+}
+
+ControlClient::~ControlClient() { ::close(fd_); }
+
+std::string ControlClient::last_error() const {
+    std::lock_guard lock(mutex_);
+    return last_error_;
+}
+
+int ControlClient::exchange(rpc::Op op, const void* request, size_t request_size,
+                            std::span<const int> fds, std::string& reply_body) {
+    rpc::RequestHeader header{rpc::kMagic, rpc::kVersion, op,
+                              static_cast<uint32_t>(sizeof(rpc::RequestHeader) + request_size),
+                              ++seq_};
+    std::vector<std::byte> message(header.length);
+    memcpy(message.data(), &header, sizeof(header));
+    memcpy(message.data() + sizeof(header), request, request_size);
+    if (rpc::send_message(fd_, message, fds) != 0) {
+        last_error_ = "the connection to uroced is lost";
+        return EIO;
+    }
+    std::vector<int> received_fds;
+    const int error = rpc::receive_message(fd_, message, received_fds);
+    for (int fd : received_fds) {
+        ::close(fd);
+    }
+    rpc::ReplyHeader reply;
+    if (error || message.size() < sizeof(reply)) {
+        last_error_ = "the connection to uroced is lost";
+        return EIO;
+    }
+    memcpy(&reply, message.data(), sizeof(reply));
+    if (reply.magic != rpc::kMagic || reply.seq != header.seq || reply.op != op) {
+        last_error_ = "uroced sent a reply that does not match the request";
+        return EIO;
+    }
+    if (reply.error) {
+        reply.message[sizeof(reply.message) - 1] = '\0';
+        last_error_ = reply.message;
+        return reply.error;
+    }
+    reply_body.assign(reinterpret_cast<const char*>(message.data()) + sizeof(reply),
+                      message.size() - sizeof(reply));
+    return 0;
+}
+
+int ControlClient::call(rpc::Op op, const void* request, size_t request_size, void* reply,
+                        size_t reply_size, std::span<const int> fds) {
+    std::lock_guard lock(mutex_);
+    std::string body;
+    if (int error = exchange(op, request, request_size, fds, body); error) {
+        return error;
+    }
+    if (body.size() != reply_size) {
+        last_error_ = "uroced sent a reply of the wrong size";
+        return EIO;
+    }
+    memcpy(reply, body.data(), reply_size);
+    return 0;
+}
+
+int ControlClient::call_text(rpc::Op op, std::string& text) {
+    std::lock_guard lock(mutex_);
+    rpc::Empty none;
+    if (int error = exchange(op, &none, sizeof(none), {}, text); error) {
+        return error;
+    }
+    text.resize(strnlen(text.data(), text.size()));
+    return 0;
+}
+
+}  // namespace uroce

@@ -1,0 +1,57 @@
+// The provider's end of the control protocol: one connection per opened
+// device context. Calls are synchronous and serialised per connection.
+#pragma once
+
+#include <stddef.h>
+
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "protocol/messages.h"
+
+namespace uroce {
+
+class ControlClient {
+public:
+    // Connects to the daemon at `socket_path` and binds the connection to
+    // `device`. `async_fd` (may be -1 for the tool) goes to the daemon.
+    // Returns nullptr with errno set, and `why` filled, on failure.
+    static ControlClient* connect(const char* socket_path, const char* device, int async_fd,
+                                  std::string& why);
+    ~ControlClient();
+
+    // Sends `op` with `request`; on success fills `reply` with exactly
+    // reply_size bytes. Returns 0 or an errno (EIO when the daemon is gone).
+    int call(rpc::Op op, const void* request, size_t request_size, void* reply, size_t reply_size,
+             std::span<const int> fds = {});
+
+    template <class Request, class Reply = typename rpc::Traits<Request>::Reply>
+    int call(const Request& request, Reply* reply, std::span<const int> fds = {}) {
+        return call(rpc::Traits<Request>::kOp, &request, sizeof(request), reply, sizeof(Reply),
+                    fds);
+    }
+    // For requests whose body type serves several ops (handles).
+    template <class Request>
+    int call_op(rpc::Op op, const Request& request) {
+        rpc::Empty none;
+        return call(op, &request, sizeof(request), &none, sizeof(none));
+    }
+
+    // Why the last refused call was refused, as the daemon put it.
+    std::string last_error() const;
+    // Reads a whole text reply (status).
+    int call_text(rpc::Op op, std::string& text);
+
+private:
+    explicit ControlClient(int fd) : fd_(fd) {}
+    int exchange(rpc::Op op, const void* request, size_t request_size, std::span<const int> fds,
+                 std::string& reply_body);
+
+    int fd_;
+    uint32_t seq_ = 0;
+    mutable std::mutex mutex_;
+    std::string last_error_;
+};
+
+}  // namespace uroce

@@ -1,0 +1,157 @@
+// Registration with libibverbs, device and context lifetime.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <new>
+#include <string>
+
+#include "bridge_abi.h"
+#include "provider.h"
+
+namespace uroce {
+namespace {
+
+const verbs_match_ent kMatchTable[] = {
+    {nullptr, {"rdma_device:*Nuroce*"}, 0, 0, VERBS_MATCH_MODALIAS},
+    {},
+};
+
+void free_context(ibv_context* ibctx);
+
+const verbs_context_ops kContextOps = [] {
+    verbs_context_ops ops{};
+    ops.alloc_mw = alloc_mw;
+    ops.alloc_pd = alloc_pd;
+    ops.attach_mcast = attach_mcast;
+    ops.close_xrcd = close_xrcd;
+    ops.cq_event = cq_event;
+    ops.create_ah = create_ah;
+    ops.create_cq = create_cq;
+    ops.create_cq_ex = create_cq_ex;
+    ops.create_qp = create_qp;
+    ops.create_qp_ex = create_qp_ex;
+    ops.create_rwq_ind_table = create_rwq_ind_table;
+    ops.create_srq = create_srq;
+    ops.create_srq_ex = create_srq_ex;
+    ops.create_wq = create_wq;
+    ops.dealloc_mw = dealloc_mw;
+    ops.dealloc_pd = dealloc_pd;
+    ops.dereg_mr = dereg_mr;
+    ops.destroy_ah = destroy_ah;
+    ops.destroy_cq = destroy_cq;
+    ops.destroy_qp = destroy_qp;
+    ops.destroy_rwq_ind_table = destroy_rwq_ind_table;
+    ops.destroy_srq = destroy_srq;
+    ops.destroy_wq = destroy_wq;
+    ops.detach_mcast = detach_mcast;
+    ops.free_context = free_context;
+    ops.modify_qp = modify_qp;
+    ops.modify_srq = modify_srq;
+    ops.modify_wq = modify_wq;
+    ops.open_xrcd = open_xrcd;
+    ops.query_device_ex = query_device_ex;
+    ops.query_port = query_port;
+    ops.query_qp = query_qp;
+    ops.query_srq = query_srq;
+    ops.reg_mr = reg_mr;
+    ops.rereg_mr = rereg_mr;
+    ops.resize_cq = resize_cq;
+    return ops;
+}();
+
+verbs_device* alloc_device(verbs_sysfs_dev*) {
+    auto* device = static_cast<ProviderDevice*>(calloc(1, sizeof(ProviderDevice)));
+    return device ? &device->ibv : nullptr;
+}
+
+void uninit_device(verbs_device* device) {
+    free(reinterpret_cast<ProviderDevice*>(device));
+}
+
+// The daemon's socket path is published in the device's own sysfs directory.
+bool socket_path_of(ibv_device* ibdev, std::string& path) {
+    verbs_sysfs_dev* sysfs = reinterpret_cast<verbs_device*>(ibdev)->sysfs;
+    char buf[256];
+    if (!sysfs ||
+        ibv_read_ibdev_sysfs_file(buf, sizeof(buf), sysfs, UROCE_SYSFS_SOCKET_FILE) <= 0) {
+        return false;
+    }
+    path = buf;
+    return true;
+}
+
+verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
+    std::string socket_path;
+    if (!socket_path_of(ibdev, socket_path)) {
+        fprintf(stderr, "uroce: %s has no " UROCE_SYSFS_SOCKET_FILE " file in its sysfs tree\n",
+                ibdev->name);
+        close(cmd_fd);
+        errno = ENODEV;
+        return nullptr;
+    }
+    int async_pipe[2];
+    if (pipe2(async_pipe, O_CLOEXEC) != 0) {
+        close(cmd_fd);
+        return nullptr;
+    }
+    std::string why;
+    ControlClient* client =
+        ControlClient::connect(socket_path.c_str(), ibdev->name, async_pipe[1], why);
+    close(async_pipe[1]);
+    if (!client) {
+        const int error = errno;
+        fprintf(stderr, "uroce: cannot open %s: %s\n", ibdev->name, why.c_str());
+        close(async_pipe[0]);
+        close(cmd_fd);
+        errno = error;
+        return nullptr;
+    }
+    auto* context = static_cast<ProviderContext*>(_verbs_init_and_alloc_context(
+        ibdev, cmd_fd, sizeof(ProviderContext), &static_cast<ProviderContext*>(nullptr)->ibv,
+        0 /* RDMA_DRIVER_UNKNOWN */));
+    if (!context) {
+        delete client;
+        close(async_pipe[0]);
+        return nullptr;
+    }
+    context->client = client;
+    context->ibv.context.async_fd = async_pipe[0];
+    context->ibv.context.num_comp_vectors = 1;
+    verbs_set_ops(&context->ibv, &kContextOps);
+    return &context->ibv;
+}
+
+void free_context(ibv_context* ibctx) {
+    ProviderContext* context = to_context(ibctx);
+    delete context->client;  // the daemon destroys whatever is left
+    verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
+    free(context);
+}
+
+const verbs_device_ops kDeviceOps = {
+    .name = "uroce",
+    .match_min_abi_version = UROCE_UVERBS_ABI_VERSION,
+    .match_max_abi_version = UROCE_UVERBS_ABI_VERSION,
+    .match_table = kMatchTable,
+    .static_providers = nullptr,
+    .match_device = nullptr,
+    .alloc_context = alloc_context,
+    .import_context = nullptr,
+    .alloc_device = alloc_device,
+    .uninit_device = uninit_device,
+};
+
+__attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }
+
+}  // namespace
+
+int report(ibv_context* context, const char* verb, int error) {
+    __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR, "uroce: %s: %s: %s\n", verb,
+                strerror(error), client_of(context).last_error().c_str());
+    errno = error;
+    return error;
+}
+
+}  // namespace uroce

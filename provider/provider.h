@@ -1,0 +1,83 @@
+// The uroce provider: what libibverbs sees of a uroce device. Every object
+// is the libibverbs structure plus the daemon's handle for it (kept in the
+// structure's own `handle` field where it has one).
+#pragma once
+
+#include <errno.h>
+
+#include "control_client.h"
+#include "driver_abi.h"
+
+namespace uroce {
+
+struct ProviderDevice {
+    verbs_device ibv;
+};
+
+struct ProviderContext {
+    verbs_context ibv;
+    ControlClient* client;
+};
+
+struct ProviderCq {
+    verbs_cq ibv;
+};
+
+struct ProviderQp {
+    verbs_qp ibv;
+};
+
+inline ProviderContext* to_context(ibv_context* context) {
+    return reinterpret_cast<ProviderContext*>(
+        reinterpret_cast<char*>(context) - offsetof(ProviderContext, ibv.context));
+}
+inline ControlClient& client_of(ibv_context* context) { return *to_context(context)->client; }
+
+// Sets errno from a failed call and logs the daemon's reason through
+// libibverbs' log (VERBS_LOG_LEVEL=1 shows it). Returns the errno.
+int report(ibv_context* context, const char* verb, int error);
+
+// Context-wide ops, grouped as in the files that implement them.
+int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
+int query_port(ibv_context*, uint8_t, ibv_port_attr*);
+
+ibv_pd* alloc_pd(ibv_context*);
+int dealloc_pd(ibv_pd*);
+ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
+int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);
+int dereg_mr(verbs_mr*);
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
+int dealloc_mw(ibv_mw*);
+
+ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);
+ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*);
+int resize_cq(ibv_cq*, int);
+int destroy_cq(ibv_cq*);
+void cq_event(ibv_cq*);
+
+ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*);
+ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
+int modify_srq(ibv_srq*, ibv_srq_attr*, int);
+int query_srq(ibv_srq*, ibv_srq_attr*);
+int destroy_srq(ibv_srq*);
+
+ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*);
+ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*);
+int modify_qp(ibv_qp*, ibv_qp_attr*, int);
+int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
+int destroy_qp(ibv_qp*);
+int attach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
+int detach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
+
+ibv_wq* create_wq(ibv_context*, ibv_wq_init_attr*);
+int modify_wq(ibv_wq*, ibv_wq_attr*);
+int destroy_wq(ibv_wq*);
+ibv_rwq_ind_table* create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_attr*);
+int destroy_rwq_ind_table(ibv_rwq_ind_table*);
+
+ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*);
+int destroy_ah(ibv_ah*);
+ibv_xrcd* open_xrcd(ibv_context*, ibv_xrcd_init_attr*);
+int close_xrcd(ibv_xrcd*);
+
+}  // namespace uroce

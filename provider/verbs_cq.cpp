@@ -1,0 +1,114 @@
+// Completion channels and completion queues.
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "bridge_abi.h"
+#include "provider.h"
+
+namespace uroce {
+namespace {
+
+ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int comp_vector,
+                   uint32_t comp_mask, uint64_t wc_flags, uint32_t flags) {
+    auto* cq = static_cast<ProviderCq*>(calloc(1, sizeof(ProviderCq)));
+    if (!cq) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    rpc::CreateCqRequest request{reinterpret_cast<uintptr_t>(&cq->ibv.cq),
+                                 cqe,
+                                 channel ? channel->fd : -1,
+                                 comp_vector,
+                                 comp_mask,
+                                 wc_flags,
+                                 flags};
+    rpc::CreateCqReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        free(cq);
+        report(context, "create_cq", error);
+        return nullptr;
+    }
+    cq->ibv.cq.handle = reply.handle;
+    cq->ibv.cq.cqe = reply.cqe;
+    return cq;
+}
+
+// Nothing completes before the data path exists: an extended CQ is empty.
+int start_poll_empty(ibv_cq_ex*, ibv_poll_cq_attr* attr) { return attr->comp_mask ? EINVAL : ENOENT; }
+void end_poll_empty(ibv_cq_ex*) {}
+
+}  // namespace
+
+ibv_cq* create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    ProviderCq* cq = new_cq(context, cqe, channel, comp_vector, 0, IBV_WC_STANDARD_FLAGS, 0);
+    return cq ? &cq->ibv.cq : nullptr;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+    const uint32_t flags = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0;
+    if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+        errno = EOPNOTSUPP;  // parent domains are not supported
+        return nullptr;
+    }
+    ProviderCq* cq = new_cq(context, static_cast<int>(attr->cqe), attr->channel,
+                            static_cast<int>(attr->comp_vector), attr->comp_mask, attr->wc_flags,
+                            flags);
+    if (!cq) {
+        return nullptr;
+    }
+    cq->ibv.cq_ex.start_poll = start_poll_empty;
+    cq->ibv.cq_ex.end_poll = end_poll_empty;
+    return &cq->ibv.cq_ex;
+}
+
+int resize_cq(ibv_cq* cq, int cqe) {
+    rpc::ResizeCqReply reply;
+    if (int error = client_of(cq->context).call(rpc::ResizeCqRequest{cq->handle, cqe}, &reply)) {
+        return report(cq->context, "resize_cq", error);
+    }
+    cq->cqe = reply.cqe;
+    return 0;
+}
+
+int destroy_cq(ibv_cq* cq) {
+    if (int error =
+            client_of(cq->context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{cq->handle})) {
+        return report(cq->context, "destroy_cq", error);
+    }
+    free(reinterpret_cast<ProviderCq*>(cq));
+    return 0;
+}
+
+void cq_event(ibv_cq*) {}
+
+}  // namespace uroce
+
+using uroce::client_of;
+
+// Called by the kernel bridge for ibv_create_comp_channel on a uroce
+// context: a pipe whose write end the daemon keeps.
+extern "C" __attribute__((visibility("default"))) int uroce_comp_channel_create(ibv_context* ctx) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    uroce::rpc::Empty none;
+    const int error = client_of(ctx).call(uroce::rpc::CreateCompChannelRequest{fds[0]}, &none,
+                                          std::span(&fds[1], 1));
+    close(fds[1]);
+    if (error) {
+        close(fds[0]);
+        uroce::report(ctx, "create_comp_channel", error);
+        return -1;
+    }
+    return fds[0];
+}
+
+extern "C" __attribute__((visibility("default"))) int uroce_comp_channel_destroy(ibv_context* ctx,
+                                                                                 int fd) {
+    const int error = client_of(ctx).call_op(uroce::rpc::Op::kDestroyCompChannel,
+                                             uroce::rpc::DestroyCompChannelRequest{fd});
+    close(fd);
+    return error ? uroce::report(ctx, "destroy_comp_channel", error) : 0;
+}

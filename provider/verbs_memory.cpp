@@ -1,0 +1,135 @@
+// Device and port queries, protection domains, memory regions and windows.
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "provider.h"
+
+namespace uroce {
+
+int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size) {
+    if (input && input->comp_mask) {
+        return EINVAL;
+    }
+    if (attr_size < sizeof(attr->orig_attr)) {
+        return EINVAL;
+    }
+    rpc::QueryDeviceReply reply;
+    if (int error = client_of(context).call(rpc::QueryDeviceRequest{}, &reply)) {
+        return report(context, "query_device", error);
+    }
+    memcpy(attr, &reply.attr, std::min(attr_size, sizeof(reply.attr)));
+    return 0;
+}
+
+int query_port(ibv_context* context, uint8_t port_num, ibv_port_attr* attr) {
+    rpc::QueryPortReply reply;
+    if (int error = client_of(context).call(rpc::QueryPortRequest{port_num}, &reply)) {
+        return report(context, "query_port", error);
+    }
+    *attr = reply.attr;
+    return 0;
+}
+
+ibv_pd* alloc_pd(ibv_context* context) {
+    rpc::AllocPdReply reply;
+    rpc::Empty none;
+    if (int error = client_of(context).call(rpc::Op::kAllocPd, &none, sizeof(none), &reply,
+                                            sizeof(reply))) {
+        report(context, "alloc_pd", error);
+        return nullptr;
+    }
+    auto* pd = static_cast<ibv_pd*>(calloc(1, sizeof(ibv_pd)));
+    if (!pd) {
+        client_of(context).call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{reply.handle});
+        errno = ENOMEM;
+        return nullptr;
+    }
+    pd->context = context;
+    pd->handle = reply.handle;
+    return pd;
+}
+
+int dealloc_pd(ibv_pd* pd) {
+    if (int error = client_of(pd->context).call_op(rpc::Op::kDeallocPd,
+                                                   rpc::HandleRequest{pd->handle})) {
+        return report(pd->context, "dealloc_pd", error);
+    }
+    free(pd);
+    return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access) {
+    rpc::RegMrRequest request{pd->handle, access, reinterpret_cast<uintptr_t>(addr), length,
+                              hca_va};
+    rpc::RegMrReply reply;
+    if (int error = client_of(pd->context).call(request, &reply)) {
+        report(pd->context, "reg_mr", error);
+        return nullptr;
+    }
+    auto* vmr = static_cast<verbs_mr*>(calloc(1, sizeof(verbs_mr)));
+    if (!vmr) {
+        client_of(pd->context).call_op(rpc::Op::kDeregMr, rpc::HandleRequest{reply.handle});
+        errno = ENOMEM;
+        return nullptr;
+    }
+    vmr->ibv_mr = {pd->context, pd, addr, length, reply.handle, reply.lkey, reply.rkey};
+    vmr->mr_type = IBV_MR_TYPE_MR;
+    vmr->access = access;
+    return &vmr->ibv_mr;
+}
+
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+    ibv_mr& mr = vmr->ibv_mr;
+    rpc::ReregMrRequest request{mr.handle, flags, pd ? pd->handle : 0, access,
+                                reinterpret_cast<uintptr_t>(addr), length};
+    rpc::ReregMrReply reply;
+    if (int error = client_of(mr.context).call(request, &reply)) {
+        return report(mr.context, "rereg_mr", error);
+    }
+    mr.lkey = reply.lkey;
+    mr.rkey = reply.rkey;
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        vmr->access = access;
+    }
+    return 0;
+}
+
+int dereg_mr(verbs_mr* vmr) {
+    ibv_context* context = vmr->ibv_mr.context;
+    if (int error = client_of(context).call_op(rpc::Op::kDeregMr,
+                                               rpc::HandleRequest{vmr->ibv_mr.handle})) {
+        return report(context, "dereg_mr", error);
+    }
+    free(vmr);
+    return 0;
+}
+
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+    rpc::AllocMwReply reply;
+    if (int error = client_of(pd->context).call(rpc::AllocMwRequest{pd->handle, type}, &reply)) {
+        report(pd->context, "alloc_mw", error);
+        return nullptr;
+    }
+    auto* mw = static_cast<ibv_mw*>(calloc(1, sizeof(ibv_mw)));
+    if (!mw) {
+        client_of(pd->context).call_op(rpc::Op::kDeallocMw, rpc::HandleRequest{reply.handle});
+        errno = ENOMEM;
+        return nullptr;
+    }
+    *mw = {pd->context, pd, reply.rkey, reply.handle, type};
+    return mw;
+}
+
+int dealloc_mw(ibv_mw* mw) {
+    if (int error = client_of(mw->context).call_op(rpc::Op::kDeallocMw,
+                                                   rpc::HandleRequest{mw->handle})) {
+        return report(mw->context, "dealloc_mw", error);
+    }
+    free(mw);
+    return 0;
+}
+
+}  // namespace uroce

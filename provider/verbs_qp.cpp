@@ -1,0 +1,154 @@
+// Queue pairs and multicast attachment.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "provider.h"
+
+namespace uroce {
+namespace {
+
+uint32_t handle_of(ibv_cq* cq) { return cq ? cq->handle : rpc::kNoHandle; }
+
+}  // namespace
+
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+    auto* qp = static_cast<ProviderQp*>(calloc(1, sizeof(ProviderQp)));
+    if (!qp) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    const uint32_t mask = attr->comp_mask;
+    ibv_pd* pd = (mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+    ibv_xrcd* xrcd = (mask & IBV_QP_INIT_ATTR_XRCD) ? attr->xrcd : nullptr;
+    rpc::CreateQpRequest request{};
+    request.user_handle = reinterpret_cast<uintptr_t>(&qp->ibv.qp);
+    request.qp_type = attr->qp_type;
+    request.sq_sig_all = attr->sq_sig_all;
+    request.pd = pd ? pd->handle : rpc::kNoHandle;
+    request.send_cq = handle_of(attr->send_cq);
+    request.recv_cq = handle_of(attr->recv_cq);
+    request.srq = attr->srq ? attr->srq->handle : rpc::kNoHandle;
+    request.xrcd = xrcd ? reinterpret_cast<verbs_xrcd*>(xrcd)->handle : rpc::kNoHandle;
+    request.rwq_ind_tbl = ((mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr->rwq_ind_tbl)
+                              ? attr->rwq_ind_tbl->ind_tbl_handle
+                              : rpc::kNoHandle;
+    request.cap = attr->cap;
+    request.comp_mask = mask;
+    request.create_flags = (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
+    request.max_tso_header = (mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) ? attr->max_tso_header : 0;
+    request.source_qpn = attr->source_qpn;
+    request.send_ops_flags = (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
+    if (mask & IBV_QP_INIT_ATTR_RX_HASH) {
+        const ibv_rx_hash_conf& hash = attr->rx_hash_conf;
+        if (hash.rx_hash_key_len > sizeof(request.rx_hash_key) ||
+            (hash.rx_hash_key_len && !hash.rx_hash_key)) {
+            free(qp);
+            errno = EINVAL;
+            return nullptr;
+        }
+        request.rx_hash_function = hash.rx_hash_function;
+        request.rx_hash_key_len = hash.rx_hash_key_len;
+        memcpy(request.rx_hash_key, hash.rx_hash_key, hash.rx_hash_key_len);
+        request.rx_hash_fields_mask = hash.rx_hash_fields_mask;
+    }
+    rpc::CreateQpReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        free(qp);
+        report(context, "create_qp", error);
+        return nullptr;
+    }
+    ibv_qp& ibqp = qp->ibv.qp;
+    ibqp.context = context;
+    ibqp.qp_context = attr->qp_context;
+    ibqp.pd = pd;
+    ibqp.send_cq = attr->send_cq;
+    ibqp.recv_cq = attr->recv_cq;
+    ibqp.srq = attr->srq;
+    ibqp.handle = reply.handle;
+    ibqp.qp_num = reply.qpn;
+    ibqp.state = IBV_QPS_RESET;
+    ibqp.qp_type = attr->qp_type;
+    pthread_mutex_init(&ibqp.mutex, nullptr);
+    pthread_cond_init(&ibqp.cond, nullptr);
+    if (xrcd) {
+        qp->ibv.comp_mask |= VERBS_QP_XRCD;
+        qp->ibv.xrcd = reinterpret_cast<verbs_xrcd*>(xrcd);
+    }
+    attr->cap = reply.cap;
+    return &ibqp;
+}
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+    ibv_qp_init_attr_ex ex{};
+    ex.qp_context = attr->qp_context;
+    ex.send_cq = attr->send_cq;
+    ex.recv_cq = attr->recv_cq;
+    ex.srq = attr->srq;
+    ex.cap = attr->cap;
+    ex.qp_type = attr->qp_type;
+    ex.sq_sig_all = attr->sq_sig_all;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+    ex.pd = pd;
+    ibv_qp* qp = create_qp_ex(pd->context, &ex);
+    if (qp) {
+        attr->cap = ex.cap;
+    }
+    return qp;
+}
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    rpc::Empty none;
+    if (int error = client_of(qp->context).call(rpc::ModifyQpRequest{qp->handle, attr_mask, *attr},
+                                                &none)) {
+        return report(qp->context, "modify_qp", error);
+    }
+    return 0;
+}
+
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+    rpc::QueryQpReply reply;
+    if (int error = client_of(qp->context).call(rpc::QueryQpRequest{qp->handle, attr_mask},
+                                                &reply)) {
+        return report(qp->context, "query_qp", error);
+    }
+    *attr = reply.attr;
+    *init_attr = {};
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = reply.init_cap;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = reply.sq_sig_all;
+    return 0;
+}
+
+int destroy_qp(ibv_qp* qp) {
+    if (int error =
+            client_of(qp->context).call_op(rpc::Op::kDestroyQp, rpc::HandleRequest{qp->handle})) {
+        return report(qp->context, "destroy_qp", error);
+    }
+    pthread_cond_destroy(&qp->cond);
+    pthread_mutex_destroy(&qp->mutex);
+    free(reinterpret_cast<ProviderQp*>(qp));
+    return 0;
+}
+
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    if (int error = client_of(qp->context).call_op(rpc::Op::kAttachMcast,
+                                                   rpc::McastRequest{qp->handle, lid, *gid})) {
+        return report(qp->context, "attach_mcast", error);
+    }
+    return 0;
+}
+
+int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+    if (int error = client_of(qp->context).call_op(rpc::Op::kDetachMcast,
+                                                   rpc::McastRequest{qp->handle, lid, *gid})) {
+        return report(qp->context, "detach_mcast", error);
+    }
+    return 0;
+}
+
+}  // namespace uroce

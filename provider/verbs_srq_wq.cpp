@@ -1,0 +1,191 @@
+// Shared receive queues, receive work queues and indirection tables.
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "provider.h"
+
+namespace uroce {
+
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+    auto* srq = static_cast<verbs_srq*>(calloc(1, sizeof(verbs_srq)));
+    if (!srq) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    const uint32_t mask = attr->comp_mask;
+    rpc::CreateSrqRequest request{};
+    request.user_handle = reinterpret_cast<uintptr_t>(&srq->srq);
+    request.comp_mask = mask;
+    request.srq_type = (mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+    request.pd = ((mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd) ? attr->pd->handle : rpc::kNoHandle;
+    request.xrcd = ((mask & IBV_SRQ_INIT_ATTR_XRCD) && attr->xrcd)
+                       ? reinterpret_cast<verbs_xrcd*>(attr->xrcd)->handle
+                       : rpc::kNoHandle;
+    request.cq = ((mask & IBV_SRQ_INIT_ATTR_CQ) && attr->cq) ? attr->cq->handle : rpc::kNoHandle;
+    request.attr = attr->attr;
+    request.tm_cap = (mask & IBV_SRQ_INIT_ATTR_TM) ? attr->tm_cap : ibv_tm_cap{};
+    rpc::CreateSrqReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        free(srq);
+        report(context, "create_srq", error);
+        return nullptr;
+    }
+    srq->srq.context = context;
+    srq->srq.srq_context = attr->srq_context;
+    srq->srq.pd = (mask & IBV_SRQ_INIT_ATTR_PD) ? attr->pd : nullptr;
+    srq->srq.handle = reply.handle;
+    pthread_mutex_init(&srq->srq.mutex, nullptr);
+    pthread_cond_init(&srq->srq.cond, nullptr);
+    srq->srq_type = static_cast<ibv_srq_type>(request.srq_type);
+    srq->xrcd = reinterpret_cast<verbs_xrcd*>((mask & IBV_SRQ_INIT_ATTR_XRCD) ? attr->xrcd
+                                                                               : nullptr);
+    srq->cq = (mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : nullptr;
+    srq->srq_num = reply.srq_num;
+    attr->attr = reply.attr;
+    return &srq->srq;
+}
+
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    ibv_srq_init_attr_ex ex{};
+    ex.srq_context = attr->srq_context;
+    ex.attr = attr->attr;
+    ex.comp_mask = IBV_SRQ_INIT_ATTR_PD;
+    ex.pd = pd;
+    ibv_srq* srq = create_srq_ex(pd->context, &ex);
+    if (srq) {
+        attr->attr = ex.attr;
+    }
+    return srq;
+}
+
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
+    rpc::Empty none;
+    if (int error = client_of(srq->context)
+                        .call(rpc::ModifySrqRequest{srq->handle, attr_mask, *attr}, &none)) {
+        return report(srq->context, "modify_srq", error);
+    }
+    return 0;
+}
+
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    rpc::QuerySrqReply reply;
+    rpc::HandleRequest request{srq->handle};
+    if (int error = client_of(srq->context)
+                        .call(rpc::Op::kQuerySrq, &request, sizeof(request), &reply,
+                              sizeof(reply))) {
+        return report(srq->context, "query_srq", error);
+    }
+    *attr = reply.attr;
+    return 0;
+}
+
+int destroy_srq(ibv_srq* srq) {
+    if (int error = client_of(srq->context)
+                        .call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{srq->handle})) {
+        return report(srq->context, "destroy_srq", error);
+    }
+    pthread_cond_destroy(&srq->cond);
+    pthread_mutex_destroy(&srq->mutex);
+    free(reinterpret_cast<verbs_srq*>(srq));
+    return 0;
+}
+
+ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
+    auto* wq = static_cast<ibv_wq*>(calloc(1, sizeof(ibv_wq)));
+    if (!wq) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    rpc::CreateWqRequest request{reinterpret_cast<uintptr_t>(wq),
+                                 attr->wq_type,
+                                 attr->max_wr,
+                                 attr->max_sge,
+                                 attr->pd ? attr->pd->handle : rpc::kNoHandle,
+                                 attr->cq ? attr->cq->handle : rpc::kNoHandle,
+                                 attr->comp_mask,
+                                 attr->create_flags};
+    rpc::CreateWqReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        free(wq);
+        report(context, "create_wq", error);
+        return nullptr;
+    }
+    wq->context = context;
+    wq->wq_context = attr->wq_context;
+    wq->pd = attr->pd;
+    wq->cq = attr->cq;
+    wq->wq_num = reply.wq_num;
+    wq->handle = reply.handle;
+    wq->state = IBV_WQS_RESET;
+    wq->wq_type = attr->wq_type;
+    pthread_mutex_init(&wq->mutex, nullptr);
+    pthread_cond_init(&wq->cond, nullptr);
+    attr->max_wr = reply.max_wr;
+    attr->max_sge = reply.max_sge;
+    return wq;
+}
+
+int modify_wq(ibv_wq* wq, ibv_wq_attr* attr) {
+    rpc::ModifyWqRequest request{wq->handle,          attr->attr_mask, attr->wq_state,
+                                 attr->curr_wq_state, attr->flags,     attr->flags_mask};
+    rpc::Empty none;
+    if (int error = client_of(wq->context).call(request, &none)) {
+        return report(wq->context, "modify_wq", error);
+    }
+    if (attr->attr_mask & IBV_WQ_ATTR_STATE) {
+        wq->state = attr->wq_state;
+    }
+    return 0;
+}
+
+int destroy_wq(ibv_wq* wq) {
+    if (int error =
+            client_of(wq->context).call_op(rpc::Op::kDestroyWq, rpc::HandleRequest{wq->handle})) {
+        return report(wq->context, "destroy_wq", error);
+    }
+    pthread_cond_destroy(&wq->cond);
+    pthread_mutex_destroy(&wq->mutex);
+    free(wq);
+    return 0;
+}
+
+ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context,
+                                        ibv_rwq_ind_table_init_attr* attr) {
+    rpc::CreateRwqIndTableRequest request{};
+    request.log_size = attr->log_ind_tbl_size;
+    request.comp_mask = attr->comp_mask;
+    if (request.log_size >= 32 || (1u << request.log_size) > rpc::kMaxRwqIndTableSize ||
+        !attr->ind_tbl) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    for (uint32_t i = 0; i < (1u << request.log_size); ++i) {
+        request.wqs[i] = attr->ind_tbl[i] ? attr->ind_tbl[i]->handle : rpc::kNoHandle;
+    }
+    rpc::CreateRwqIndTableReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        report(context, "create_rwq_ind_table", error);
+        return nullptr;
+    }
+    auto* table = static_cast<ibv_rwq_ind_table*>(calloc(1, sizeof(ibv_rwq_ind_table)));
+    if (!table) {
+        client_of(context).call_op(rpc::Op::kDestroyRwqIndTable,
+                                   rpc::HandleRequest{reply.handle});
+        errno = ENOMEM;
+        return nullptr;
+    }
+    *table = {context, static_cast<int>(reply.handle), static_cast<int>(reply.ind_tbl_num), 0};
+    return table;
+}
+
+int destroy_rwq_ind_table(ibv_rwq_ind_table* table) {
+    ibv_context* context = table->context;
+    rpc::HandleRequest request{static_cast<uint32_t>(table->ind_tbl_handle)};
+    if (int error = client_of(context).call_op(rpc::Op::kDestroyRwqIndTable, request)) {
+        return report(context, "destroy_rwq_ind_table", error);
+    }
+    free(table);
+    return 0;
+}
+
+}  // namespace uroce
