@@ -5,7 +5,7 @@
 
 #include <errno.h>
 
-#include "control_client.h"
+#include "protocol/client.h"
 #include "driver_abi.h"
 
 namespace uroce {

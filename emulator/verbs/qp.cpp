@@ -222,6 +222,10 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     if (std::string why = check_qp_transition(cur, next, qp->type, mask); !why.empty()) {
         return fail(EINVAL, "%s", why.c_str());
     }
+    // As the kernel core: automatic path migration exists only on InfiniBand.
+    if (mask & IBV_QP_ALT_PATH) {
+        return fail(EINVAL, "alternate paths are not supported on RoCE ports");
+    }
     if (mask & IBV_QP_RATE_LIMIT) {
         return fail(EOPNOTSUPP, "QP rate limits are not supported");
     }

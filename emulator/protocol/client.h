@@ -1,5 +1,6 @@
-// The provider's end of the control protocol: one connection per opened
-// device context. Calls are synchronous and serialised per connection.
+// The client end of the control protocol, used by the provider (one
+// connection per opened device context) and by the uroce tool. Calls are
+// synchronous and serialised per connection.
 #pragma once
 
 #include <stddef.h>

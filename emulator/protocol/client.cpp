@@ -1,4 +1,4 @@
-#include "control_client.h"
+#include "protocol/client.h"
 
 #include <errno.h>
 #include <string.h>
