@@ -25,7 +25,8 @@ bool socket_in_use(const std::filesystem::path& path) {
     }
     strcpy(addr.sun_path, path.c_str());
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool in_use = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    const bool in_use =
+        fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     if (fd >= 0) {
         ::close(fd);
     }
@@ -40,8 +41,7 @@ void make_private_dir(const std::filesystem::path& dir) {
         throw std::runtime_error("cannot create runtime directory " + dir.native());
     }
     if (st.st_uid != geteuid()) {
-        throw std::runtime_error("runtime directory " + dir.native() +
-                                 " belongs to another user");
+        throw std::runtime_error("runtime directory " + dir.native() + " belongs to another user");
     }
     chmod(dir.c_str(), 0700);
 }

@@ -14,12 +14,12 @@
 namespace uroce {
 
 class Daemon {
-public:
+  public:
     explicit Daemon(const Options& options);  // throws std::runtime_error
     ~Daemon();
     void run();  // until SIGTERM or SIGINT
 
-private:
+  private:
     void publish_devices();
     void withdraw_devices();
 

@@ -125,7 +125,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
 
 void free_context(ibv_context* ibctx) {
     ProviderContext* context = to_context(ibctx);
-    delete context->client;  // the daemon destroys whatever is left
+    delete context->client;               // the daemon destroys whatever is left
     verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
     free(context);
 }
@@ -143,7 +143,9 @@ const verbs_device_ops kDeviceOps = {
     .uninit_device = uninit_device,
 };
 
-__attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }
+__attribute__((constructor)) void register_driver() {
+    verbs_register_driver_34(&kDeviceOps);
+}
 
 }  // namespace
 

@@ -125,8 +125,7 @@ struct verbs_context_ops {
     struct ibv_dm* (*alloc_dm)(struct ibv_context*, struct ibv_alloc_dm_attr*);
     struct ibv_mw* (*alloc_mw)(struct ibv_pd*, enum ibv_mw_type);
     struct ibv_mr* (*alloc_null_mr)(struct ibv_pd*);
-    struct ibv_pd* (*alloc_parent_domain)(struct ibv_context*,
-                                          struct ibv_parent_domain_init_attr*);
+    struct ibv_pd* (*alloc_parent_domain)(struct ibv_context*, struct ibv_parent_domain_init_attr*);
     struct ibv_pd* (*alloc_pd)(struct ibv_context*);
     struct ibv_td* (*alloc_td)(struct ibv_context*, struct ibv_td_init_attr*);
     void (*async_event)(struct ibv_context*, struct ibv_async_event*);

@@ -5,8 +5,8 @@
 
 #include <errno.h>
 
-#include "protocol/client.h"
 #include "driver_abi.h"
+#include "protocol/client.h"
 
 namespace uroce {
 
@@ -28,10 +28,12 @@ struct ProviderQp {
 };
 
 inline ProviderContext* to_context(ibv_context* context) {
-    return reinterpret_cast<ProviderContext*>(
-        reinterpret_cast<char*>(context) - offsetof(ProviderContext, ibv.context));
+    return reinterpret_cast<ProviderContext*>(reinterpret_cast<char*>(context) -
+                                              offsetof(ProviderContext, ibv.context));
 }
-inline ControlClient& client_of(ibv_context* context) { return *to_context(context)->client; }
+inline ControlClient& client_of(ibv_context* context) {
+    return *to_context(context)->client;
+}
 
 // Sets errno from a failed call and logs the daemon's reason through
 // libibverbs' log (VERBS_LOG_LEVEL=1 shows it). Returns the errno.

@@ -35,7 +35,9 @@ ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int
 }
 
 // Nothing completes before the data path exists: an extended CQ is empty.
-int start_poll_empty(ibv_cq_ex*, ibv_poll_cq_attr* attr) { return attr->comp_mask ? EINVAL : ENOENT; }
+int start_poll_empty(ibv_cq_ex*, ibv_poll_cq_attr* attr) {
+    return attr->comp_mask ? EINVAL : ENOENT;
+}
 void end_poll_empty(ibv_cq_ex*) {}
 
 }  // namespace
@@ -51,9 +53,9 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
         errno = EOPNOTSUPP;  // parent domains are not supported
         return nullptr;
     }
-    ProviderCq* cq = new_cq(context, static_cast<int>(attr->cqe), attr->channel,
-                            static_cast<int>(attr->comp_vector), attr->comp_mask, attr->wc_flags,
-                            flags);
+    ProviderCq* cq =
+        new_cq(context, static_cast<int>(attr->cqe), attr->channel,
+               static_cast<int>(attr->comp_vector), attr->comp_mask, attr->wc_flags, flags);
     if (!cq) {
         return nullptr;
     }

@@ -53,8 +53,8 @@ ibv_pd* alloc_pd(ibv_context* context) {
 }
 
 int dealloc_pd(ibv_pd* pd) {
-    if (int error = client_of(pd->context).call_op(rpc::Op::kDeallocPd,
-                                                   rpc::HandleRequest{pd->handle})) {
+    if (int error =
+            client_of(pd->context).call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{pd->handle})) {
         return report(pd->context, "dealloc_pd", error);
     }
     free(pd);
@@ -83,8 +83,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
 
 int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
     ibv_mr& mr = vmr->ibv_mr;
-    rpc::ReregMrRequest request{mr.handle, flags, pd ? pd->handle : 0, access,
-                                reinterpret_cast<uintptr_t>(addr), length};
+    rpc::ReregMrRequest request{
+        mr.handle, flags, pd ? pd->handle : 0, access, reinterpret_cast<uintptr_t>(addr), length};
     rpc::ReregMrReply reply;
     if (int error = client_of(mr.context).call(request, &reply)) {
         return report(mr.context, "rereg_mr", error);
@@ -99,8 +99,8 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
 
 int dereg_mr(verbs_mr* vmr) {
     ibv_context* context = vmr->ibv_mr.context;
-    if (int error = client_of(context).call_op(rpc::Op::kDeregMr,
-                                               rpc::HandleRequest{vmr->ibv_mr.handle})) {
+    if (int error =
+            client_of(context).call_op(rpc::Op::kDeregMr, rpc::HandleRequest{vmr->ibv_mr.handle})) {
         return report(context, "dereg_mr", error);
     }
     free(vmr);
@@ -124,8 +124,8 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
 }
 
 int dealloc_mw(ibv_mw* mw) {
-    if (int error = client_of(mw->context).call_op(rpc::Op::kDeallocMw,
-                                                   rpc::HandleRequest{mw->handle})) {
+    if (int error =
+            client_of(mw->context).call_op(rpc::Op::kDeallocMw, rpc::HandleRequest{mw->handle})) {
         return report(mw->context, "dealloc_mw", error);
     }
     free(mw);

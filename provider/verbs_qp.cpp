@@ -8,7 +8,9 @@
 namespace uroce {
 namespace {
 
-uint32_t handle_of(ibv_cq* cq) { return cq ? cq->handle : rpc::kNoHandle; }
+uint32_t handle_of(ibv_cq* cq) {
+    return cq ? cq->handle : rpc::kNoHandle;
+}
 
 }  // namespace
 
@@ -99,8 +101,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     rpc::Empty none;
-    if (int error = client_of(qp->context).call(rpc::ModifyQpRequest{qp->handle, attr_mask, *attr},
-                                                &none)) {
+    if (int error = client_of(qp->context)
+                        .call(rpc::ModifyQpRequest{qp->handle, attr_mask, *attr}, &none)) {
         return report(qp->context, "modify_qp", error);
     }
     return 0;
@@ -108,8 +110,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
     rpc::QueryQpReply reply;
-    if (int error = client_of(qp->context).call(rpc::QueryQpRequest{qp->handle, attr_mask},
-                                                &reply)) {
+    if (int error =
+            client_of(qp->context).call(rpc::QueryQpRequest{qp->handle, attr_mask}, &reply)) {
         return report(qp->context, "query_qp", error);
     }
     *attr = reply.attr;
@@ -136,16 +138,16 @@ int destroy_qp(ibv_qp* qp) {
 }
 
 int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-    if (int error = client_of(qp->context).call_op(rpc::Op::kAttachMcast,
-                                                   rpc::McastRequest{qp->handle, lid, *gid})) {
+    if (int error = client_of(qp->context)
+                        .call_op(rpc::Op::kAttachMcast, rpc::McastRequest{qp->handle, lid, *gid})) {
         return report(qp->context, "attach_mcast", error);
     }
     return 0;
 }
 
 int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
-    if (int error = client_of(qp->context).call_op(rpc::Op::kDetachMcast,
-                                                   rpc::McastRequest{qp->handle, lid, *gid})) {
+    if (int error = client_of(qp->context)
+                        .call_op(rpc::Op::kDetachMcast, rpc::McastRequest{qp->handle, lid, *gid})) {
         return report(qp->context, "detach_mcast", error);
     }
     return 0;

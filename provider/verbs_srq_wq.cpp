@@ -37,8 +37,8 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     pthread_mutex_init(&srq->srq.mutex, nullptr);
     pthread_cond_init(&srq->srq.cond, nullptr);
     srq->srq_type = static_cast<ibv_srq_type>(request.srq_type);
-    srq->xrcd = reinterpret_cast<verbs_xrcd*>((mask & IBV_SRQ_INIT_ATTR_XRCD) ? attr->xrcd
-                                                                               : nullptr);
+    srq->xrcd =
+        reinterpret_cast<verbs_xrcd*>((mask & IBV_SRQ_INIT_ATTR_XRCD) ? attr->xrcd : nullptr);
     srq->cq = (mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : nullptr;
     srq->srq_num = reply.srq_num;
     attr->attr = reply.attr;
@@ -70,9 +70,9 @@ int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
     rpc::QuerySrqReply reply;
     rpc::HandleRequest request{srq->handle};
-    if (int error = client_of(srq->context)
-                        .call(rpc::Op::kQuerySrq, &request, sizeof(request), &reply,
-                              sizeof(reply))) {
+    if (int error =
+            client_of(srq->context)
+                .call(rpc::Op::kQuerySrq, &request, sizeof(request), &reply, sizeof(reply))) {
         return report(srq->context, "query_srq", error);
     }
     *attr = reply.attr;
@@ -149,8 +149,7 @@ int destroy_wq(ibv_wq* wq) {
     return 0;
 }
 
-ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context,
-                                        ibv_rwq_ind_table_init_attr* attr) {
+ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context, ibv_rwq_ind_table_init_attr* attr) {
     rpc::CreateRwqIndTableRequest request{};
     request.log_size = attr->log_ind_tbl_size;
     request.comp_mask = attr->comp_mask;
@@ -169,8 +168,7 @@ ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context,
     }
     auto* table = static_cast<ibv_rwq_ind_table*>(calloc(1, sizeof(ibv_rwq_ind_table)));
     if (!table) {
-        client_of(context).call_op(rpc::Op::kDestroyRwqIndTable,
-                                   rpc::HandleRequest{reply.handle});
+        client_of(context).call_op(rpc::Op::kDestroyRwqIndTable, rpc::HandleRequest{reply.handle});
         errno = ENOMEM;
         return nullptr;
     }

@@ -42,7 +42,9 @@ constexpr auto kStartTimeout = std::chrono::seconds(10);
 constexpr auto kStopTimeout = std::chrono::seconds(10);
 constexpr int kExitNotRunning = 3;
 
-fs::path self_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
+fs::path self_dir() {
+    return fs::read_symlink("/proc/self/exe").parent_path();
+}
 
 // Next to the tool in a build tree (bin/ and lib/), else where cmake --install put it.
 struct Locations {
@@ -137,7 +139,8 @@ int start(const RuntimePaths& paths, const std::vector<std::string>& daemon_args
             return 1;
         }
         if (std::string status = query_status(paths); !status.empty()) {
-            std::cout << status << "\nTo use the devices: eval \"$(uroce env)\" or uroce exec -- "
+            std::cout << status
+                      << "\nTo use the devices: eval \"$(uroce env)\" or uroce exec -- "
                          "COMMAND\n";
             return 0;
         }

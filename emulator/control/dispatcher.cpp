@@ -8,8 +8,7 @@
 namespace uroce {
 namespace {
 
-using Handler =
-    std::function<Answer(Context&, std::span<const std::byte>, std::vector<UniqueFd>&)>;
+using Handler = std::function<Answer(Context&, std::span<const std::byte>, std::vector<UniqueFd>&)>;
 
 template <class T>
 std::vector<std::byte> to_bytes(const T& value) {
@@ -21,8 +20,8 @@ std::vector<std::byte> to_bytes(const T& value) {
 template <class Request>
 Result decode(std::span<const std::byte> body, Request& request) {
     if (body.size() != sizeof(Request)) {
-        return fail(EINVAL, "malformed request: body is %zu bytes, this op takes %zu",
-                    body.size(), sizeof(Request));
+        return fail(EINVAL, "malformed request: body is %zu bytes, this op takes %zu", body.size(),
+                    sizeof(Request));
     }
     memcpy(&request, body.data(), sizeof(Request));
     return ok();

@@ -47,9 +47,9 @@ std::string gid_text(const ibv_gid& gid) {
 }
 
 void add_counts(std::ostringstream& out, const ObjectCounts& c) {
-    out << "pd " << c.pd << ", mr " << c.mr << ", mw " << c.mw << ", cq " << c.cq << ", qp "
-        << c.qp << ", srq " << c.srq << ", wq " << c.wq << ", rwq_ind_table " << c.rwq_ind_table
-        << ", ah " << c.ah << ", xrcd " << c.xrcd << ", comp_channel " << c.comp_channel;
+    out << "pd " << c.pd << ", mr " << c.mr << ", mw " << c.mw << ", cq " << c.cq << ", qp " << c.qp
+        << ", srq " << c.srq << ", wq " << c.wq << ", rwq_ind_table " << c.rwq_ind_table << ", ah "
+        << c.ah << ", xrcd " << c.xrcd << ", comp_channel " << c.comp_channel;
 }
 
 }  // namespace
@@ -70,12 +70,13 @@ Server::~Server() {
 
 void Server::accept() {
     listener_.async_wait(
-        boost::asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& e) {
+        boost::asio::posix::stream_descriptor::wait_read,
+        [this](const boost::system::error_code& e) {
             if (e) {
                 return;
             }
-            int fd = accept4(listener_.native_handle(), nullptr, nullptr,
-                             SOCK_CLOEXEC | SOCK_NONBLOCK);
+            int fd =
+                accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0) {
                 ucred peer{};
                 socklen_t len = sizeof(peer);
@@ -105,8 +106,7 @@ Device* Server::find_device(const std::string& name) {
 
 void Server::end(const std::shared_ptr<Session>& session) {
     if (const Context* context = session->context()) {
-        log_info("client pid %d closed %s", session->peer().pid,
-                 context->device().name().c_str());
+        log_info("client pid %d closed %s", session->peer().pid, context->device().name().c_str());
     }
     session->close();
     sessions_.erase(session);
@@ -123,8 +123,8 @@ std::string Server::status_text() const {
                  unsigned(g >> 32) & 0xffff, unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
         out << "device " << device->name() << " address " << inet_ntoa(device->config().address)
             << " node_guid " << guid << "\n";
-        out << "  port 1 " << ibv_port_state_str(port.state) << " max_mtu "
-            << (128 << port.max_mtu) << " link_layer Ethernet\n";
+        out << "  port 1 " << ibv_port_state_str(port.state) << " max_mtu " << (128 << port.max_mtu)
+            << " link_layer Ethernet\n";
         for (size_t i = 0; i < device->gids().size(); ++i) {
             out << "  gid " << i << " " << gid_text(device->gids()[i]) << " RoCE v2\n";
         }

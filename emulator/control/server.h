@@ -17,7 +17,7 @@ namespace uroce {
 class Session;
 
 class Server {
-public:
+  public:
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
            std::vector<std::unique_ptr<Device>>& devices);
     ~Server();
@@ -26,7 +26,7 @@ public:
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
 
-private:
+  private:
     void accept();
 
     boost::asio::io_context& io_;

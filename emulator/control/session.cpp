@@ -12,7 +12,9 @@ namespace uroce {
 Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer)
     : server_(server), socket_(io, fd), peer_(peer) {}
 
-void Session::start() { wait(); }
+void Session::start() {
+    wait();
+}
 
 void Session::close() {
     boost::system::error_code ignored;
@@ -58,8 +60,9 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     }
     rpc::RequestHeader header{};
     if (message.size() < sizeof(header)) {
-        reply(header, fail(EPROTO, "malformed request: %zu bytes, shorter than a header",
-                           message.size()), {});
+        reply(header,
+              fail(EPROTO, "malformed request: %zu bytes, shorter than a header", message.size()),
+              {});
         return;
     }
     memcpy(&header, message.data(), sizeof(header));
@@ -68,21 +71,25 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     if (header.version != rpc::kVersion) {
-        reply(header, fail(EPROTO, "protocol version %u is not this daemon's %u",
-                           header.version, rpc::kVersion), {});
+        reply(header,
+              fail(EPROTO, "protocol version %u is not this daemon's %u", header.version,
+                   rpc::kVersion),
+              {});
         return;
     }
     if (header.length != message.size()) {
-        reply(header, fail(EPROTO, "malformed request: length field %u, message %zu bytes",
-                           header.length, message.size()), {});
+        reply(header,
+              fail(EPROTO, "malformed request: length field %u, message %zu bytes", header.length,
+                   message.size()),
+              {});
         return;
     }
     const auto body = message.subspan(sizeof(header));
     if (header.op == rpc::Op::kHello) {
         rpc::HelloReply hello_reply{};
         const Result result = hello(body, fds, hello_reply);
-        reply(header, result, result ? std::as_bytes(std::span(&hello_reply, 1))
-                                     : std::span<const std::byte>{});
+        reply(header, result,
+              result ? std::as_bytes(std::span(&hello_reply, 1)) : std::span<const std::byte>{});
         return;
     }
     if (header.op == rpc::Op::kStatus) {

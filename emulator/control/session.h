@@ -20,7 +20,7 @@ namespace uroce {
 class Server;
 
 class Session : public std::enable_shared_from_this<Session> {
-public:
+  public:
     Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer);
     void start();
     void close();
@@ -28,7 +28,7 @@ public:
     const ucred& peer() const { return peer_; }
     const Context* context() const { return context_.get(); }
 
-private:
+  private:
     void wait();
     void on_readable();
     void handle(std::span<const std::byte> message, std::vector<int>& fds);

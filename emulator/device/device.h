@@ -31,7 +31,7 @@ struct DeviceConfig {
 };
 
 class Device {
-public:
+  public:
     static constexpr uint8_t kPortCount = 1;
 
     Device(const DeviceConfig& config, uint32_t index);
@@ -58,7 +58,7 @@ public:
         return xrcd_files_;
     }
 
-private:
+  private:
     DeviceConfig config_;
     uint32_t index_;
     uint64_t node_guid_;
@@ -76,6 +76,8 @@ private:
 
 // Memory keys are an index in the upper 24 bits and a variant byte below it,
 // as on Soft-RoCE; the variant changes when an MR is re-registered.
-inline uint32_t make_key(uint32_t index, uint8_t variant) { return index << 8 | variant; }
+inline uint32_t make_key(uint32_t index, uint8_t variant) {
+    return index << 8 | variant;
+}
 
 }  // namespace uroce

@@ -10,7 +10,7 @@
 namespace uroce {
 
 class IdAllocator {
-public:
+  public:
     IdAllocator(uint32_t first, uint32_t last) : first_(first), last_(last), next_(first) {}
 
     // Numbers are handed out round-robin so that a freed number is not
@@ -31,7 +31,7 @@ public:
     void release(uint32_t id) { used_.erase(id); }
     size_t in_use() const { return used_.size(); }
 
-private:
+  private:
     uint32_t first_;
     uint32_t last_;
     uint32_t next_;

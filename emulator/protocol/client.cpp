@@ -50,7 +50,9 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
     return client;
 }
 
-ControlClient::~ControlClient() { ::close(fd_); }
+ControlClient::~ControlClient() {
+    ::close(fd_);
+}
 
 std::string ControlClient::last_error() const {
     std::lock_guard lock(mutex_);

@@ -14,7 +14,7 @@
 namespace uroce {
 
 class ControlClient {
-public:
+  public:
     // Connects to the daemon at `socket_path` and binds the connection to
     // `device`. `async_fd` (may be -1 for the tool) goes to the daemon.
     // Returns nullptr with errno set, and `why` filled, on failure.
@@ -44,7 +44,7 @@ public:
     // Reads a whole text reply (status).
     int call_text(rpc::Op op, std::string& text);
 
-private:
+  private:
     explicit ControlClient(int fd) : fd_(fd) {}
     int exchange(rpc::Op op, const void* request, size_t request_size, std::span<const int> fds,
                  std::string& reply_body);

@@ -79,7 +79,7 @@ struct ReplyHeader {
     Op op;
     uint32_t length;
     uint32_t seq;
-    int32_t error;  // 0 or a positive errno
+    int32_t error;                // 0 or a positive errno
     char message[kMaxErrorText];  // why, when error != 0
 };
 
@@ -311,11 +311,11 @@ struct McastRequest {
 // Request type -> op and reply type.
 template <class Request>
 struct Traits;
-#define UROCE_RPC(OP, REQUEST, REPLY)          \
-    template <>                                \
-    struct Traits<REQUEST> {                   \
-        static constexpr Op kOp = Op::OP;      \
-        using Reply = REPLY;                   \
+#define UROCE_RPC(OP, REQUEST, REPLY)     \
+    template <>                           \
+    struct Traits<REQUEST> {              \
+        static constexpr Op kOp = Op::OP; \
+        using Reply = REPLY;              \
     };
 // Requests whose body type is shared (HandleRequest) are sent with an
 // explicit op; see Client::call.

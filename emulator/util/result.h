@@ -14,7 +14,9 @@ struct Result {
     explicit operator bool() const { return error == 0; }
 };
 
-inline Result ok() { return {}; }
+inline Result ok() {
+    return {};
+}
 
 __attribute__((format(printf, 2, 3))) inline Result fail(int error, const char* format, ...) {
     char text[256];

@@ -17,7 +17,7 @@
 namespace uroce {
 
 class Context {
-public:
+  public:
     Context(Device& device, UniqueFd async_events);
     ~Context();  // destroys everything the client left, in dependency order
     Context(const Context&) = delete;
@@ -56,8 +56,7 @@ public:
     Result create_wq(const rpc::CreateWqRequest&, rpc::CreateWqReply&);
     Result modify_wq(const rpc::ModifyWqRequest&, rpc::Empty&);
     Result destroy_wq(const rpc::HandleRequest&, rpc::Empty&);
-    Result create_rwq_ind_table(const rpc::CreateRwqIndTableRequest&,
-                                rpc::CreateRwqIndTableReply&);
+    Result create_rwq_ind_table(const rpc::CreateRwqIndTableRequest&, rpc::CreateRwqIndTableReply&);
     Result destroy_rwq_ind_table(const rpc::HandleRequest&, rpc::Empty&);
 
     Result create_ah(const rpc::CreateAhRequest&, rpc::CreateAhReply&);
@@ -72,7 +71,7 @@ public:
     // Object counts, for status.
     ObjectCounts counts() const;
 
-private:
+  private:
     Result check_ah_attr(const ibv_ah_attr& attr) const;
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
 

@@ -17,8 +17,7 @@ int actual_cqe(int requested) {
 
 }  // namespace
 
-Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req,
-                                    UniqueFd write_end) {
+Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, UniqueFd write_end) {
     if (!write_end) {
         return fail(EINVAL, "a completion channel needs its pipe");
     }

@@ -10,7 +10,7 @@ namespace uroce {
 
 template <class T>
 class HandleTable {
-public:
+  public:
     std::shared_ptr<T> add(std::shared_ptr<T> object) {
         object->handle = next_++;
         objects_.emplace(object->handle, object);
@@ -27,7 +27,7 @@ public:
     auto newest_first() const { return std::make_pair(objects_.rbegin(), objects_.rend()); }
     const std::map<uint32_t, std::shared_ptr<T>>& all() const { return objects_; }
 
-private:
+  private:
     uint32_t next_ = 1;  // 0 means "no object" on the wire
     std::map<uint32_t, std::shared_ptr<T>> objects_;
 };

@@ -8,8 +8,8 @@ namespace {
 
 constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                                 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                                 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
+                                 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+                                 IBV_ACCESS_HUGETLB;
 constexpr int kRemoteAccess =
     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 constexpr uint64_t kPageMask = 4095;

@@ -23,7 +23,7 @@ struct Object {
 // Holds a dependency and counts itself among the dependency's users.
 template <class T>
 class Ref {
-public:
+  public:
     Ref() = default;
     explicit Ref(std::shared_ptr<T> target) : target_(std::move(target)) {
         if (target_) {
@@ -49,7 +49,7 @@ public:
     T* operator->() const { return target_.get(); }
     explicit operator bool() const { return target_ != nullptr; }
 
-private:
+  private:
     std::shared_ptr<T> target_;
 };
 

@@ -13,9 +13,9 @@ namespace {
 
 constexpr uint32_t kMaxInlineData = 512;
 constexpr uint32_t kKnownQpComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-                                  IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                                  IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
-                                  IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+                                  IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
+                                  IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH |
+                                  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 constexpr int kAllQpAttrs = (IBV_QP_DEST_QPN << 1) - 1;
 constexpr size_t kSgeSize = 16;  // struct ibv_sge: inline data shares its room
 
@@ -33,30 +33,48 @@ bool is_multicast_gid(const ibv_gid& gid) {
 
 // Copies the attributes selected by `mask` from `in` into `qp`.
 void apply_qp_attr(ibv_qp_attr& qp, const ibv_qp_attr& in, int mask) {
-    if (mask & IBV_QP_STATE) qp.qp_state = in.qp_state;
-    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) qp.en_sqd_async_notify = in.en_sqd_async_notify;
-    if (mask & IBV_QP_ACCESS_FLAGS) qp.qp_access_flags = in.qp_access_flags;
-    if (mask & IBV_QP_PKEY_INDEX) qp.pkey_index = in.pkey_index;
-    if (mask & IBV_QP_PORT) qp.port_num = in.port_num;
-    if (mask & IBV_QP_QKEY) qp.qkey = in.qkey;
-    if (mask & IBV_QP_AV) qp.ah_attr = in.ah_attr;
-    if (mask & IBV_QP_PATH_MTU) qp.path_mtu = in.path_mtu;
-    if (mask & IBV_QP_TIMEOUT) qp.timeout = in.timeout;
-    if (mask & IBV_QP_RETRY_CNT) qp.retry_cnt = in.retry_cnt;
-    if (mask & IBV_QP_RNR_RETRY) qp.rnr_retry = in.rnr_retry;
-    if (mask & IBV_QP_RQ_PSN) qp.rq_psn = in.rq_psn;
-    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp.max_rd_atomic = in.max_rd_atomic;
+    if (mask & IBV_QP_STATE)
+        qp.qp_state = in.qp_state;
+    if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
+        qp.en_sqd_async_notify = in.en_sqd_async_notify;
+    if (mask & IBV_QP_ACCESS_FLAGS)
+        qp.qp_access_flags = in.qp_access_flags;
+    if (mask & IBV_QP_PKEY_INDEX)
+        qp.pkey_index = in.pkey_index;
+    if (mask & IBV_QP_PORT)
+        qp.port_num = in.port_num;
+    if (mask & IBV_QP_QKEY)
+        qp.qkey = in.qkey;
+    if (mask & IBV_QP_AV)
+        qp.ah_attr = in.ah_attr;
+    if (mask & IBV_QP_PATH_MTU)
+        qp.path_mtu = in.path_mtu;
+    if (mask & IBV_QP_TIMEOUT)
+        qp.timeout = in.timeout;
+    if (mask & IBV_QP_RETRY_CNT)
+        qp.retry_cnt = in.retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY)
+        qp.rnr_retry = in.rnr_retry;
+    if (mask & IBV_QP_RQ_PSN)
+        qp.rq_psn = in.rq_psn;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC)
+        qp.max_rd_atomic = in.max_rd_atomic;
     if (mask & IBV_QP_ALT_PATH) {
         qp.alt_ah_attr = in.alt_ah_attr;
         qp.alt_pkey_index = in.alt_pkey_index;
         qp.alt_port_num = in.alt_port_num;
         qp.alt_timeout = in.alt_timeout;
     }
-    if (mask & IBV_QP_MIN_RNR_TIMER) qp.min_rnr_timer = in.min_rnr_timer;
-    if (mask & IBV_QP_SQ_PSN) qp.sq_psn = in.sq_psn;
-    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) qp.max_dest_rd_atomic = in.max_dest_rd_atomic;
-    if (mask & IBV_QP_PATH_MIG_STATE) qp.path_mig_state = in.path_mig_state;
-    if (mask & IBV_QP_DEST_QPN) qp.dest_qp_num = in.dest_qp_num;
+    if (mask & IBV_QP_MIN_RNR_TIMER)
+        qp.min_rnr_timer = in.min_rnr_timer;
+    if (mask & IBV_QP_SQ_PSN)
+        qp.sq_psn = in.sq_psn;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC)
+        qp.max_dest_rd_atomic = in.max_dest_rd_atomic;
+    if (mask & IBV_QP_PATH_MIG_STATE)
+        qp.path_mig_state = in.path_mig_state;
+    if (mask & IBV_QP_DEST_QPN)
+        qp.dest_qp_num = in.dest_qp_num;
 }
 
 }  // namespace
@@ -67,8 +85,8 @@ Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) 
     const uint32_t max_wr = static_cast<uint32_t>(caps.max_qp_wr);
     const uint32_t max_sge = static_cast<uint32_t>(caps.max_sge);
     if (in.max_send_wr > max_wr || in.max_recv_wr > max_wr) {
-        return fail(EINVAL, "max_send_wr %u / max_recv_wr %u above the device's %u",
-                    in.max_send_wr, in.max_recv_wr, max_wr);
+        return fail(EINVAL, "max_send_wr %u / max_recv_wr %u above the device's %u", in.max_send_wr,
+                    in.max_recv_wr, max_wr);
     }
     if (in.max_send_sge > max_sge || in.max_recv_sge > max_sge) {
         return fail(EINVAL, "max_send_sge %u / max_recv_sge %u above the device's %u",
@@ -280,8 +298,7 @@ Result Context::attach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
     if (qp->mcast_groups.contains({gid, req.lid})) {
         return ok();  // attaching twice is not an error
     }
-    if (qp->mcast_groups.size() >=
-        static_cast<size_t>(device_.attr().orig_attr.max_mcast_grp)) {
+    if (qp->mcast_groups.size() >= static_cast<size_t>(device_.attr().orig_attr.max_mcast_grp)) {
         return fail(ENOMEM, "QP %u is in the maximum number of multicast groups", qp->qpn);
     }
     qp->mcast_groups.insert({gid, req.lid});

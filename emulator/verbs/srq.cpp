@@ -6,8 +6,8 @@
 namespace uroce {
 namespace {
 
-constexpr uint32_t kSupportedSrqComp = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-                                       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+constexpr uint32_t kSupportedSrqComp =
+    IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
 
 uint32_t actual_wr(uint32_t requested, uint32_t max) {
     return std::min<uint32_t>(std::bit_ceil(requested + 1) - 1, max);
@@ -51,8 +51,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
         return fail(EINVAL, "SRQ max_wr %u is outside 1..%d", a.max_wr, caps.max_srq_wr);
     }
     if (a.max_sge > static_cast<uint32_t>(caps.max_srq_sge)) {
-        return fail(EINVAL, "SRQ max_sge %u is above the device's %d", a.max_sge,
-                    caps.max_srq_sge);
+        return fail(EINVAL, "SRQ max_sge %u is above the device's %d", a.max_sge, caps.max_srq_sge);
     }
     if (a.srq_limit > a.max_wr) {
         return fail(EINVAL, "SRQ limit %u is above max_wr %u", a.srq_limit, a.max_wr);

@@ -6,7 +6,9 @@
 namespace uroce {
 namespace {
 
-bool is_wq_state(int state) { return state >= IBV_WQS_RESET && state <= IBV_WQS_ERR; }
+bool is_wq_state(int state) {
+    return state >= IBV_WQS_RESET && state <= IBV_WQS_ERR;
+}
 
 // RESET -> RDY, RDY -> RDY, and from any state to RESET or ERR.
 bool wq_transition_allowed(ibv_wq_state cur, ibv_wq_state next) {
@@ -29,7 +31,8 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
         return fail(EINVAL, "WQ type %d is not supported (only IBV_WQT_RQ)", req.wq_type);
     }
     if (req.comp_mask & ~IBV_WQ_INIT_ATTR_FLAGS) {
-        return fail(EINVAL, "unknown WQ comp_mask bits 0x%x", req.comp_mask & ~IBV_WQ_INIT_ATTR_FLAGS);
+        return fail(EINVAL, "unknown WQ comp_mask bits 0x%x",
+                    req.comp_mask & ~IBV_WQ_INIT_ATTR_FLAGS);
     }
     if ((req.comp_mask & IBV_WQ_INIT_ATTR_FLAGS) && req.create_flags) {
         return fail(EOPNOTSUPP, "WQ create_flags 0x%x are not supported", req.create_flags);
