@@ -67,12 +67,18 @@ Outcome run_program(const std::vector<std::string>& argv, const Env& env) {
     return r;
 }
 
+// Sanitizer builds preload the sanitizer runtimes ahead of our libraries.
+std::optional<std::string> sanitizer_preload() {
+    const std::string runtimes = UROCE_SANITIZER_PRELOAD;
+    return runtimes.empty() ? std::nullopt : std::optional(runtimes);
+}
+
 Env plain() {
-    return {{"LD_PRELOAD", std::nullopt}, {"SYSFS_PATH", std::nullopt}};
+    return {{"LD_PRELOAD", sanitizer_preload()}, {"SYSFS_PATH", std::nullopt}};
 }
 
 Env preloaded(std::optional<std::string> sysfs = std::nullopt) {
-    return {{"LD_PRELOAD", UROCE_BRIDGE_PATH}, {"SYSFS_PATH", sysfs}};
+    return {{"LD_PRELOAD", UROCE_SANITIZER_PRELOAD UROCE_BRIDGE_PATH}, {"SYSFS_PATH", sysfs}};
 }
 
 std::string null_device() {
@@ -123,10 +129,10 @@ class bridgeVerbs : public ::testing::Test {
         std::string tmpl = (fs::temp_directory_path() / "uroce-bridge-XXXXXX").string();
         ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
         root_ = tmpl;
-        // bridgetest0's node name starts like a uroce node so that the bridge
-        // answers it too.
+        // Node names no daemon uses (a running daemon may own /dev nodes) that
+        // start like a uroce node, so that the bridge answers them.
         uroce::bridge::write_tree(
-            root_, {device("uroce0", "uverbs-uroce0", 0x0011223344556677),
+            root_, {device("uroce0", "uverbs-uroce-unit0", 0x0011223344556677),
                     device("bridgetest0", "uverbs-uroce-bridgetest0", 0x8899aabbccddeeff)});
     }
     void TearDown() override { fs::remove_all(root_); }
