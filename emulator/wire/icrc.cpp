@@ -1,0 +1,93 @@
+#include "wire/icrc.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "wire/byte_order.h"
+#include "wire/crc32.h"
+#include "wire/headers.h"
+
+namespace uroce::wire {
+namespace {
+
+constexpr size_t kIpv4HeaderBytes = 20;
+constexpr size_t kIpv6HeaderBytes = 40;
+constexpr size_t kUdpHeaderBytes = 8;
+constexpr uint8_t kIpProtoUdp = 17;
+
+// Returns the pseudo header length written to out.
+size_t masked_ip_udp(const IcrcAddresses& a, size_t udp_length, uint8_t* out) {
+    uint8_t* udp;
+    if (!a.ipv6) {
+        out[0] = 0x45;  // version 4, 5 words, no options
+        out[1] = 0xff;  // TOS
+        store_be16(out + 2, static_cast<uint16_t>(kIpv4HeaderBytes + udp_length));
+        store_be16(out + 4, a.ipv4_id);
+        store_be16(out + 6, a.ipv4_dont_fragment ? 0x4000 : 0);
+        out[8] = 0xff;  // TTL
+        out[9] = kIpProtoUdp;
+        store_be16(out + 10, 0xffff);  // header checksum
+        std::copy_n(a.src.begin(), 4, out + 12);
+        std::copy_n(a.dst.begin(), 4, out + 16);
+        udp = out + kIpv4HeaderBytes;
+    } else {
+        // Version 6, then traffic class and flow label all ones.
+        out[0] = 0x6f;
+        out[1] = out[2] = out[3] = 0xff;
+        store_be16(out + 4, static_cast<uint16_t>(udp_length));
+        out[6] = kIpProtoUdp;
+        out[7] = 0xff;  // hop limit
+        std::copy_n(a.src.begin(), 16, out + 8);
+        std::copy_n(a.dst.begin(), 16, out + 24);
+        udp = out + kIpv6HeaderBytes;
+    }
+    store_be16(udp, a.src_port);
+    store_be16(udp + 2, a.dst_port);
+    store_be16(udp + 4, static_cast<uint16_t>(udp_length));
+    store_be16(udp + 6, 0xffff);  // checksum
+    return static_cast<size_t>(udp + kUdpHeaderBytes - out);
+}
+
+}  // namespace
+
+IcrcAddresses IcrcAddresses::v4(std::array<uint8_t, 4> src, std::array<uint8_t, 4> dst,
+                                uint16_t src_port, uint16_t dst_port) {
+    IcrcAddresses a;
+    std::copy(src.begin(), src.end(), a.src.begin());
+    std::copy(dst.begin(), dst.end(), a.dst.begin());
+    a.src_port = src_port;
+    a.dst_port = dst_port;
+    return a;
+}
+
+IcrcAddresses IcrcAddresses::v6(const std::array<uint8_t, 16>& src,
+                                const std::array<uint8_t, 16>& dst, uint16_t src_port,
+                                uint16_t dst_port) {
+    IcrcAddresses a;
+    a.ipv6 = true;
+    a.src = src;
+    a.dst = dst;
+    a.src_port = src_port;
+    a.dst_port = dst_port;
+    return a;
+}
+
+uint32_t icrc(const IcrcAddresses& addr, std::span<const uint8_t> udp_payload_without_icrc) {
+    const std::span<const uint8_t> p = udp_payload_without_icrc;
+    const size_t udp_length = kUdpHeaderBytes + p.size() + kIcrcBytes;
+
+    std::array<uint8_t, kIpv6HeaderBytes + kUdpHeaderBytes + kBthBytes> pseudo;
+    size_t n = masked_ip_udp(addr, udp_length, pseudo.data());
+    const size_t bth = std::min(p.size(), kBthBytes);
+    std::copy_n(p.begin(), bth, pseudo.begin() + n);
+    if (bth > 4) {
+        pseudo[n + 4] = 0xff;  // FECN, BECN, resv6a
+    }
+    n += bth;
+
+    uint32_t crc = crc32_update(kIcrcSeed, std::span(pseudo).first(n));
+    crc = crc32_update(crc, p.subspan(bth));
+    return ~crc;
+}
+
+}  // namespace uroce::wire
