@@ -1,0 +1,205 @@
+#include "daemon_fixture.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "protocol/client.h"
+
+namespace uroce::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kStartTimeout = std::chrono::seconds(10);
+constexpr auto kStopTimeout = std::chrono::seconds(5);
+constexpr auto kPollInterval = std::chrono::milliseconds(10);
+constexpr const char* kLastDevice = "uverbs-uroce1";
+
+// A connection to the daemon as the uroce tool makes it, bound to no device;
+// null, with `why` filled, when the daemon does not answer.
+std::unique_ptr<ControlClient> connect_tool(const std::filesystem::path& dir, std::string& why) {
+    return std::unique_ptr<ControlClient>(
+        ControlClient::connect((dir / "uroced.sock").c_str(), "", -1, why));
+}
+
+// True once the child has exited (and is reaped).
+bool reaped(pid_t pid) {
+    int status;
+    return waitpid(pid, &status, WNOHANG) == pid;
+}
+
+class DaemonEnvironment : public ::testing::Environment {
+  public:
+    void SetUp() override { test_daemon().start(); }
+    void TearDown() override { test_daemon().stop(); }
+};
+
+}  // namespace
+
+Daemon& test_daemon() {
+    static Daemon daemon;
+    return daemon;
+}
+
+void Daemon::start() {
+    char dir[] = "/tmp/uroce-it.XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr) << strerror(errno);
+    dir_ = dir;
+    const std::string log_path = dir_ / "daemon.log";
+    pid_ = fork();
+    ASSERT_GE(pid_, 0) << strerror(errno);
+    if (pid_ == 0) {
+        // The daemon must not outlive a test binary that is killed.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(log, STDOUT_FILENO);
+        dup2(log, STDERR_FILENO);
+        execl(UROCED_PATH, UROCED_PATH, "--runtime-dir", dir_.c_str(), nullptr);
+        _exit(127);
+    }
+    const auto sysfs = dir_ / "sysfs";
+    const auto deadline = Clock::now() + kStartTimeout;
+    for (;;) {
+        std::string why;
+        if (std::filesystem::exists(sysfs / "class/infiniband_verbs" / kLastDevice) &&
+            connect_tool(dir_, why)) {
+            break;
+        }
+        if (reaped(pid_)) {
+            pid_ = -1;
+            FAIL() << UROCED_PATH << " exited during startup; its log:\n" << log();
+        }
+        if (Clock::now() > deadline) {
+            FAIL() << UROCED_PATH << " was not ready within 10 s; its log:\n" << log();
+        }
+        std::this_thread::sleep_for(kPollInterval);
+    }
+    // Read by libibverbs once, on its first call. The provider logs the
+    // daemon's reason for each refusal, which a release libibverbs writes
+    // only to a named file.
+    setenv("SYSFS_PATH", sysfs.c_str(), 1);
+    setenv("RDMAV_DRIVERS", UROCE_PROVIDER_PATH, 1);
+    setenv("VERBS_LOG_LEVEL", "1", 0);
+    setenv("VERBS_LOG_FILE", "/dev/stderr", 0);
+}
+
+void Daemon::stop() {
+    if (pid_ > 0) {
+        kill(pid_, SIGTERM);
+        const auto deadline = Clock::now() + kStopTimeout;
+        while (!reaped(pid_)) {
+            if (Clock::now() > deadline) {
+                ADD_FAILURE() << "uroced ignored SIGTERM; its log:\n" << log();
+                kill(pid_, SIGKILL);
+                waitpid(pid_, nullptr, 0);
+                break;
+            }
+            std::this_thread::sleep_for(kPollInterval);
+        }
+        pid_ = -1;
+    }
+    if (!dir_.empty()) {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir_, ignored);
+        dir_.clear();
+    }
+}
+
+std::string Daemon::log() const {
+    std::ifstream in(dir_ / "daemon.log");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::string Daemon::status() const {
+    std::string why;
+    const auto client = connect_tool(dir_, why);
+    std::string text;
+    if (!client) {
+        ADD_FAILURE() << "cannot connect to uroced: " << why;
+    } else if (const int error = client->call_text(rpc::Op::kStatus, text); error) {
+        ADD_FAILURE() << "status request failed: " << strerror(error) << " "
+                      << client->last_error();
+    }
+    return text;
+}
+
+std::map<std::string, int> device_objects(const std::string& status, const std::string& device) {
+    // "device NAME address ...", then indented lines, one of them
+    // "  objects pd 1, mr 0, ...".
+    std::istringstream lines(status);
+    std::string line;
+    bool in_device = false;
+    while (std::getline(lines, line)) {
+        if (line.rfind("device ", 0) == 0) {
+            in_device = line.rfind("device " + device + " ", 0) == 0;
+        } else if (in_device && line.rfind("  objects ", 0) == 0) {
+            std::map<std::string, int> counts;
+            std::istringstream fields(line.substr(10));
+            std::string kind;
+            int count;
+            char comma;
+            while (fields >> kind >> count) {
+                counts[kind] = count;
+                fields >> comma;
+            }
+            return counts;
+        }
+    }
+    return {};
+}
+
+ContextPtr open_device(const std::string& name) {
+    int count = 0;
+    ibv_device** list = ibv_get_device_list(&count);
+    if (!list) {
+        ADD_FAILURE() << "ibv_get_device_list: " << strerror(errno);
+        return nullptr;
+    }
+    ContextPtr context;
+    for (int i = 0; i < count; ++i) {
+        if (name == ibv_get_device_name(list[i])) {
+            context.reset(ibv_open_device(list[i]));
+            if (!context) {
+                ADD_FAILURE() << "ibv_open_device(" << name << "): " << strerror(errno);
+            }
+        }
+    }
+    ibv_free_device_list(list);
+    if (!context) {
+        ADD_FAILURE() << "cannot open " << name << "; uroced's log:\n" << test_daemon().log();
+    }
+    return context;
+}
+
+void VerbsTest::SetUp() {
+    context_ = open_device("uroce0");
+    ASSERT_TRUE(context_);
+    pd_.reset(ibv_alloc_pd(context()));
+    ASSERT_TRUE(pd_) << strerror(errno);
+    ASSERT_EQ(ibv_query_device_ex(context(), nullptr, &device_attr_), 0);
+    ASSERT_EQ(ibv_query_port(context(), 1, &port_attr_), 0);
+}
+
+CqPtr VerbsTest::create_cq(int cqe) const {
+    CqPtr cq(ibv_create_cq(context(), cqe, nullptr, nullptr, 0));
+    EXPECT_TRUE(cq) << "ibv_create_cq: " << strerror(errno);
+    return cq;
+}
+
+}  // namespace uroce::test
+
+int main(int argc, char** argv) {
+    ::testing::InitGoogleTest(&argc, argv);
+    ::testing::AddGlobalTestEnvironment(new uroce::test::DaemonEnvironment);
+    return RUN_ALL_TESTS();
+}

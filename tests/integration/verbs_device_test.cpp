@@ -1,0 +1,122 @@
+// Devices, ports, GIDs and P_Keys; the context's async event fd and
+// completion channels.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+
+#include <set>
+
+#include "daemon_fixture.h"
+
+namespace uroce::test {
+namespace {
+
+TEST(DeviceList, HasBothDevices) {
+    int count = 0;
+    ibv_device** list = ibv_get_device_list(&count);
+    ASSERT_NE(list, nullptr) << strerror(errno);
+    std::set<std::string> names;
+    for (int i = 0; i < count; ++i) {
+        names.insert(ibv_get_device_name(list[i]));
+    }
+    ibv_free_device_list(list);
+    EXPECT_TRUE(names.contains("uroce0"));
+    EXPECT_TRUE(names.contains("uroce1"));
+}
+
+struct DeviceAddress {
+    const char* device;
+    const char* gid;  // GID 0: the IPv4-mapped address of the device
+};
+
+class DeviceTest : public ::testing::TestWithParam<DeviceAddress> {
+  protected:
+    void SetUp() override {
+        context_ = open_device(GetParam().device);
+        ASSERT_TRUE(context_);
+    }
+    ContextPtr context_;
+};
+
+TEST_P(DeviceTest, QueryDeviceAgreesWithQueryDeviceExAndPorts) {
+    ibv_device_attr attr;
+    ibv_device_attr_ex attr_ex;
+    ASSERT_EQ(ibv_query_device(context_.get(), &attr), 0);
+    ASSERT_EQ(ibv_query_device_ex(context_.get(), nullptr, &attr_ex), 0);
+    EXPECT_EQ(attr.node_guid, attr_ex.orig_attr.node_guid);
+    EXPECT_EQ(attr.node_guid, ibv_get_device_guid(context_->device));
+    EXPECT_EQ(attr.max_qp, attr_ex.orig_attr.max_qp);
+    EXPECT_EQ(attr.max_qp_wr, attr_ex.orig_attr.max_qp_wr);
+    EXPECT_EQ(attr.max_cqe, attr_ex.orig_attr.max_cqe);
+    EXPECT_EQ(attr.max_srq_wr, attr_ex.orig_attr.max_srq_wr);
+    EXPECT_EQ(attr.device_cap_flags, attr_ex.orig_attr.device_cap_flags);
+    EXPECT_EQ(attr.phys_port_cnt, attr_ex.orig_attr.phys_port_cnt);
+    EXPECT_EQ(attr.phys_port_cnt, attr_ex.phys_port_cnt_ex);
+    ASSERT_EQ(attr.phys_port_cnt, 1);
+
+    ibv_port_attr port;
+    ASSERT_EQ(ibv_query_port(context_.get(), 1, &port), 0);
+    EXPECT_EQ(port.state, IBV_PORT_ACTIVE);
+    EXPECT_EQ(port.link_layer, IBV_LINK_LAYER_ETHERNET);
+    EXPECT_LE(port.active_mtu, port.max_mtu);
+    EXPECT_GE(port.gid_tbl_len, 1);
+    EXPECT_EQ(port.pkey_tbl_len, attr.max_pkeys);
+}
+
+TEST_P(DeviceTest, PortBeyondPhysPortCntDoesNotExist) {
+    ibv_port_attr port;
+    EXPECT_EQ(ibv_query_port(context_.get(), 2, &port), EINVAL);
+}
+
+TEST_P(DeviceTest, GidZeroIsTheRoceV2Ipv4MappedAddress) {
+    ibv_gid expected;
+    ASSERT_EQ(inet_pton(AF_INET6, GetParam().gid, expected.raw), 1);
+    ibv_gid gid;
+    ASSERT_EQ(ibv_query_gid(context_.get(), 1, 0, &gid), 0) << strerror(errno);
+    EXPECT_EQ(memcmp(gid.raw, expected.raw, sizeof(gid.raw)), 0);
+
+    ibv_gid_entry entry;
+    ASSERT_EQ(ibv_query_gid_ex(context_.get(), 1, 0, &entry, 0), 0);
+    EXPECT_EQ(memcmp(entry.gid.raw, expected.raw, sizeof(entry.gid.raw)), 0);
+    EXPECT_EQ(entry.gid_type, IBV_GID_TYPE_ROCE_V2);
+    EXPECT_EQ(entry.port_num, 1u);
+}
+
+TEST_P(DeviceTest, PkeyZeroIsTheDefaultFullMemberKey) {
+    __be16 pkey = 0;
+    ASSERT_EQ(ibv_query_pkey(context_.get(), 1, 0, &pkey), 0);
+    EXPECT_EQ(ntohs(pkey), 0xffff);
+}
+
+TEST_P(DeviceTest, AsyncFdHasNoEventsYet) {
+    const int fd = context_->async_fd;
+    ASSERT_GE(fd, 0);
+    // ibv_get_async_event(3): make the fd non-blocking to poll for events.
+    const int flags = fcntl(fd, F_GETFL);
+    ASSERT_EQ(fcntl(fd, F_SETFL, flags | O_NONBLOCK), 0);
+    ibv_async_event event;
+    EXPECT_EQ(ibv_get_async_event(context_.get(), &event), -1);
+    EXPECT_EQ(errno, EAGAIN);
+}
+
+TEST_P(DeviceTest, CompChannelIsBusyWhileACqUsesIt) {
+    ibv_comp_channel* channel = ibv_create_comp_channel(context_.get());
+    ASSERT_NE(channel, nullptr) << strerror(errno);
+    pollfd ready{channel->fd, POLLIN, 0};
+    EXPECT_EQ(poll(&ready, 1, 0), 0) << "a new channel has no events to read";
+
+    CqPtr cq(ibv_create_cq(context_.get(), 8, nullptr, channel, 0));
+    ASSERT_TRUE(cq) << strerror(errno);
+    EXPECT_EQ(cq->channel, channel);
+    EXPECT_EQ(ibv_destroy_comp_channel(channel), EBUSY);
+    cq.reset();
+    EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest,
+                         ::testing::Values(DeviceAddress{"uroce0", "::ffff:127.0.0.1"},
+                                           DeviceAddress{"uroce1", "::ffff:127.0.0.2"}),
+                         [](const auto& p) { return std::string(p.param.device); });
+
+}  // namespace
+}  // namespace uroce::test

@@ -1,0 +1,251 @@
+// Protection domains, memory regions and windows, address handles and XRC
+// domains.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "daemon_fixture.h"
+
+namespace uroce::test {
+namespace {
+
+constexpr size_t kBufferSize = 8192;
+
+class MemoryTest : public VerbsTest {
+  protected:
+    MrPtr reg_mr(int access) {
+        return MrPtr(ibv_reg_mr(pd(), buffer_.data(), buffer_.size(), access));
+    }
+    std::vector<char> buffer_ = std::vector<char>(kBufferSize);
+};
+
+TEST_F(MemoryTest, PdLifecycle) {
+    PdPtr pd(ibv_alloc_pd(context()));
+    ASSERT_TRUE(pd) << strerror(errno);
+    EXPECT_EQ(pd->context, context());
+    EXPECT_NE(pd->handle, pd_->handle);
+}
+
+class MrAccessTest : public MemoryTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(MrAccessTest, RegistersAndDeregisters) {
+    MrPtr mr = reg_mr(GetParam());
+    ASSERT_TRUE(mr) << strerror(errno);
+    EXPECT_EQ(mr->context, context());
+    EXPECT_EQ(mr->pd, pd());
+    EXPECT_EQ(mr->addr, buffer_.data());
+    EXPECT_EQ(mr->length, buffer_.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Access, MrAccessTest,
+                         ::testing::Values(0, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_READ,
+                                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
+                                           IBV_ACCESS_MW_BIND,
+                                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                               IBV_ACCESS_MW_BIND));
+
+// ibv_reg_mr(3): remote write or atomic access needs local write.
+class MrAccessRefusedTest : public MemoryTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(MrAccessRefusedTest, WithoutLocalWriteIsInvalid) {
+    EXPECT_EQ(error_of(reg_mr(GetParam())), EINVAL);
+}
+
+INSTANTIATE_TEST_SUITE_P(Access, MrAccessRefusedTest,
+                         ::testing::Values(IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_ATOMIC,
+                                           IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ));
+
+// The kernel (ib_check_mr_access) refuses on-demand paging with EOPNOTSUPP
+// on a device that does not advertise it, and registers it where it does.
+TEST_F(MemoryTest, OnDemandPagingAgreesWithOdpCaps) {
+    MrPtr mr = reg_mr(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+    if (device_attr_.odp_caps.general_caps & IBV_ODP_SUPPORT) {
+        EXPECT_TRUE(mr) << strerror(errno);
+    } else {
+        EXPECT_EQ(error_of(mr), EOPNOTSUPP) << "ODP registered, but odp_caps do not offer it";
+    }
+}
+
+TEST_F(MemoryTest, DeallocPdWithLiveMrIsBusy) {
+    PdPtr pd(ibv_alloc_pd(context()));
+    ASSERT_TRUE(pd);
+    MrPtr mr(ibv_reg_mr(pd.get(), buffer_.data(), buffer_.size(), IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(mr);
+    EXPECT_EQ(ibv_dealloc_pd(pd.get()), EBUSY);
+    mr.reset();
+    EXPECT_EQ(ibv_dealloc_pd(pd.release()), 0);
+}
+
+// Registered with remote access so that the rkey is meaningful too.
+constexpr int kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+
+TEST_F(MemoryTest, ReregChangeTranslationMovesTheRegionAndItsKeys) {
+    MrPtr mr = reg_mr(kRemoteAccess);
+    ASSERT_TRUE(mr);
+    const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+    std::vector<char> other(2 * kBufferSize);
+    ASSERT_EQ(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other.data(),
+                           other.size(), 0),
+              0)
+        << strerror(errno);
+    EXPECT_EQ(mr->addr, other.data());
+    EXPECT_EQ(mr->length, other.size());
+    EXPECT_EQ(mr->pd, pd());
+    EXPECT_NE(mr->lkey, lkey);
+    EXPECT_NE(mr->rkey, rkey);
+}
+
+TEST_F(MemoryTest, ReregChangePdReleasesTheOldPd) {
+    PdPtr old_pd(ibv_alloc_pd(context()));
+    PdPtr new_pd(ibv_alloc_pd(context()));
+    ASSERT_TRUE(old_pd && new_pd);
+    MrPtr mr(ibv_reg_mr(old_pd.get(), buffer_.data(), buffer_.size(), kRemoteAccess));
+    ASSERT_TRUE(mr);
+    const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+    ASSERT_EQ(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_PD, new_pd.get(), nullptr, 0, 0), 0)
+        << strerror(errno);
+    EXPECT_EQ(mr->pd, new_pd.get());
+    EXPECT_EQ(mr->addr, buffer_.data());
+    EXPECT_NE(mr->lkey, lkey);
+    EXPECT_NE(mr->rkey, rkey);
+    EXPECT_EQ(ibv_dealloc_pd(new_pd.get()), EBUSY);
+    EXPECT_EQ(ibv_dealloc_pd(old_pd.release()), 0);
+}
+
+TEST_F(MemoryTest, ReregChangeAccess) {
+    MrPtr mr = reg_mr(kRemoteAccess);
+    ASSERT_TRUE(mr);
+    const uint32_t lkey = mr->lkey, rkey = mr->rkey;
+    ASSERT_EQ(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+              0)
+        << strerror(errno);
+    EXPECT_NE(mr->lkey, lkey);
+    EXPECT_NE(mr->rkey, rkey);
+    EXPECT_EQ(mr->addr, buffer_.data());
+}
+
+TEST_F(MemoryTest, ReregToRemoteWriteWithoutLocalWriteFails) {
+    MrPtr mr = reg_mr(kRemoteAccess);
+    ASSERT_TRUE(mr);
+    EXPECT_EQ(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                           IBV_ACCESS_REMOTE_WRITE),
+              IBV_REREG_MR_ERR_CMD);
+    EXPECT_EQ(errno, EINVAL);
+}
+
+class MwTest : public MemoryTest, public ::testing::WithParamInterface<ibv_mw_type> {};
+
+TEST_P(MwTest, AllocatesUnboundWindow) {
+    MwPtr mw(ibv_alloc_mw(pd(), GetParam()));
+    ASSERT_TRUE(mw) << strerror(errno);
+    EXPECT_EQ(mw->type, GetParam());
+    EXPECT_EQ(mw->pd, pd());
+    EXPECT_EQ(mw->context, context());
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MwTest, ::testing::Values(IBV_MW_TYPE_1, IBV_MW_TYPE_2));
+
+TEST_F(MemoryTest, MwTypeThreeIsInvalid) {
+    EXPECT_EQ(error_of(MwPtr(ibv_alloc_mw(pd(), static_cast<ibv_mw_type>(3)))), EINVAL);
+}
+
+class AhTest : public MemoryTest {
+  protected:
+    // A GRH to uroce1's GID, as RoCE needs.
+    ibv_ah_attr ah_attr() const {
+        ibv_ah_attr attr{};
+        attr.is_global = 1;
+        attr.port_num = 1;
+        attr.grh.sgid_index = 0;
+        attr.grh.hop_limit = 64;
+        inet_pton(AF_INET6, "::ffff:127.0.0.2", attr.grh.dgid.raw);
+        return attr;
+    }
+};
+
+TEST_F(AhTest, GlobalAhLifecycle) {
+    ibv_ah_attr attr = ah_attr();
+    AhPtr ah(ibv_create_ah(pd(), &attr));
+    ASSERT_TRUE(ah) << strerror(errno);
+    EXPECT_EQ(ah->pd, pd());
+    EXPECT_EQ(ah->context, context());
+}
+
+// ibv_create_ah(3): a port with IBV_QPF_GRH_REQUIRED (every RoCE port) needs
+// is_global = 1.
+TEST_F(AhTest, WithoutGrhIsInvalidOnRoce) {
+    ibv_ah_attr attr = ah_attr();
+    attr.is_global = 0;
+    EXPECT_EQ(error_of(AhPtr(ibv_create_ah(pd(), &attr))), EINVAL);
+}
+
+TEST_F(AhTest, SgidIndexBeyondTheGidTableIsInvalid) {
+    ibv_ah_attr attr = ah_attr();
+    attr.grh.sgid_index = static_cast<uint8_t>(port_attr_.gid_tbl_len);
+    EXPECT_EQ(error_of(AhPtr(ibv_create_ah(pd(), &attr))), EINVAL);
+}
+
+TEST_F(MemoryTest, DeallocPdWithLiveAhIsBusy) {
+    PdPtr pd(ibv_alloc_pd(context()));
+    ASSERT_TRUE(pd);
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.port_num = 1;
+    AhPtr ah(ibv_create_ah(pd.get(), &attr));
+    ASSERT_TRUE(ah) << strerror(errno);
+    EXPECT_EQ(ibv_dealloc_pd(pd.get()), EBUSY);
+    ah.reset();
+    EXPECT_EQ(ibv_dealloc_pd(pd.release()), 0);
+}
+
+class XrcdTest : public MemoryTest {
+  protected:
+    void SetUp() override {
+        MemoryTest::SetUp();
+        char path[] = "/tmp/uroce-it-xrcd.XXXXXX";
+        fd_ = mkstemp(path);
+        ASSERT_GE(fd_, 0) << strerror(errno);
+        unlink(path);
+    }
+    void TearDown() override { close(fd_); }
+
+    XrcdPtr open_xrcd(int fd, int oflags) const {
+        ibv_xrcd_init_attr attr{};
+        attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+        attr.fd = fd;
+        attr.oflags = oflags;
+        return XrcdPtr(ibv_open_xrcd(context(), &attr));
+    }
+    int fd_ = -1;
+};
+
+TEST_F(XrcdTest, WithoutFileIsPrivate) {
+    XrcdPtr xrcd = open_xrcd(-1, O_CREAT);
+    ASSERT_TRUE(xrcd) << strerror(errno);
+    EXPECT_EQ(xrcd->context, context());
+}
+
+TEST_F(XrcdTest, FileNamesOneSharedDomain) {
+    XrcdPtr first = open_xrcd(fd_, O_CREAT);
+    ASSERT_TRUE(first) << strerror(errno);
+    // O_CREAT has no effect on an existing domain; O_EXCL refuses it.
+    XrcdPtr second = open_xrcd(fd_, O_CREAT);
+    EXPECT_TRUE(second) << strerror(errno);
+    EXPECT_EQ(error_of(open_xrcd(fd_, O_CREAT | O_EXCL)), EINVAL);
+    // Without O_CREAT, the existing domain is opened.
+    EXPECT_TRUE(open_xrcd(fd_, 0)) << strerror(errno);
+}
+
+// ib_uverbs_open_xrcd(): no domain for the inode and no O_CREAT is EAGAIN.
+TEST_F(XrcdTest, UnusedFileWithoutCreateFails) {
+    EXPECT_EQ(error_of(open_xrcd(fd_, 0)), EAGAIN);
+}
+
+}  // namespace
+}  // namespace uroce::test
