@@ -47,6 +47,7 @@ const verbs_context_ops kContextOps = [] {
     ops.destroy_wq = destroy_wq;
     ops.detach_mcast = detach_mcast;
     ops.free_context = free_context;
+    ops.get_srq_num = get_srq_num;
     ops.modify_qp = modify_qp;
     ops.modify_srq = modify_srq;
     ops.modify_wq = modify_wq;

@@ -61,6 +61,7 @@ ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*);
 ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
 int modify_srq(ibv_srq*, ibv_srq_attr*, int);
 int query_srq(ibv_srq*, ibv_srq_attr*);
+int get_srq_num(ibv_srq*, uint32_t*);
 int destroy_srq(ibv_srq*);
 
 ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*);

@@ -79,6 +79,11 @@ int query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
     return 0;
 }
 
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
+    *srq_num = reinterpret_cast<verbs_srq*>(srq)->srq_num;
+    return 0;
+}
+
 int destroy_srq(ibv_srq* srq) {
     if (int error = client_of(srq->context)
                         .call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{srq->handle})) {

@@ -81,6 +81,9 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.max_pkeys = 1;
     a.local_ca_ack_delay = 15;
     a.phys_port_cnt = kPortCount;
+    // Registration never pins memory: the daemon reaches application memory
+    // only when an operation touches it, so every MR is on-demand.
+    attr_.odp_caps.general_caps = IBV_ODP_SUPPORT;
     attr_.max_wq_type_rq = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;

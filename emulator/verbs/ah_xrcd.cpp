@@ -79,7 +79,7 @@ Result Context::open_xrcd(const rpc::OpenXrcdRequest& req, rpc::OpenXrcdReply& r
             return fail(EINVAL, "an XRC domain already exists for that file (O_EXCL)");
         }
         if (!domain && !(req.oflags & O_CREAT)) {
-            return fail(EINVAL, "no XRC domain exists for that file and O_CREAT is not set");
+            return fail(EAGAIN, "no XRC domain exists for that file and O_CREAT is not set");
         }
         if (!domain) {
             domain = std::make_shared<XrcdDomain>(XrcdDomain{st.st_dev, st.st_ino, true});

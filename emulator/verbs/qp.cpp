@@ -84,11 +84,13 @@ Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) 
     const ibv_qp_cap& in = req.cap;
     const uint32_t max_wr = static_cast<uint32_t>(caps.max_qp_wr);
     const uint32_t max_sge = static_cast<uint32_t>(caps.max_sge);
-    if (in.max_send_wr > max_wr || in.max_recv_wr > max_wr) {
+    // With an SRQ or WQs the receive caps are ignored (ibv_create_qp(3)).
+    const bool own_rq = !req.srq && !req.rwq_ind_tbl;
+    if (in.max_send_wr > max_wr || (own_rq && in.max_recv_wr > max_wr)) {
         return fail(EINVAL, "max_send_wr %u / max_recv_wr %u above the device's %u", in.max_send_wr,
                     in.max_recv_wr, max_wr);
     }
-    if (in.max_send_sge > max_sge || in.max_recv_sge > max_sge) {
+    if (in.max_send_sge > max_sge || (own_rq && in.max_recv_sge > max_sge)) {
         return fail(EINVAL, "max_send_sge %u / max_recv_sge %u above the device's %u",
                     in.max_send_sge, in.max_recv_sge, max_sge);
     }
@@ -101,8 +103,8 @@ Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) 
     // Inline data is carried where the gather list would be.
     cap.max_inline_data =
         cap.max_send_wr ? std::max<uint32_t>(in.max_inline_data, cap.max_send_sge * kSgeSize) : 0;
-    if (req.srq || req.rwq_ind_tbl) {
-        cap.max_recv_wr = 0;  // receives come from the SRQ or the WQs
+    if (!own_rq) {
+        cap.max_recv_wr = 0;
         cap.max_recv_sge = 0;
     } else {
         cap.max_recv_wr = round_wr(in.max_recv_wr, max_wr);

@@ -53,9 +53,6 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     if (a.max_sge > static_cast<uint32_t>(caps.max_srq_sge)) {
         return fail(EINVAL, "SRQ max_sge %u is above the device's %d", a.max_sge, caps.max_srq_sge);
     }
-    if (a.srq_limit > a.max_wr) {
-        return fail(EINVAL, "SRQ limit %u is above max_wr %u", a.srq_limit, a.max_wr);
-    }
     if (device_.counts().srq >= caps.max_srq) {
         return fail(ENOMEM, "device %s has its maximum of %d SRQs", device_.name().c_str(),
                     caps.max_srq);
@@ -67,8 +64,8 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     auto srq = std::make_shared<Srq>();
     srq->user_handle = req.user_handle;
     srq->type = type;
-    srq->attr = {actual_wr(a.max_wr, caps.max_srq_wr), std::max<uint32_t>(a.max_sge, 1),
-                 a.srq_limit};
+    // The limit is "irrelevant for ibv_create_srq": only ibv_modify_srq arms it.
+    srq->attr = {actual_wr(a.max_wr, caps.max_srq_wr), std::max<uint32_t>(a.max_sge, 1), 0};
     srq->pd = Ref<Pd>(pd);
     srq->xrcd = Ref<Xrcd>(xrcd);
     srq->cq = Ref<Cq>(cq);
