@@ -59,9 +59,9 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 }
 
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
-    rpc::Empty none;
+    rpc::ModifySrqReply reply;
     if (int error = client_of(srq->context)
-                        .call(rpc::ModifySrqRequest{srq->handle, attr_mask, *attr}, &none)) {
+                        .call(rpc::ModifySrqRequest{srq->handle, attr_mask, *attr}, &reply)) {
         return report(srq->context, "modify_srq", error);
     }
     return 0;

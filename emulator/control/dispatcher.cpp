@@ -33,11 +33,30 @@ Handler verb(Result (Context::*method)(const Request&, Reply&)) {
                     std::vector<UniqueFd>&) -> Answer {
         Request request;
         if (Result r = decode(body, request); !r) {
-            return {r, {}};
+            return {r, {}, {}};
         }
         Reply reply{};
         Result r = (context.*method)(request, reply);
-        return {r, r ? to_bytes(reply) : std::vector<std::byte>{}};
+        return {r, r ? to_bytes(reply) : std::vector<std::byte>{}, {}};
+    };
+}
+
+// A verb that hands shared memory back with its reply.
+template <class Request, class Reply>
+Handler verb(Result (Context::*method)(const Request&, Reply&, ReplyFds&)) {
+    return [method](Context& context, std::span<const std::byte> body,
+                    std::vector<UniqueFd>&) -> Answer {
+        Request request;
+        if (Result r = decode(body, request); !r) {
+            return {r, {}, {}};
+        }
+        Reply reply{};
+        ReplyFds fds;
+        Result r = (context.*method)(request, reply, fds);
+        if (!r) {
+            return {r, {}, {}};
+        }
+        return {r, to_bytes(reply), std::move(fds)};
     };
 }
 
@@ -65,7 +84,7 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
             if (r) {
                 r = context.create_comp_channel(request, take_first(fds));
             }
-            return Answer{r, r ? to_bytes(rpc::Empty{}) : std::vector<std::byte>{}};
+            return Answer{r, r ? to_bytes(rpc::Empty{}) : std::vector<std::byte>{}, {}};
         });
     set(Op::kDestroyCompChannel, verb(&Context::destroy_comp_channel));
     set(Op::kCreateCq, verb(&Context::create_cq));
@@ -94,7 +113,7 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
             if (r) {
                 r = context.open_xrcd(request, reply, take_first(fds));
             }
-            return Answer{r, r ? to_bytes(reply) : std::vector<std::byte>{}};
+            return Answer{r, r ? to_bytes(reply) : std::vector<std::byte>{}, {}};
         });
     set(Op::kCloseXrcd, verb(&Context::close_xrcd));
     set(Op::kAttachMcast, verb(&Context::attach_mcast));
@@ -109,7 +128,7 @@ Answer dispatch(Context& context, rpc::Op op, std::span<const std::byte> body,
     static const auto handlers = make_handlers();
     const auto index = static_cast<size_t>(op);
     if (index >= handlers.size() || !handlers[index]) {
-        return {fail(EOPNOTSUPP, "unknown request op %u", static_cast<unsigned>(op)), {}};
+        return {fail(EOPNOTSUPP, "unknown request op %u", static_cast<unsigned>(op)), {}, {}};
     }
     return handlers[index](context, body, fds);
 }

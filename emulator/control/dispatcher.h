@@ -8,13 +8,14 @@
 #include "protocol/messages.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
-#include "verbs/context.h"
+#include "verbs/context.h"  // ReplyFds
 
 namespace uroce {
 
 struct Answer {
     Result result;
     std::vector<std::byte> body;
+    ReplyFds fds;  // sent along with the reply
 };
 
 // Runs `op` with `body`; `fds` are the descriptors that came with it.

@@ -57,6 +57,9 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
                std::vector<std::unique_ptr<Device>>& devices)
     : io_(io), socket_path_(socket_path), listener_(io, listen_on(socket_path)), devices_(devices) {
+    if (Result r = Doorbell::create(doorbell_); !r) {
+        throw std::runtime_error(r.message);
+    }
     accept();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "queues/doorbell.h"
 
 namespace uroce {
 
@@ -23,6 +24,7 @@ class Server {
     ~Server();
 
     Device* find_device(const std::string& name);
+    const Doorbell& doorbell() const { return doorbell_; }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
 
@@ -34,6 +36,7 @@ class Server {
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;
+    Doorbell doorbell_;
 };
 
 }  // namespace uroce

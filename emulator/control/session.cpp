@@ -88,8 +88,11 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     if (header.op == rpc::Op::kHello) {
         rpc::HelloReply hello_reply{};
         const Result result = hello(body, fds, hello_reply);
+        // A device's client gets the doorbell; the tool needs none.
+        const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
         reply(header, result,
-              result ? std::as_bytes(std::span(&hello_reply, 1)) : std::span<const std::byte>{});
+              result ? std::as_bytes(std::span(&hello_reply, 1)) : std::span<const std::byte>{},
+              result && context_ ? std::span<const int>(doorbell) : std::span<const int>{});
         return;
     }
     if (header.op == rpc::Op::kStatus) {
@@ -107,7 +110,7 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
                  context_->device().name().c_str(), unsigned(header.op),
                  answer.result.message.c_str(), strerror(answer.result.error));
     }
-    reply(header, answer.result, answer.body);
+    reply(header, answer.result, answer.body, answer.fds);
 }
 
 Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
@@ -139,7 +142,7 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
 }
 
 void Session::reply(const rpc::RequestHeader& request, const Result& result,
-                    std::span<const std::byte> body) {
+                    std::span<const std::byte> body, std::span<const int> fds) {
     rpc::ReplyHeader header{};
     header.magic = rpc::kMagic;
     header.version = rpc::kVersion;
@@ -153,7 +156,7 @@ void Session::reply(const rpc::RequestHeader& request, const Result& result,
     if (!body.empty()) {
         memcpy(message.data() + sizeof(header), body.data(), body.size());
     }
-    if (int error = rpc::send_message(socket_.native_handle(), message); error) {
+    if (int error = rpc::send_message(socket_.native_handle(), message, fds); error) {
         log_warn("client pid %d: reply failed: %s", peer_.pid, strerror(error));
     }
 }

@@ -33,7 +33,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void on_readable();
     void handle(std::span<const std::byte> message, std::vector<int>& fds);
     void reply(const rpc::RequestHeader& request, const Result& result,
-               std::span<const std::byte> body);
+               std::span<const std::byte> body, std::span<const int> fds = {});
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                  rpc::HelloReply& reply);
 

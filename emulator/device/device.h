@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,7 @@
 namespace uroce {
 
 struct XrcdDomain;
+struct Qp;
 
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
@@ -51,6 +53,8 @@ class Device {
     IdAllocator& srq_nums() { return srq_nums_; }
     IdAllocator& wq_nums() { return wq_nums_; }
     IdAllocator& ind_table_nums() { return ind_table_nums_; }
+    // Every QP of the device by number, for the packets addressed to it.
+    std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
     ObjectCounts& counts() { return counts_; }
     const ObjectCounts& counts() const { return counts_; }
     // XRC domains opened through a file, by (st_dev, st_ino).
@@ -71,6 +75,7 @@ class Device {
     IdAllocator wq_nums_;
     IdAllocator ind_table_nums_;
     ObjectCounts counts_;
+    std::unordered_map<uint32_t, Qp*> qp_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };
 

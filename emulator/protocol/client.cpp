@@ -60,7 +60,8 @@ std::string ControlClient::last_error() const {
 }
 
 int ControlClient::exchange(rpc::Op op, const void* request, size_t request_size,
-                            std::span<const int> fds, std::string& reply_body) {
+                            std::span<const int> fds, std::string& reply_body,
+                            std::vector<int>* received) {
     rpc::RequestHeader header{rpc::kMagic, rpc::kVersion, op,
                               static_cast<uint32_t>(sizeof(rpc::RequestHeader) + request_size),
                               ++seq_};
@@ -73,11 +74,15 @@ int ControlClient::exchange(rpc::Op op, const void* request, size_t request_size
     }
     std::vector<int> received_fds;
     const int error = rpc::receive_message(fd_, message, received_fds);
+    rpc::ReplyHeader reply;
+    const bool good = !error && message.size() >= sizeof(reply);
+    if (good && received) {
+        received->swap(received_fds);
+    }
     for (int fd : received_fds) {
         ::close(fd);
     }
-    rpc::ReplyHeader reply;
-    if (error || message.size() < sizeof(reply)) {
+    if (!good) {
         last_error_ = "the connection to uroced is lost";
         return EIO;
     }
@@ -97,24 +102,31 @@ int ControlClient::exchange(rpc::Op op, const void* request, size_t request_size
 }
 
 int ControlClient::call(rpc::Op op, const void* request, size_t request_size, void* reply,
-                        size_t reply_size, std::span<const int> fds) {
+                        size_t reply_size, std::span<const int> fds, std::vector<int>* received) {
     std::lock_guard lock(mutex_);
     std::string body;
-    if (int error = exchange(op, request, request_size, fds, body); error) {
-        return error;
-    }
-    if (body.size() != reply_size) {
+    std::vector<int> got;
+    int error = exchange(op, request, request_size, fds, body, &got);
+    if (!error && body.size() != reply_size) {
         last_error_ = "uroced sent a reply of the wrong size";
-        return EIO;
+        error = EIO;
     }
-    memcpy(reply, body.data(), reply_size);
-    return 0;
+    if (!error) {
+        memcpy(reply, body.data(), reply_size);
+        if (received) {
+            received->swap(got);
+        }
+    }
+    for (int fd : got) {
+        ::close(fd);
+    }
+    return error;
 }
 
 int ControlClient::call_text(rpc::Op op, std::string& text) {
     std::lock_guard lock(mutex_);
     rpc::Empty none;
-    if (int error = exchange(op, &none, sizeof(none), {}, text); error) {
+    if (int error = exchange(op, &none, sizeof(none), {}, text, nullptr); error) {
         return error;
     }
     text.resize(strnlen(text.data(), text.size()));

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "protocol/messages.h"
 
@@ -22,15 +23,19 @@ class ControlClient {
                                   std::string& why);
     ~ControlClient();
 
-    // Sends `op` with `request`; on success fills `reply` with exactly
-    // reply_size bytes. Returns 0 or an errno (EIO when the daemon is gone).
+    // Sends `op` with `request` and `fds`; on success fills `reply` with
+    // exactly reply_size bytes and, when `received` is given, hands over the
+    // descriptors that came with it (else they are closed). Returns 0 or an
+    // errno (EIO when the daemon is gone).
     int call(rpc::Op op, const void* request, size_t request_size, void* reply, size_t reply_size,
-             std::span<const int> fds = {});
+             std::span<const int> fds = {}, std::vector<int>* received = nullptr);
 
-    template <class Request, class Reply = typename rpc::Traits<Request>::Reply>
-    int call(const Request& request, Reply* reply, std::span<const int> fds = {}) {
-        return call(rpc::Traits<Request>::kOp, &request, sizeof(request), reply, sizeof(Reply),
-                    fds);
+    // The reply type is the request's (rpc::Traits), never deduced.
+    template <class Request>
+    int call(const Request& request, typename rpc::Traits<Request>::Reply* reply,
+             std::span<const int> fds = {}, std::vector<int>* received = nullptr) {
+        return call(rpc::Traits<Request>::kOp, &request, sizeof(request), reply, sizeof(*reply),
+                    fds, received);
     }
     // For requests whose body type serves several ops (handles).
     template <class Request>
@@ -47,7 +52,7 @@ class ControlClient {
   private:
     explicit ControlClient(int fd) : fd_(fd) {}
     int exchange(rpc::Op op, const void* request, size_t request_size, std::span<const int> fds,
-                 std::string& reply_body);
+                 std::string& reply_body, std::vector<int>* received);
 
     int fd_;
     uint32_t seq_ = 0;

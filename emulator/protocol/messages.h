@@ -2,7 +2,8 @@
 //
 // One request and one reply per SOCK_SEQPACKET message on the daemon's Unix
 // socket. A message is a header followed by a fixed-layout body; file
-// descriptors (event pipes, XRC domain files) travel as SCM_RIGHTS. Both
+// descriptors (event pipes, XRC domain files, and in replies the memfds of
+// shared queues) travel as SCM_RIGHTS. Both
 // sides are built from this header, so libibverbs structures are carried as
 // they are. A request whose size, magic or version does not match gets an
 // error reply, never a dropped connection.
@@ -17,9 +18,9 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kMaxMessage = 64 * 1024;
-inline constexpr size_t kMaxFds = 2;
+inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
 inline constexpr size_t kNameLen = 64;
 inline constexpr size_t kMaxRwqIndTableSize = 256;
@@ -91,6 +92,8 @@ struct Empty {};
 struct HelloRequest {
     char device[kNameLen];
 };
+// Reply fds for a device: [doorbell eventfd, doorbell page memfd] (see
+// protocol/queues.h DoorbellPage).
 struct HelloReply {
     uint32_t device_index;
 };
@@ -172,9 +175,11 @@ struct CreateCqRequest {
     uint64_t wc_flags;
     uint32_t flags;  // enum ibv_create_cq_attr_flags
 };
+// Reply fd: the completion ring (Cqe entries, then CqState).
 struct CreateCqReply {
     uint32_t handle;
     int32_t cqe;
+    uint32_t ring_entries;
 };
 struct ResizeCqRequest {
     uint32_t handle;
@@ -194,15 +199,24 @@ struct CreateSrqRequest {
     ibv_srq_attr attr;
     ibv_tm_cap tm_cap;
 };
+// Reply fd: the receive ring.
 struct CreateSrqReply {
     uint32_t handle;
     uint32_t srq_num;
     ibv_srq_attr attr;
+    uint32_t ring_entries;
+    uint32_t entry_size;
 };
 struct ModifySrqRequest {
     uint32_t handle;
     int32_t attr_mask;
     ibv_srq_attr attr;
+};
+// Reply fd, when ring_entries is not 0: a larger receive ring that replaces
+// the SRQ's ring, holding the WQEs still pending in the old one.
+struct ModifySrqReply {
+    uint32_t ring_entries;
+    uint32_t entry_size;
 };
 struct QuerySrqReply {
     ibv_srq_attr attr;
@@ -229,10 +243,18 @@ struct CreateQpRequest {
     uint8_t rx_hash_key[kMaxRssKeyLen];
     uint64_t rx_hash_fields_mask;
 };
+// The shape of one shared ring.
+struct RingShape {
+    uint32_t entries;  // 0: no ring (and no fd for it)
+    uint32_t entry_size;
+};
+// Reply fds: the send ring, then the receive ring, each only when it exists.
 struct CreateQpReply {
     uint32_t handle;
     uint32_t qpn;
     ibv_qp_cap cap;
+    RingShape send_queue;
+    RingShape recv_queue;
 };
 struct ModifyQpRequest {
     uint32_t handle;
@@ -330,7 +352,7 @@ UROCE_RPC(kDestroyCompChannel, DestroyCompChannelRequest, Empty)
 UROCE_RPC(kCreateCq, CreateCqRequest, CreateCqReply)
 UROCE_RPC(kResizeCq, ResizeCqRequest, ResizeCqReply)
 UROCE_RPC(kCreateSrq, CreateSrqRequest, CreateSrqReply)
-UROCE_RPC(kModifySrq, ModifySrqRequest, Empty)
+UROCE_RPC(kModifySrq, ModifySrqRequest, ModifySrqReply)
 UROCE_RPC(kCreateQp, CreateQpRequest, CreateQpReply)
 UROCE_RPC(kModifyQp, ModifyQpRequest, Empty)
 UROCE_RPC(kQueryQp, QueryQpRequest, QueryQpReply)

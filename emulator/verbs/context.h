@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "device/device.h"
 #include "protocol/messages.h"
@@ -15,6 +16,9 @@
 #include "verbs/objects.h"
 
 namespace uroce {
+
+// Descriptors a reply carries (the daemon keeps its own; the client gets copies).
+using ReplyFds = std::vector<int>;
 
 class Context {
   public:
@@ -39,16 +43,16 @@ class Context {
 
     Result create_comp_channel(const rpc::CreateCompChannelRequest&, UniqueFd write_end);
     Result destroy_comp_channel(const rpc::DestroyCompChannelRequest&, rpc::Empty&);
-    Result create_cq(const rpc::CreateCqRequest&, rpc::CreateCqReply&);
+    Result create_cq(const rpc::CreateCqRequest&, rpc::CreateCqReply&, ReplyFds&);
     Result resize_cq(const rpc::ResizeCqRequest&, rpc::ResizeCqReply&);
     Result destroy_cq(const rpc::HandleRequest&, rpc::Empty&);
 
-    Result create_srq(const rpc::CreateSrqRequest&, rpc::CreateSrqReply&);
-    Result modify_srq(const rpc::ModifySrqRequest&, rpc::Empty&);
+    Result create_srq(const rpc::CreateSrqRequest&, rpc::CreateSrqReply&, ReplyFds&);
+    Result modify_srq(const rpc::ModifySrqRequest&, rpc::ModifySrqReply&, ReplyFds&);
     Result query_srq(const rpc::HandleRequest&, rpc::QuerySrqReply&);
     Result destroy_srq(const rpc::HandleRequest&, rpc::Empty&);
 
-    Result create_qp(const rpc::CreateQpRequest&, rpc::CreateQpReply&);
+    Result create_qp(const rpc::CreateQpRequest&, rpc::CreateQpReply&, ReplyFds&);
     Result modify_qp(const rpc::ModifyQpRequest&, rpc::Empty&);
     Result query_qp(const rpc::QueryQpRequest&, rpc::QueryQpReply&);
     Result destroy_qp(const rpc::HandleRequest&, rpc::Empty&);

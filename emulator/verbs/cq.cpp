@@ -45,7 +45,8 @@ Result Context::destroy_comp_channel(const rpc::DestroyCompChannelRequest& req, 
     return ok();
 }
 
-Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& reply) {
+Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& reply,
+                          ReplyFds& fds) {
     const ibv_device_attr& caps = device_.attr().orig_attr;
     if (req.cqe < 1 || req.cqe > caps.max_cqe) {
         return fail(EINVAL, "cqe %d is outside 1..%d", req.cqe, caps.max_cqe);
@@ -83,9 +84,16 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cq->channel = Ref<CompChannel>(channel);
     cq->comp_vector = req.comp_vector;
     cq->wc_flags = req.wc_flags;
+    const uint32_t entries = static_cast<uint32_t>(cq->cqe) + 1;
+    if (Result r = Ring::create(device_.name() + "-cq", entries, queues::kCqeSize,
+                                sizeof(queues::CqState), cq->ring);
+        !r) {
+        return r;
+    }
     cqs_.add(cq);
     ++device_.counts().cq;
-    reply = {cq->handle, cq->cqe};
+    reply = {cq->handle, cq->cqe, entries};
+    fds.push_back(cq->ring.fd());
     return ok();
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "queues/ring.h"
 #include "util/unique_fd.h"
 
 namespace uroce {
@@ -81,6 +82,7 @@ struct CompChannel : Object {
 struct Cq : Object {
     uint64_t user_handle = 0;
     int cqe = 0;
+    Ring ring;  // Cqe entries, then queues::CqState
     Ref<CompChannel> channel;
     int comp_vector = 0;
     uint64_t wc_flags = 0;
@@ -105,6 +107,7 @@ struct Srq : Object {
     Ref<Xrcd> xrcd;
     Ref<Cq> cq;
     uint32_t srq_num = 0;
+    Ring ring;  // receive WQEs
 };
 
 struct Wq : Object {
@@ -137,6 +140,8 @@ struct Qp : Object {
     bool sq_sig_all = false;
     uint32_t create_flags = 0;
     ibv_qp_cap cap{};
+    Ring send_queue;  // send WQEs; absent for XRC_TGT
+    Ring recv_queue;  // receive WQEs; absent with an SRQ
     // Every attribute set so far; attr.qp_state is the current state.
     ibv_qp_attr attr{};
     Ref<Pd> pd;

@@ -113,7 +113,8 @@ Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) 
     return ok();
 }
 
-Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply) {
+Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply,
+                          ReplyFds& fds) {
     const ibv_device_attr& caps = device_.attr().orig_attr;
     const auto type = static_cast<ibv_qp_type>(req.qp_type);
     switch (type) {
@@ -191,11 +192,27 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
         return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
                     caps.max_qp);
     }
+    auto qp = std::make_shared<Qp>();
+    if (type != IBV_QPT_XRC_RECV) {
+        if (Result r = Ring::create(
+                device_.name() + "-sq", std::bit_ceil(std::max(cap.max_send_wr, 1u)),
+                queues::send_wqe_size(cap.max_send_sge, cap.max_inline_data), 0, qp->send_queue);
+            !r) {
+            return r;
+        }
+    }
+    if (!srq && type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND) {
+        if (Result r =
+                Ring::create(device_.name() + "-rq", std::bit_ceil(std::max(cap.max_recv_wr, 1u)),
+                             queues::recv_wqe_size(cap.max_recv_sge), 0, qp->recv_queue);
+            !r) {
+            return r;
+        }
+    }
     auto qpn = device_.qpns().allocate();
     if (!qpn) {
         return fail(ENOMEM, "no QP numbers left");
     }
-    auto qp = std::make_shared<Qp>();
     qp->user_handle = req.user_handle;
     qp->type = type;
     qp->qpn = *qpn;
@@ -210,8 +227,18 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     qp->srq = Ref<Srq>(srq);
     qp->xrcd = Ref<Xrcd>(xrcd);
     qps_.add(qp);
+    device_.qp_table()[qp->qpn] = qp.get();
     ++device_.counts().qp;
-    reply = {qp->handle, qp->qpn, cap};
+    reply = {qp->handle,
+             qp->qpn,
+             cap,
+             {qp->send_queue.entries(), qp->send_queue.entry_size()},
+             {qp->recv_queue.entries(), qp->recv_queue.entry_size()}};
+    for (const Ring* ring : {&qp->send_queue, &qp->recv_queue}) {
+        if (ring->entries()) {
+            fds.push_back(ring->fd());
+        }
+    }
     return ok();
 }
 
@@ -279,6 +306,7 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
                     qp->mcast_groups.size());
     }
     device_.qpns().release(qp->qpn);
+    device_.qp_table().erase(qp->qpn);
     qps_.erase(req.handle);
     --device_.counts().qp;
     return ok();

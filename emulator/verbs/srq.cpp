@@ -15,7 +15,8 @@ uint32_t actual_wr(uint32_t requested, uint32_t max) {
 
 }  // namespace
 
-Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply& reply) {
+Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply& reply,
+                           ReplyFds& fds) {
     const ibv_device_attr& caps = device_.attr().orig_attr;
     if (req.comp_mask & IBV_SRQ_INIT_ATTR_TM) {
         return fail(EOPNOTSUPP, "tag matching SRQs are not supported");
@@ -57,26 +58,35 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
         return fail(ENOMEM, "device %s has its maximum of %d SRQs", device_.name().c_str(),
                     caps.max_srq);
     }
+    auto srq = std::make_shared<Srq>();
+    const uint32_t max_wr = actual_wr(a.max_wr, caps.max_srq_wr);
+    const uint32_t max_sge = std::max<uint32_t>(a.max_sge, 1);
+    if (Result r = Ring::create(device_.name() + "-srq", std::bit_ceil(max_wr),
+                                queues::recv_wqe_size(max_sge), 0, srq->ring);
+        !r) {
+        return r;
+    }
     auto srq_num = device_.srq_nums().allocate();
     if (!srq_num) {
         return fail(ENOMEM, "no SRQ numbers left");
     }
-    auto srq = std::make_shared<Srq>();
     srq->user_handle = req.user_handle;
     srq->type = type;
     // The limit is "irrelevant for ibv_create_srq": only ibv_modify_srq arms it.
-    srq->attr = {actual_wr(a.max_wr, caps.max_srq_wr), std::max<uint32_t>(a.max_sge, 1), 0};
+    srq->attr = {max_wr, max_sge, 0};
     srq->pd = Ref<Pd>(pd);
     srq->xrcd = Ref<Xrcd>(xrcd);
     srq->cq = Ref<Cq>(cq);
     srq->srq_num = *srq_num;
     srqs_.add(srq);
     ++device_.counts().srq;
-    reply = {srq->handle, srq->srq_num, srq->attr};
+    reply = {srq->handle, srq->srq_num, srq->attr, srq->ring.entries(), srq->ring.entry_size()};
+    fds.push_back(srq->ring.fd());
     return ok();
 }
 
-Result Context::modify_srq(const rpc::ModifySrqRequest& req, rpc::Empty&) {
+Result Context::modify_srq(const rpc::ModifySrqRequest& req, rpc::ModifySrqReply& reply,
+                           ReplyFds& fds) {
     auto srq = srqs_.find(req.handle);
     if (!srq) {
         return fail(EINVAL, "no SRQ with handle %u", req.handle);
@@ -98,6 +108,21 @@ Result Context::modify_srq(const rpc::ModifySrqRequest& req, rpc::Empty&) {
     }
     if (next.srq_limit > next.max_wr) {
         return fail(EINVAL, "SRQ limit %u is above max_wr %u", next.srq_limit, next.max_wr);
+    }
+    reply = {};
+    if (next.max_wr > srq->ring.entries()) {
+        Ring bigger;
+        if (Result r = Ring::create(device_.name() + "-srq", std::bit_ceil(next.max_wr),
+                                    srq->ring.entry_size(), 0, bigger);
+            !r) {
+            return r;
+        }
+        if (!srq->ring.move_pending_to(bigger)) {
+            return fail(EINVAL, "SRQ has more receives posted than %u", next.max_wr);
+        }
+        srq->ring = std::move(bigger);
+        reply = {srq->ring.entries(), srq->ring.entry_size()};
+        fds.push_back(srq->ring.fd());
     }
     srq->attr = next;
     return ok();

@@ -1,0 +1,105 @@
+// The work and completion queues that the provider and uroced share.
+//
+// Each queue is a single-producer single-consumer ring in a memfd the daemon
+// creates, seals against resizing and hands to the provider. The provider
+// produces send and receive WQEs and consumes CQEs; the daemon does the
+// opposite. Indexes run freely and wrap at 2^32; slot = index & (entries-1).
+//
+// The daemon never trusts what it reads here: it copies an entry out before
+// looking at it, and treats indexes that claim more than `entries` pending
+// entries as a broken queue.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+
+namespace uroce::queues {
+
+inline constexpr size_t kCacheLine = 64;
+
+struct alignas(kCacheLine) RingIndex {
+    std::atomic<uint32_t> value;
+};
+
+struct RingHeader {
+    RingIndex producer;  // written only by the producer
+    RingIndex consumer;  // written only by the consumer
+    uint32_t entries;    // a power of two
+    uint32_t entry_size;
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+inline constexpr size_t kRingHeaderSize = 3 * kCacheLine;
+static_assert(sizeof(RingHeader) <= kRingHeaderSize);
+
+// Bytes of memory for a ring, header included.
+constexpr size_t ring_bytes(uint32_t entries, uint32_t entry_size) {
+    return kRingHeaderSize + size_t{entries} * entry_size;
+}
+
+// A send WQE: fixed part, then num_sge ibv_sge or inline_length bytes.
+struct SendWqe {
+    uint64_t wr_id;
+    uint32_t opcode;  // enum ibv_wr_opcode
+    uint32_t send_flags;
+    uint32_t num_sge;
+    uint32_t inline_length;  // with IBV_SEND_INLINE: bytes of data after the fixed part
+    uint32_t imm_data;       // network order; or the rkey to invalidate
+    uint32_t rkey;           // RDMA and atomic: remote key
+    uint64_t remote_addr;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t ah;  // UD: the address handle's daemon handle
+    uint32_t remote_qpn;
+    uint32_t remote_qkey;
+    uint32_t remote_srqn;  // XRC
+};
+inline constexpr size_t kSendWqeFixed = 80;
+static_assert(sizeof(SendWqe) <= kSendWqeFixed);
+
+struct RecvWqe {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t reserved;
+};
+inline constexpr size_t kRecvWqeFixed = 16;
+static_assert(sizeof(RecvWqe) == kRecvWqeFixed);
+
+// A CQE is the ibv_wc the application will see, padded to a cache line.
+struct Cqe {
+    ibv_wc wc;
+    uint64_t timestamp;
+};
+inline constexpr size_t kCqeSize = 64;
+static_assert(sizeof(Cqe) <= kCqeSize);
+
+// Armed by ibv_req_notify_cq, disarmed by the daemon when it signals.
+enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedSolicited = 1, kCqArmedAny = 2 };
+
+// Bytes after a CQ ring's entries: its notification state.
+struct CqState {
+    std::atomic<uint32_t> arm;
+};
+
+// One page per daemon, mapped by every client: the doorbell protocol. After
+// producing entries, a client writes the doorbell eventfd only when the
+// daemon has said it is about to sleep.
+struct DoorbellPage {
+    alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
+};
+
+constexpr uint32_t send_wqe_size(uint32_t max_sge, uint32_t max_inline) {
+    const size_t data =
+        max_sge * sizeof(ibv_sge) > max_inline ? max_sge * sizeof(ibv_sge) : max_inline;
+    return static_cast<uint32_t>((kSendWqeFixed + data + kCacheLine - 1) & ~(kCacheLine - 1));
+}
+
+constexpr uint32_t recv_wqe_size(uint32_t max_sge) {
+    return static_cast<uint32_t>((kRecvWqeFixed + max_sge * sizeof(ibv_sge) + kCacheLine - 1) &
+                                 ~(kCacheLine - 1));
+}
+
+}  // namespace uroce::queues

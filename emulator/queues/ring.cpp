@@ -1,0 +1,78 @@
+#include "queues/ring.h"
+
+#include <algorithm>
+
+namespace uroce {
+
+Result Ring::create(const std::string& name, uint32_t entries, uint32_t entry_size, size_t extra,
+                    Ring& out) {
+    Ring ring;
+    if (Result r = SharedMemory::create(name, queues::ring_bytes(entries, entry_size) + extra,
+                                        ring.memory_);
+        !r) {
+        return r;
+    }
+    ring.entries_ = entries;
+    ring.entry_size_ = entry_size;
+    ring.header()->entries = entries;
+    ring.header()->entry_size = entry_size;
+    out = std::move(ring);
+    return ok();
+}
+
+std::byte* Ring::slot(uint32_t index) const {
+    return static_cast<std::byte*>(memory_.data()) + queues::kRingHeaderSize +
+           size_t{index & (entries_ - 1)} * entry_size_;
+}
+
+void* Ring::extra() const {
+    return slot(0) + size_t{entries_} * entry_size_;
+}
+
+uint32_t Ring::pending() {
+    if (broken_) {
+        return 0;
+    }
+    const uint32_t produced = header()->producer.value.load(std::memory_order_acquire);
+    const uint32_t count = produced - local_;
+    if (count > entries_) {
+        broken_ = true;
+        return 0;
+    }
+    return count;
+}
+
+void Ring::peek(std::span<std::byte> out) const {
+    memcpy(out.data(), slot(local_), std::min<size_t>(out.size(), entry_size_));
+}
+
+void Ring::pop(std::span<std::byte> out) {
+    peek(out);
+    ++local_;
+    header()->consumer.value.store(local_, std::memory_order_release);
+}
+
+bool Ring::move_pending_to(Ring& next) {
+    const uint32_t count = pending();
+    if (count > next.entries_) {
+        return false;
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+        memcpy(next.slot(i), slot(local_ + i), std::min(entry_size_, next.entry_size_));
+    }
+    next.header()->producer.value.store(count, std::memory_order_release);
+    return true;
+}
+
+bool Ring::push(std::span<const std::byte> entry) {
+    const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
+    if (local_ - consumed >= entries_) {
+        return false;
+    }
+    memcpy(slot(local_), entry.data(), std::min<size_t>(entry.size(), entry_size_));
+    ++local_;
+    header()->producer.value.store(local_, std::memory_order_release);
+    return true;
+}
+
+}  // namespace uroce

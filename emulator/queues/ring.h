@@ -1,0 +1,58 @@
+// The daemon's end of a shared ring (see protocol/queues.h): consumer of
+// send and receive queues, producer of completion queues.
+#pragma once
+
+#include <string.h>
+
+#include <cstddef>
+#include <span>
+
+#include "protocol/queues.h"
+#include "queues/shared_memory.h"
+
+namespace uroce {
+
+class Ring {
+  public:
+    Ring() = default;
+    // Lays out a ring of `entries` (a power of two) slots of `entry_size`
+    // bytes, followed by `extra` bytes for queue-specific state.
+    static Result create(const std::string& name, uint32_t entries, uint32_t entry_size,
+                         size_t extra, Ring& out);
+
+    uint32_t entries() const { return entries_; }
+    uint32_t entry_size() const { return entry_size_; }
+    int fd() const { return memory_.fd(); }
+    size_t bytes() const { return memory_.size(); }
+    bool broken() const { return broken_; }
+
+    // Consumer side. Number of entries the producer has published; a
+    // producer index that claims more than the ring holds marks it broken.
+    uint32_t pending();
+    // Copies the next entry (at most out.size() bytes) and moves past it.
+    void pop(std::span<std::byte> out);
+    // The next entry without consuming it (copied: the producer may write it).
+    void peek(std::span<std::byte> out) const;
+
+    // Consumer side: moves the unconsumed entries into `next`, a new ring the
+    // producer continues with. False when they do not fit.
+    bool move_pending_to(Ring& next);
+
+    // Producer side. False when the ring is full.
+    bool push(std::span<const std::byte> entry);
+
+    // The bytes after the slots.
+    void* extra() const;
+
+  private:
+    queues::RingHeader* header() const { return static_cast<queues::RingHeader*>(memory_.data()); }
+    std::byte* slot(uint32_t index) const;
+
+    SharedMemory memory_;
+    uint32_t entries_ = 0;
+    uint32_t entry_size_ = 0;
+    uint32_t local_ = 0;  // our own index: never read back from shared memory
+    bool broken_ = false;
+};
+
+}  // namespace uroce
