@@ -185,8 +185,11 @@ struct ResizeCqRequest {
     uint32_t handle;
     int32_t cqe;
 };
+// Reply fd: the new completion ring, holding the completions not yet polled
+// from the old one (the client's consumer index starts again at 0).
 struct ResizeCqReply {
     int32_t cqe;
+    uint32_t ring_entries;
 };
 
 struct CreateSrqRequest {

@@ -64,6 +64,20 @@ bool Ring::move_pending_to(Ring& next) {
     return true;
 }
 
+bool Ring::move_unconsumed_to(Ring& next) {
+    const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
+    const uint32_t count = std::min(local_ - consumed, entries_);
+    if (count > next.entries_) {
+        return false;
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+        memcpy(next.slot(i), slot(local_ - count + i), std::min(entry_size_, next.entry_size_));
+    }
+    next.local_ = count;
+    next.header()->producer.value.store(count, std::memory_order_release);
+    return true;
+}
+
 bool Ring::push(std::span<const std::byte> entry) {
     const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
     if (local_ - consumed >= entries_) {

@@ -40,6 +40,10 @@ class Ring {
 
     // Producer side. False when the ring is full.
     bool push(std::span<const std::byte> entry);
+    // Producer side: moves the entries the consumer has not taken yet into
+    // `next`, a new ring the consumer continues with from index 0. False when
+    // they do not fit.
+    bool move_unconsumed_to(Ring& next);
 
     // The bytes after the slots.
     void* extra() const;

@@ -44,7 +44,7 @@ class Context {
     Result create_comp_channel(const rpc::CreateCompChannelRequest&, UniqueFd write_end);
     Result destroy_comp_channel(const rpc::DestroyCompChannelRequest&, rpc::Empty&);
     Result create_cq(const rpc::CreateCqRequest&, rpc::CreateCqReply&, ReplyFds&);
-    Result resize_cq(const rpc::ResizeCqRequest&, rpc::ResizeCqReply&);
+    Result resize_cq(const rpc::ResizeCqRequest&, rpc::ResizeCqReply&, ReplyFds&);
     Result destroy_cq(const rpc::HandleRequest&, rpc::Empty&);
 
     Result create_srq(const rpc::CreateSrqRequest&, rpc::CreateSrqReply&, ReplyFds&);

@@ -97,7 +97,8 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     return ok();
 }
 
-Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& reply) {
+Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& reply,
+                          ReplyFds& fds) {
     auto cq = cqs_.find(req.handle);
     if (!cq) {
         return fail(EINVAL, "no CQ with handle %u", req.handle);
@@ -106,8 +107,22 @@ Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& r
     if (req.cqe < 1 || req.cqe > max_cqe) {
         return fail(EINVAL, "cqe %d is outside 1..%d", req.cqe, max_cqe);
     }
-    cq->cqe = std::min(actual_cqe(req.cqe), max_cqe);
-    reply.cqe = cq->cqe;
+    const int cqe = std::min(actual_cqe(req.cqe), max_cqe);
+    Ring ring;
+    if (Result r = Ring::create(device_.name() + "-cq", static_cast<uint32_t>(cqe) + 1,
+                                queues::kCqeSize, sizeof(queues::CqState), ring);
+        !r) {
+        return r;
+    }
+    if (!cq->ring.move_unconsumed_to(ring)) {
+        return fail(EINVAL, "cqe %d is fewer than the completions waiting in the CQ", req.cqe);
+    }
+    static_cast<queues::CqState*>(ring.extra())
+        ->arm.store(static_cast<queues::CqState*>(cq->ring.extra())->arm.load());
+    cq->ring = std::move(ring);
+    cq->cqe = cqe;
+    reply = {cq->cqe, cq->ring.entries()};
+    fds.push_back(cq->ring.fd());
     return ok();
 }
 
