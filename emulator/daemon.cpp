@@ -56,7 +56,9 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     for (const DeviceConfig& config : options_.devices) {
         devices_.push_back(std::make_unique<Device>(config, devices_.size()));
     }
-    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_);
+    engine_ = std::make_unique<Engine>(io_, devices_,
+                                       EngineOptions{options_.udp_port, options_.shortcut});
+    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell());
     publish_devices();
     std::ofstream(paths_.pid_file()) << getpid() << "\n";
 }
@@ -94,8 +96,9 @@ void Daemon::run() {
         io_.stop();
     });
     signal(SIGPIPE, SIG_IGN);
-    log_info("serving %s", paths_.socket().c_str());
-    io_.run();
+    log_info("serving %s; RoCEv2 on UDP port %u%s", paths_.socket().c_str(), options_.udp_port,
+             options_.shortcut ? "" : " (no shortcut between own devices)");
+    engine_->run();
 }
 
 }  // namespace uroce

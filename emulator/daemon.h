@@ -8,6 +8,7 @@
 
 #include "control/server.h"
 #include "device/device.h"
+#include "engine/engine.h"
 #include "options.h"
 #include "protocol/runtime_dir.h"
 
@@ -27,6 +28,7 @@ class Daemon {
     RuntimePaths paths_;
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
+    std::unique_ptr<Engine> engine_;
     std::unique_ptr<Server> server_;
     bool device_nodes_ = false;
 };

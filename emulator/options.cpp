@@ -15,6 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=IPV4]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
+    "              [--no-shortcut]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -102,6 +103,8 @@ bool parse_options(int argc, char** argv, Options& options) {
             read_config(value(), options);
         } else if (arg == "--runtime-dir") {
             options.runtime_dir = value();
+        } else if (arg == "--no-shortcut") {
+            options.shortcut = false;
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
         } else {

@@ -13,6 +13,7 @@ struct Options {
     std::vector<DeviceConfig> devices;  // default: uroce0 127.0.0.1, uroce1 127.0.0.2
     std::filesystem::path runtime_dir;
     uint16_t udp_port = 4791;
+    bool shortcut = true;  // packets between this daemon's devices skip UDP
 };
 
 // Parses argv; throws std::invalid_argument with a message for the user.

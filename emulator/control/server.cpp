@@ -55,11 +55,12 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 }  // namespace
 
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
-               std::vector<std::unique_ptr<Device>>& devices)
-    : io_(io), socket_path_(socket_path), listener_(io, listen_on(socket_path)), devices_(devices) {
-    if (Result r = Doorbell::create(doorbell_); !r) {
-        throw std::runtime_error(r.message);
-    }
+               std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell)
+    : io_(io),
+      socket_path_(socket_path),
+      listener_(io, listen_on(socket_path)),
+      devices_(devices),
+      doorbell_(doorbell) {
     accept();
 }
 

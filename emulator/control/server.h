@@ -20,7 +20,7 @@ class Session;
 class Server {
   public:
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
-           std::vector<std::unique_ptr<Device>>& devices);
+           std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell);
     ~Server();
 
     Device* find_device(const std::string& name);
@@ -36,7 +36,7 @@ class Server {
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;
-    Doorbell doorbell_;
+    const Doorbell& doorbell_;
 };
 
 }  // namespace uroce

@@ -135,7 +135,7 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     if (fds.empty()) {
         return fail(EINVAL, "hello for a device must carry the async event pipe");
     }
-    context_ = std::make_unique<Context>(*device, std::move(fds.front()));
+    context_ = std::make_unique<Context>(*device, peer_.pid, std::move(fds.front()));
     reply.device_index = device->index();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
     return ok();

@@ -14,11 +14,13 @@
 #include <vector>
 
 #include "device/id_allocator.h"
+#include "device/stats.h"
 
 namespace uroce {
 
 struct XrcdDomain;
 struct Qp;
+struct Mr;
 
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
@@ -55,6 +57,14 @@ class Device {
     IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // Every QP of the device by number, for the packets addressed to it.
     std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
+    // Memory regions by key index (the key's upper 24 bits).
+    std::unordered_map<uint32_t, Mr*>& mr_table() { return mr_table_; }
+    const Mr* find_mr(uint32_t key_index) const {
+        auto it = mr_table_.find(key_index);
+        return it == mr_table_.end() ? nullptr : it->second;
+    }
+    DeviceStats& stats() { return stats_; }
+    const DeviceStats& stats() const { return stats_; }
     ObjectCounts& counts() { return counts_; }
     const ObjectCounts& counts() const { return counts_; }
     // XRC domains opened through a file, by (st_dev, st_ino).
@@ -75,7 +85,9 @@ class Device {
     IdAllocator wq_nums_;
     IdAllocator ind_table_nums_;
     ObjectCounts counts_;
+    DeviceStats stats_;
     std::unordered_map<uint32_t, Qp*> qp_table_;
+    std::unordered_map<uint32_t, Mr*> mr_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };
 

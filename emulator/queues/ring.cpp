@@ -42,6 +42,14 @@ uint32_t Ring::pending() {
     return count;
 }
 
+void Ring::discard_pending() {
+    if (!entries_) {
+        return;
+    }
+    local_ += pending();
+    header()->consumer.value.store(local_, std::memory_order_release);
+}
+
 void Ring::peek(std::span<std::byte> out) const {
     memcpy(out.data(), slot(local_), std::min<size_t>(out.size(), entry_size_));
 }

@@ -29,6 +29,8 @@ class Ring {
     // Consumer side. Number of entries the producer has published; a
     // producer index that claims more than the ring holds marks it broken.
     uint32_t pending();
+    // Drops everything pending (a QP reset empties its queues).
+    void discard_pending();
     // Copies the next entry (at most out.size() bytes) and moves past it.
     void pop(std::span<std::byte> out);
     // The next entry without consuming it (copied: the producer may write it).

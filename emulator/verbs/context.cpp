@@ -1,11 +1,16 @@
 #include "verbs/context.h"
 
+#include <fcntl.h>
 #include <string.h>
 
 namespace uroce {
 
-Context::Context(Device& device, UniqueFd async_events)
-    : device_(device), async_events_(std::move(async_events)) {}
+Context::Context(Device& device, pid_t pid, UniqueFd async_events)
+    : device_(device), pid_(pid), events_(std::make_shared<EventPipe>()) {
+    events_->fd = std::move(async_events);
+    // Events are dropped rather than ever blocking the daemon.
+    fcntl(events_->fd.get(), F_SETFL, fcntl(events_->fd.get(), F_GETFL) | O_NONBLOCK);
+}
 
 // A client that disconnects or dies loses everything it created, dependents
 // first, exactly as if it had destroyed each object itself.

@@ -22,7 +22,8 @@ using ReplyFds = std::vector<int>;
 
 class Context {
   public:
-    Context(Device& device, UniqueFd async_events);
+    // `pid`: the client process, whose memory its MRs describe.
+    Context(Device& device, pid_t pid, UniqueFd async_events);
     ~Context();  // destroys everything the client left, in dependency order
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -80,7 +81,8 @@ class Context {
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
 
     Device& device_;
-    UniqueFd async_events_;
+    pid_t pid_;
+    std::shared_ptr<EventPipe> events_;
     HandleTable<Pd> pds_;
     HandleTable<Mr> mrs_;
     HandleTable<Mw> mws_;

@@ -84,6 +84,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cq->channel = Ref<CompChannel>(channel);
     cq->comp_vector = req.comp_vector;
     cq->wc_flags = req.wc_flags;
+    cq->events = events_;
     const uint32_t entries = static_cast<uint32_t>(cq->cqe) + 1;
     if (Result r = Ring::create(device_.name() + "-cq", entries, queues::kCqeSize,
                                 sizeof(queues::CqState), cq->ring);

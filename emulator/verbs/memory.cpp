@@ -96,7 +96,9 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
     mr->key_index = *index;
     mr->lkey = make_key(*index, 0);
     mr->rkey = (req.access & kRemoteAccess) ? mr->lkey : 0;
+    mr->pid = pid_;
     mrs_.add(mr);
+    device_.mr_table()[mr->key_index] = mr.get();
     ++device_.counts().mr;
     reply = {mr->handle, mr->lkey, mr->rkey};
     return ok();
@@ -156,6 +158,7 @@ Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "MR %u still has %d memory windows bound", req.handle, mr->users);
     }
     device_.key_indexes().release(mr->key_index);
+    device_.mr_table().erase(mr->key_index);
     mrs_.erase(req.handle);
     --device_.counts().mr;
     return ok();

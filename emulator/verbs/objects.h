@@ -6,12 +6,14 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
+#include <array>
 #include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "queues/ring.h"
+#include "transport/qp_state.h"
 #include "util/unique_fd.h"
 
 namespace uroce {
@@ -54,10 +56,18 @@ class Ref {
     std::shared_ptr<T> target_;
 };
 
+// A client's async event pipe: the daemon writes ib_uverbs_async_event_desc
+// records (element = the client's object pointer) for ibv_get_async_event.
+struct EventPipe {
+    UniqueFd fd;
+    void post(uint64_t element, uint32_t event_type) const;
+};
+
 struct Pd : Object {};
 
 struct Mr : Object {
     Ref<Pd> pd;
+    pid_t pid = 0;  // whose address space addr is in
     uint64_t addr = 0;
     uint64_t length = 0;
     uint64_t iova = 0;
@@ -80,6 +90,8 @@ struct CompChannel : Object {
 };
 
 struct Cq : Object {
+    std::shared_ptr<EventPipe> events;
+    bool overrun = false;  // reported once with IBV_EVENT_CQ_ERR
     uint64_t user_handle = 0;
     int cqe = 0;
     Ring ring;  // Cqe entries, then queues::CqState
@@ -100,6 +112,7 @@ struct Xrcd : Object {
 };
 
 struct Srq : Object {
+    std::shared_ptr<EventPipe> events;
     uint64_t user_handle = 0;
     ibv_srq_type type = IBV_SRQT_BASIC;
     ibv_srq_attr attr{};
@@ -134,6 +147,7 @@ struct Ah : Object {
 };
 
 struct Qp : Object {
+    std::shared_ptr<EventPipe> events;
     uint64_t user_handle = 0;
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t qpn = 0;
@@ -151,6 +165,8 @@ struct Qp : Object {
     Ref<Xrcd> xrcd;
     Ref<RwqIndTable> ind_table;
     std::set<std::pair<std::array<uint8_t, 16>, uint16_t>> mcast_groups;
+    transport::RequesterState requester;
+    transport::ResponderState responder;
 };
 
 }  // namespace uroce

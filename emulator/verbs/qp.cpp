@@ -6,6 +6,7 @@
 
 #include "qp/qp_attr_check.h"
 #include "qp/qp_transitions.h"
+#include "transport/transport.h"
 #include "verbs/context.h"
 
 namespace uroce {
@@ -214,6 +215,7 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
         return fail(ENOMEM, "no QP numbers left");
     }
     qp->user_handle = req.user_handle;
+    qp->events = events_;
     qp->type = type;
     qp->qpn = *qpn;
     qp->sq_sig_all = req.sq_sig_all != 0;
@@ -276,9 +278,11 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     if (mask & IBV_QP_RATE_LIMIT) {
         return fail(EOPNOTSUPP, "QP rate limits are not supported");
     }
+    const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);
     qp->attr.qp_state = next;
     qp->attr.cur_qp_state = next;
+    transport::prepare_transport(*qp, from, mask);
     return ok();
 }
 

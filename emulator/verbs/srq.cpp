@@ -71,6 +71,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
         return fail(ENOMEM, "no SRQ numbers left");
     }
     srq->user_handle = req.user_handle;
+    srq->events = events_;
     srq->type = type;
     // The limit is "irrelevant for ibv_create_srq": only ibv_modify_srq arms it.
     srq->attr = {max_wr, max_sge, 0};

@@ -81,6 +81,40 @@ struct OpcodeInfo {
     bool has(ExtHeader h) const;
 };
 
+// The low five bits of an opcode: the operation, the same in every transport.
+enum class Operation : uint8_t {
+    kSendFirst = 0x00,
+    kSendMiddle = 0x01,
+    kSendLast = 0x02,
+    kSendLastImm = 0x03,
+    kSendOnly = 0x04,
+    kSendOnlyImm = 0x05,
+    kWriteFirst = 0x06,
+    kWriteMiddle = 0x07,
+    kWriteLast = 0x08,
+    kWriteLastImm = 0x09,
+    kWriteOnly = 0x0a,
+    kWriteOnlyImm = 0x0b,
+    kReadRequest = 0x0c,
+    kReadResponseFirst = 0x0d,
+    kReadResponseMiddle = 0x0e,
+    kReadResponseLast = 0x0f,
+    kReadResponseOnly = 0x10,
+    kAck = 0x11,
+    kAtomicAck = 0x12,
+    kCompareSwap = 0x13,
+    kFetchAdd = 0x14,
+    kSendLastInv = 0x16,
+    kSendOnlyInv = 0x17,
+};
+
+constexpr uint8_t make_opcode(Transport transport, Operation operation) {
+    return static_cast<uint8_t>(static_cast<uint8_t>(transport) | static_cast<uint8_t>(operation));
+}
+constexpr Operation opcode_operation(uint8_t opcode) {
+    return static_cast<Operation>(opcode & 0x1f);
+}
+
 // The description of opcode, or nullptr when the opcode is unknown. O(1).
 const OpcodeInfo* opcode_info(uint8_t opcode);
 

@@ -1,9 +1,11 @@
 #include "daemon_fixture.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kStartTimeout = std::chrono::seconds(10);
 constexpr auto kStopTimeout = std::chrono::seconds(5);
 constexpr auto kPollInterval = std::chrono::milliseconds(10);
+constexpr int kStartAttempts = 5;
 constexpr const char* kLastDevice = "uverbs-uroce1";
 
 // A connection to the daemon as the uroce tool makes it, bound to no device;
@@ -49,38 +52,47 @@ Daemon& test_daemon() {
     return daemon;
 }
 
+// A UDP port free on loopback now, so that test daemons running side by
+// side do not collide on 4791.
+uint16_t free_udp_port() {
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
 void Daemon::start() {
     char dir[] = "/tmp/uroce-it.XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr) << strerror(errno);
     dir_ = dir;
-    const std::string log_path = dir_ / "daemon.log";
-    pid_ = fork();
-    ASSERT_GE(pid_, 0) << strerror(errno);
-    if (pid_ == 0) {
-        // The daemon must not outlive a test binary that is killed.
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(log, STDOUT_FILENO);
-        dup2(log, STDERR_FILENO);
-        execl(UROCED_PATH, UROCED_PATH, "--runtime-dir", dir_.c_str(), nullptr);
-        _exit(127);
-    }
     const auto sysfs = dir_ / "sysfs";
-    const auto deadline = Clock::now() + kStartTimeout;
-    for (;;) {
+    for (int attempt = 1;; ++attempt) {
+        launch(free_udp_port());
+        const auto deadline = Clock::now() + kStartTimeout;
         std::string why;
-        if (std::filesystem::exists(sysfs / "class/infiniband_verbs" / kLastDevice) &&
-            connect_tool(dir_, why)) {
+        while (!std::filesystem::exists(sysfs / "class/infiniband_verbs" / kLastDevice) ||
+               !connect_tool(dir_, why)) {
+            if (reaped(pid_)) {
+                pid_ = -1;
+                break;
+            }
+            if (Clock::now() > deadline) {
+                FAIL() << UROCED_PATH << " was not ready within 10 s; its log:\n" << log();
+            }
+            std::this_thread::sleep_for(kPollInterval);
+        }
+        if (pid_ > 0) {
             break;
         }
-        if (reaped(pid_)) {
-            pid_ = -1;
+        // Another program may have taken the port in between: try another.
+        if (attempt == kStartAttempts) {
             FAIL() << UROCED_PATH << " exited during startup; its log:\n" << log();
         }
-        if (Clock::now() > deadline) {
-            FAIL() << UROCED_PATH << " was not ready within 10 s; its log:\n" << log();
-        }
-        std::this_thread::sleep_for(kPollInterval);
     }
     // Read by libibverbs once, on its first call. The provider logs the
     // daemon's reason for each refusal, which a release libibverbs writes
@@ -89,6 +101,23 @@ void Daemon::start() {
     setenv("RDMAV_DRIVERS", UROCE_PROVIDER_PATH, 1);
     setenv("VERBS_LOG_LEVEL", "1", 0);
     setenv("VERBS_LOG_FILE", "/dev/stderr", 0);
+}
+
+void Daemon::launch(uint16_t udp_port) {
+    const std::string log_path = dir_ / "daemon.log";
+    const std::string port = std::to_string(udp_port);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0) << strerror(errno);
+    if (pid_ == 0) {
+        // The daemon must not outlive a test binary that is killed.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(log, STDOUT_FILENO);
+        dup2(log, STDERR_FILENO);
+        execl(UROCED_PATH, UROCED_PATH, "--runtime-dir", dir_.c_str(), "--udp-port", port.c_str(),
+              nullptr);
+        _exit(127);
+    }
 }
 
 void Daemon::stop() {

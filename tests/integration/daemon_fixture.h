@@ -36,6 +36,8 @@ class Daemon {
     std::string status() const;
 
   private:
+    void launch(uint16_t udp_port);
+
     std::filesystem::path dir_;
     pid_t pid_ = -1;
 };

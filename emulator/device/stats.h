@@ -1,0 +1,36 @@
+// Per-device counters. Where the kernel's Soft-RoCE has a counter for the
+// same event it has the same name, so that tools and habits carry over.
+#pragma once
+
+#include <stdint.h>
+
+namespace uroce {
+
+#define UROCE_DEVICE_COUNTERS(X)                                                       \
+    X(sent_pkts, "packets sent")                                                       \
+    X(rcvd_pkts, "packets received")                                                   \
+    X(duplicate_request, "requests received again (answered, not executed again)")     \
+    X(out_of_seq_request, "requests past the expected PSN (NAKed)")                    \
+    X(rcvd_rnr_err, "RNR NAKs received")                                               \
+    X(send_rnr_err, "RNR NAKs sent (no receive WQE)")                                  \
+    X(rcvd_seq_err, "PSN sequence NAKs and out-of-order responses received")           \
+    X(retry_exceeded_err, "QPs failed after retry_cnt retransmissions")                \
+    X(retry_rnr_exceeded_err, "QPs failed after rnr_retry RNR retries")                \
+    X(completer_retry_err, "error NAKs received (access, invalid request, operation)") \
+    X(rdma_sends, "messages sent")                                                     \
+    X(rdma_recvs, "messages received")                                                 \
+    X(completions, "send WQEs retired")                                                \
+    X(retransmit_timeouts, "retransmission timer expiries")                            \
+    X(duplicate_response, "stale responses ignored")                                   \
+    X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
+    X(rcvd_unknown_qp, "packets for no QP of the device (dropped)")                    \
+    X(rcvd_icrc_err, "packets with a bad ICRC (dropped)")                              \
+    X(rcvd_malformed, "packets that do not parse (dropped)")
+
+struct DeviceStats {
+#define UROCE_COUNTER_FIELD(name, text) uint64_t name = 0;
+    UROCE_DEVICE_COUNTERS(UROCE_COUNTER_FIELD)
+#undef UROCE_COUNTER_FIELD
+};
+
+}  // namespace uroce

@@ -1,0 +1,229 @@
+#include "engine/engine.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "wire/packet.h"
+
+namespace uroce {
+namespace {
+
+using transport::Clock;
+
+// How long the loop keeps polling after the last work before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
+    std::array<uint8_t, 4> b;
+    memcpy(b.data(), &ipv4, 4);
+    return b;
+}
+
+}  // namespace
+
+Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
+               const EngineOptions& options)
+    : io_(io),
+      devices_(devices),
+      options_(options),
+      network_(options.udp_port),
+      transport_(*this),
+      doorbell_wait_(io),
+      network_wait_(io),
+      timer_(io) {
+    if (Result r = Doorbell::create(doorbell_); !r) {
+        throw std::runtime_error(r.message);
+    }
+    for (const auto& device : devices_) {
+        if (Result r = network_.open(device->config().address); !r) {
+            throw std::runtime_error(r.message);
+        }
+    }
+    doorbell_wait_.assign(dup(doorbell_.eventfd()));
+    network_wait_.assign(dup(network_.ring_fd()));
+}
+
+Engine::~Engine() = default;
+
+Device* Engine::device_at(uint32_t ipv4) const {
+    for (const auto& device : devices_) {
+        if (device->config().address.s_addr == ipv4) {
+            return device.get();
+        }
+    }
+    return nullptr;
+}
+
+void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
+                  std::span<const std::byte> payload) {
+    const uint32_t src_ipv4 = from.config().address.s_addr;
+    const auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4),
+                                                   network_.port(), network_.port());
+    const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
+    ++from.stats().sent_pkts;
+    if (local) {
+        std::vector<uint8_t> bytes;
+        if (!spare_.empty()) {
+            bytes = std::move(spare_.back());
+            spare_.pop_back();
+        }
+        bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
+        if (wire::build_packet(headers, data, addresses, bytes).error == wire::BuildError::kOk) {
+            local_.push_back({local, src_ipv4, std::move(bytes)});
+        }
+        return;
+    }
+    const auto built = wire::build_packet(headers, data, addresses, network_.send_buffer());
+    if (built.error == wire::BuildError::kOk) {
+        network_.send(from.index(), dest_ipv4, built.size);
+    }
+}
+
+void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
+                     uint16_t src_port, Clock::time_point now) {
+    ++to.stats().rcvd_pkts;
+    wire::ParsedPacket packet;
+    const wire::ParseError error =
+        from_udp ? wire::parse_packet(bytes,
+                                      wire::IcrcAddresses::v4(bytes_of(src_ipv4),
+                                                              bytes_of(to.config().address.s_addr),
+                                                              src_port, network_.port()),
+                                      packet)
+                 : wire::parse_headers(bytes, packet);
+    if (error != wire::ParseError::kOk) {
+        ++(error == wire::ParseError::kIcrcMismatch ? to.stats().rcvd_icrc_err
+                                                    : to.stats().rcvd_malformed);
+        return;
+    }
+    if (packet.info->transport() != wire::Transport::kRc) {
+        ++to.stats().rcvd_malformed;
+        return;
+    }
+    auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
+    if (it == to.qp_table().end() || it->second->type != IBV_QPT_RC) {
+        ++to.stats().rcvd_unknown_qp;
+        return;
+    }
+    Qp& qp = *it->second;
+    // A connected QP listens only to its peer.
+    if (qp.attr.qp_state < IBV_QPS_RTR || transport::destination_ipv4(qp) != src_ipv4) {
+        ++to.stats().rcvd_dropped;
+        return;
+    }
+    transport_.receive(to, qp, packet, src_ipv4, now);
+}
+
+bool Engine::deliver_local(Clock::time_point now) {
+    bool any = false;
+    // Deliveries may queue answers: take only what is here now.
+    for (size_t n = local_.size(); n > 0; --n) {
+        LocalPacket packet = std::move(local_.front());
+        local_.pop_front();
+        receive(*packet.to, packet.bytes, packet.src_ipv4, false, network_.port(), now);
+        spare_.push_back(std::move(packet.bytes));
+        any = true;
+    }
+    return any;
+}
+
+bool Engine::run_queue_pairs(Clock::time_point now) {
+    bool any = false;
+    for (const auto& device : devices_) {
+        for (auto& [qpn, qp] : device->qp_table()) {
+            if (qp->type != IBV_QPT_RC) {
+                continue;
+            }
+            if (transport::Transport::next_deadline(*qp) <= now) {
+                transport_.run_timers(*device, *qp, now);
+            }
+            any |= transport_.run_requester(*device, *qp, now);
+        }
+    }
+    return any;
+}
+
+// Whether a client produced work that the loop has not seen yet.
+bool Engine::work_pending() {
+    for (const auto& device : devices_) {
+        for (auto& [qpn, qp] : device->qp_table()) {
+            if (qp->send_queue.entries() && qp->send_queue.pending()) {
+                return true;
+            }
+        }
+    }
+    return !local_.empty();
+}
+
+Clock::time_point Engine::next_deadline() const {
+    Clock::time_point next = transport::kNever;
+    for (const auto& device : devices_) {
+        for (const auto& [qpn, qp] : device->qp_table()) {
+            next = std::min(next, transport::Transport::next_deadline(*qp));
+        }
+    }
+    return next;
+}
+
+void Engine::sleep() {
+    auto& sleeping = doorbell_.page().daemon_sleeping;
+    sleeping.store(1, std::memory_order_seq_cst);
+    if (work_pending()) {
+        sleeping.store(0, std::memory_order_relaxed);
+        return;
+    }
+    if (!doorbell_armed_) {
+        doorbell_armed_ = true;
+        doorbell_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                                  [this](const boost::system::error_code&) {
+                                      doorbell_armed_ = false;
+                                      uint64_t count;
+                                      [[maybe_unused]] ssize_t n =
+                                          read(doorbell_.eventfd(), &count, sizeof(count));
+                                  });
+    }
+    if (!network_armed_) {
+        network_armed_ = true;
+        network_wait_.async_wait(
+            boost::asio::posix::stream_descriptor::wait_read,
+            [this](const boost::system::error_code&) { network_armed_ = false; });
+    }
+    const Clock::time_point deadline = next_deadline();
+    if (deadline != transport::kNever) {
+        timer_.expires_at(deadline);
+        timer_armed_ = true;
+        timer_.async_wait([this](const boost::system::error_code&) { timer_armed_ = false; });
+    }
+    io_.run_one();
+    if (timer_armed_) {
+        timer_.cancel();
+    }
+    sleeping.store(0, std::memory_order_relaxed);
+}
+
+void Engine::run() {
+    auto last_work = Clock::now();
+    const UdpNetwork::Receiver from_udp = [this](size_t index, std::span<const uint8_t> bytes,
+                                                 uint32_t src_ipv4, uint16_t src_port) {
+        receive(*devices_[index], bytes, src_ipv4, true, src_port, Clock::now());
+    };
+    while (!io_.stopped()) {
+        io_.poll();
+        const auto now = Clock::now();
+        bool busy = network_.poll(from_udp);
+        busy |= deliver_local(now);
+        busy |= run_queue_pairs(now);
+        busy |= deliver_local(now);
+        network_.submit();
+        if (busy) {
+            last_work = now;
+        } else if (now - last_work > kSpin) {
+            sleep();
+            last_work = Clock::now();
+        }
+    }
+}
+
+}  // namespace uroce

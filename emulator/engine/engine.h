@@ -1,0 +1,76 @@
+// The data plane: one thread that polls the shared send queues, runs the
+// transport, moves packets (between this daemon's own devices directly,
+// to other hosts over UDP) and fires timers. It also drives the control
+// plane's io_context, so that control requests and the data path never run
+// at the same time and share state without locks. When idle it tells
+// clients to ring the doorbell and sleeps until a doorbell, a packet, a
+// timer or a control request wakes it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "device/device.h"
+#include "net/udp_network.h"
+#include "queues/doorbell.h"
+#include "transport/transport.h"
+
+namespace uroce {
+
+struct EngineOptions {
+    uint16_t udp_port = 4791;
+    // Deliver packets between devices of this daemon without UDP (traces and
+    // faults still see them).
+    bool shortcut = true;
+};
+
+class Engine : public transport::PacketOutput {
+  public:
+    Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
+           const EngineOptions& options);
+    ~Engine() override;
+
+    const Doorbell& doorbell() const { return doorbell_; }
+    // Runs until the io_context is stopped.
+    void run();
+
+    void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
+              std::span<const std::byte> payload) override;
+
+  private:
+    struct LocalPacket {
+        Device* to;
+        uint32_t src_ipv4;
+        std::vector<uint8_t> bytes;
+    };
+
+    bool run_queue_pairs(transport::Clock::time_point now);
+    bool deliver_local(transport::Clock::time_point now);
+    void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
+                 uint16_t src_port, transport::Clock::time_point now);
+    bool work_pending();
+    transport::Clock::time_point next_deadline() const;
+    void sleep();
+    Device* device_at(uint32_t ipv4) const;
+
+    boost::asio::io_context& io_;
+    std::vector<std::unique_ptr<Device>>& devices_;
+    EngineOptions options_;
+    Doorbell doorbell_;
+    UdpNetwork network_;
+    transport::Transport transport_;
+    std::deque<LocalPacket> local_;
+    std::vector<std::vector<uint8_t>> spare_;  // buffers of delivered local packets
+    boost::asio::posix::stream_descriptor doorbell_wait_;
+    boost::asio::posix::stream_descriptor network_wait_;
+    boost::asio::steady_timer timer_;
+    bool doorbell_armed_ = false;
+    bool network_armed_ = false;
+    bool timer_armed_ = false;
+};
+
+}  // namespace uroce

@@ -1,0 +1,24 @@
+// Moves bytes between the daemon and an application's address space with
+// process_vm_readv/process_vm_writev, a batch of segments per call. Callers
+// have already checked every segment against a registered memory region.
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <span>
+
+namespace uroce {
+
+struct Segment {
+    uint64_t addr;  // in the application
+    uint64_t length;
+};
+
+// Reads the segments, in order, into `to` (as many bytes as they hold).
+// Returns 0 or an errno (EFAULT: the application no longer maps them).
+int read_process(pid_t pid, std::span<const Segment> from, std::span<std::byte> to);
+// Writes `from` over the segments in order.
+int write_process(pid_t pid, std::span<const std::byte> from, std::span<const Segment> to);
+
+}  // namespace uroce

@@ -1,0 +1,44 @@
+// Resolves keys and addresses to application memory, checking what the IBA
+// requires on every access: the key names a live region (an rkey for remote
+// access), the region belongs to the QP's protection domain, its access
+// flags allow the operation, and the range lies inside it.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <span>
+#include <vector>
+
+#include "memory/process_memory.h"
+
+namespace uroce {
+
+class Device;
+struct Pd;
+
+enum class AccessFault { kNone, kInvalidKey, kWrongPd, kNoPermission, kOutOfBounds };
+
+const char* access_fault_text(AccessFault fault);
+
+// Where a byte range of one application lives.
+struct Extent {
+    pid_t pid = 0;
+    std::vector<Segment> segments;
+    uint64_t length = 0;  // sum of the segments
+};
+
+// [va, va + length) through `rkey`, for a remote request on a QP of `pd`.
+AccessFault resolve_remote(const Device& device, const Pd* pd, uint32_t rkey, uint64_t va,
+                           uint64_t length, int access, Extent& out);
+
+// A scatter/gather list through lkeys, for a local access on a QP of `pd`.
+// `access` is IBV_ACCESS_LOCAL_WRITE when the device writes the buffers.
+AccessFault resolve_local(const Device& device, const Pd* pd, std::span<const ibv_sge> sges,
+                          int access, Extent& out);
+
+// The part [offset, offset + length) of an extent, as segments.
+std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length);
+
+}  // namespace uroce

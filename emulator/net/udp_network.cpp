@@ -1,0 +1,162 @@
+#include "net/udp_network.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace uroce {
+namespace {
+
+constexpr unsigned kRingEntries = 1024;
+constexpr unsigned kReceivesPerSocket = 64;
+constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
+constexpr int kSocketBufferBytes = 8 << 20;
+
+enum class Kind : uint8_t { kReceive, kSend };
+
+}  // namespace
+
+struct UdpNetwork::Buffer {
+    Kind kind = Kind::kSend;
+    size_t socket = 0;
+    sockaddr_in peer{};
+    iovec iov{};
+    msghdr msg{};
+    uint8_t data[kBufferBytes];
+};
+
+UdpNetwork::UdpNetwork(uint16_t port) : port_(port) {
+    if (int error = io_uring_queue_init(kRingEntries, &ring_, 0); error < 0) {
+        throw std::runtime_error(std::string("io_uring: ") + strerror(-error));
+    }
+    ring_ready_ = true;
+}
+
+UdpNetwork::~UdpNetwork() {
+    if (ring_ready_) {
+        io_uring_queue_exit(&ring_);
+    }
+}
+
+Result UdpNetwork::open(in_addr address) {
+    UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr = address;
+    addr.sin_port = htons(port_);
+    // Don't-fragment makes the kernel send IP ID 0, which the ICRC assumes.
+    const int pmtu = IP_PMTUDISC_DO;
+    if (!fd || setsockopt(fd.get(), IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0 ||
+        bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+        return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(address), port_, strerror(errno));
+    }
+    for (int option : {SO_RCVBUFFORCE, SO_SNDBUFFORCE}) {
+        if (setsockopt(fd.get(), SOL_SOCKET, option, &kSocketBufferBytes,
+                       sizeof(kSocketBufferBytes)) != 0) {
+            const int fallback = option == SO_RCVBUFFORCE ? SO_RCVBUF : SO_SNDBUF;
+            setsockopt(fd.get(), SOL_SOCKET, fallback, &kSocketBufferBytes,
+                       sizeof(kSocketBufferBytes));
+        }
+    }
+    sockets_.push_back(std::move(fd));
+    for (unsigned i = 0; i < kReceivesPerSocket; ++i) {
+        Buffer* buffer = take_buffer();
+        buffer->kind = Kind::kReceive;
+        buffer->socket = sockets_.size() - 1;
+        post_receive(buffer);
+    }
+    submit();
+    return ok();
+}
+
+UdpNetwork::Buffer* UdpNetwork::take_buffer() {
+    if (free_.empty()) {
+        buffers_.push_back(std::make_unique<Buffer>());
+        free_.push_back(buffers_.back().get());
+    }
+    Buffer* buffer = free_.back();
+    free_.pop_back();
+    return buffer;
+}
+
+io_uring_sqe* UdpNetwork::next_sqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {
+        submit();
+        sqe = io_uring_get_sqe(&ring_);
+    }
+    ++unsubmitted_;
+    return sqe;
+}
+
+void UdpNetwork::post_receive(Buffer* buffer) {
+    buffer->iov = {buffer->data, sizeof(buffer->data)};
+    buffer->msg = {};
+    buffer->msg.msg_name = &buffer->peer;
+    buffer->msg.msg_namelen = sizeof(buffer->peer);
+    buffer->msg.msg_iov = &buffer->iov;
+    buffer->msg.msg_iovlen = 1;
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_recvmsg(sqe, sockets_[buffer->socket].get(), &buffer->msg, 0);
+    io_uring_sqe_set_data(sqe, buffer);
+}
+
+std::span<uint8_t> UdpNetwork::send_buffer() {
+    if (!building_) {
+        building_ = take_buffer();
+    }
+    return {building_->data, sizeof(building_->data)};
+}
+
+void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size) {
+    Buffer* buffer = building_;
+    building_ = nullptr;
+    buffer->kind = Kind::kSend;
+    buffer->socket = index;
+    buffer->peer = {};
+    buffer->peer.sin_family = AF_INET;
+    buffer->peer.sin_addr.s_addr = dest_ipv4;
+    buffer->peer.sin_port = htons(port_);
+    buffer->iov = {buffer->data, size};
+    buffer->msg = {};
+    buffer->msg.msg_name = &buffer->peer;
+    buffer->msg.msg_namelen = sizeof(buffer->peer);
+    buffer->msg.msg_iov = &buffer->iov;
+    buffer->msg.msg_iovlen = 1;
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_sendmsg(sqe, sockets_[index].get(), &buffer->msg, 0);
+    io_uring_sqe_set_data(sqe, buffer);
+}
+
+void UdpNetwork::submit() {
+    if (unsubmitted_) {
+        io_uring_submit(&ring_);
+        unsubmitted_ = 0;
+    }
+}
+
+bool UdpNetwork::poll(const Receiver& receive) {
+    bool any = false;
+    io_uring_cqe* cqe;
+    while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
+        auto* buffer = static_cast<Buffer*>(io_uring_cqe_get_data(cqe));
+        const int result = cqe->res;
+        io_uring_cqe_seen(&ring_, cqe);
+        if (buffer->kind == Kind::kSend) {
+            free_.push_back(buffer);  // a failed send is a lost packet
+            continue;
+        }
+        if (result > 0) {
+            receive(buffer->socket, {buffer->data, static_cast<size_t>(result)},
+                    buffer->peer.sin_addr.s_addr, ntohs(buffer->peer.sin_port));
+            any = true;
+        }
+        post_receive(buffer);
+    }
+    return any;
+}
+
+}  // namespace uroce

@@ -1,0 +1,60 @@
+// RoCEv2 over UDP: one socket per device on its address, all I/O through
+// one io_uring. Receives are kept posted; sends complete asynchronously
+// and give their buffers back when they do.
+#pragma once
+
+#include <liburing.h>
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace uroce {
+
+class UdpNetwork {
+  public:
+    // (index of the receiving socket, packet, source address, source port)
+    using Receiver = std::function<void(size_t, std::span<const uint8_t>, uint32_t, uint16_t)>;
+
+    explicit UdpNetwork(uint16_t port);
+    ~UdpNetwork();
+    UdpNetwork(const UdpNetwork&) = delete;
+    UdpNetwork& operator=(const UdpNetwork&) = delete;
+
+    // Binds <address>:<port>; the socket's index is the order of opening.
+    Result open(in_addr address);
+
+    // A buffer to build one outgoing packet in.
+    std::span<uint8_t> send_buffer();
+    // Sends the first `size` bytes of the last send_buffer() from socket `index`.
+    void send(size_t index, uint32_t dest_ipv4, size_t size);
+
+    // Hands every packet that arrived to `receive`; true when there were any.
+    bool poll(const Receiver& receive);
+    void submit();
+    int ring_fd() const { return ring_.ring_fd; }
+    uint16_t port() const { return port_; }
+
+  private:
+    struct Buffer;
+    io_uring_sqe* next_sqe();
+    void post_receive(Buffer* buffer);
+    Buffer* take_buffer();
+
+    uint16_t port_;
+    io_uring ring_{};
+    bool ring_ready_ = false;
+    std::vector<UniqueFd> sockets_;
+    std::vector<std::unique_ptr<Buffer>> buffers_;
+    std::vector<Buffer*> free_;
+    Buffer* building_ = nullptr;
+    unsigned unsubmitted_ = 0;
+};
+
+}  // namespace uroce

@@ -1,0 +1,276 @@
+// The completer: acknowledgements, NAKs, READ responses and atomic
+// acknowledgements retire send WQEs, in order, as completions; NAKs and
+// lost packets send the requester back (go back N); errors move the QP to
+// ERR and flush what is left.
+#include <string.h>
+
+#include <algorithm>
+
+#include "memory/process_memory.h"
+#include "transport/completion.h"
+#include "transport/transport.h"
+#include "wire/psn.h"
+#include "wire/rnr_timer.h"
+
+namespace uroce::transport {
+namespace {
+
+ibv_wc_opcode wc_opcode(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            return IBV_WC_RDMA_WRITE;
+        case IBV_WR_RDMA_READ:
+            return IBV_WC_RDMA_READ;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            return IBV_WC_COMP_SWAP;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            return IBV_WC_FETCH_ADD;
+        case IBV_WR_LOCAL_INV:
+            return IBV_WC_LOCAL_INV;
+        default:
+            return IBV_WC_SEND;
+    }
+}
+
+ibv_wc_status nak_status(wire::NakCode code) {
+    switch (code) {
+        case wire::NakCode::kInvalidRequest:
+            return IBV_WC_REM_INV_REQ_ERR;
+        case wire::NakCode::kRemoteAccessError:
+            return IBV_WC_REM_ACCESS_ERR;
+        case wire::NakCode::kRemoteOperationalError:
+            return IBV_WC_REM_OP_ERR;
+        default:
+            return IBV_WC_REM_INV_RD_REQ_ERR;
+    }
+}
+
+void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
+    const bool signaled = qp.sq_sig_all || (w.wqe.send_flags & IBV_SEND_SIGNALED);
+    if (!signaled && status == IBV_WC_SUCCESS) {
+        return;
+    }
+    ibv_wc wc{};
+    wc.wr_id = w.wqe.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode(w.wqe.opcode);
+    wc.byte_len = static_cast<uint32_t>(w.length);
+    wc.qp_num = qp.qpn;
+    post_completion(*qp.send_cq.get(), wc, false);
+}
+
+// The responder took something new: the retry budgets are whole again and
+// the timer restarts while anything is unacknowledged.
+void made_progress(Qp& qp, Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    r.retries_left = qp.attr.retry_cnt;
+    r.rnr_retries_left = qp.attr.rnr_retry;
+    const auto timeout = wire::local_ack_timeout(qp.attr.timeout);
+    r.retransmit_at = r.unacked_psn == r.next_psn || !timeout ? kNever : now + *timeout;
+}
+
+void complete_recv(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
+    ibv_wc wc{};
+    wc.wr_id = wr_id;
+    wc.status = status;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp.qpn;
+    post_completion(*qp.recv_cq.get(), wc, false);
+}
+
+}  // namespace
+
+// Retires, in order, the WQEs that `acked_psn` covers; READs and atomics
+// retire only once answered. A WQE that failed locally completes with its
+// error when it reaches the front and fails the QP.
+void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn) {
+    RequesterState& r = qp.requester;
+    while (!r.window.empty()) {
+        SendWork& w = r.window.front();
+        if (w.error) {
+            fail_qp(device, qp, *w.error);
+            return;
+        }
+        if (!w.started) {
+            break;
+        }
+        if (w.is_read_or_atomic() ? !w.done
+                                  : !w.local_only() && wire::psn_before(acked_psn, w.last_psn())) {
+            break;
+        }
+        if (w.is_read_or_atomic()) {
+            --r.reads_in_flight;
+        }
+        complete_send(qp, w, IBV_WC_SUCCESS);
+        ++device.stats().completions;
+        r.window.pop_front();
+        if (r.next_to_send > 0) {
+            --r.next_to_send;
+        }
+    }
+}
+
+void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                            Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    const uint32_t psn = packet.hdr.bth.psn;
+    // Responses for PSNs never sent, or long acknowledged, are stale.
+    if (!wire::psn_in_range(psn, wire::psn_add(r.unacked_psn, wire::kPsnMask),
+                            wire::psn_add(r.next_psn, wire::kPsnMask))) {
+        ++device.stats().duplicate_response;
+        return;
+    }
+    const wire::Family family = packet.info->family;
+    if (family == wire::Family::kReadResponse || family == wire::Family::kAtomicAck) {
+        // The oldest READ or atomic not yet answered is the one answered now.
+        auto it = std::find_if(r.window.begin(), r.window.end(), [](const SendWork& w) {
+            return w.started && w.is_read_or_atomic() && !w.done;
+        });
+        if (it == r.window.end()) {
+            return;
+        }
+        SendWork& w = *it;
+        const uint32_t mtu = 128u << qp.attr.path_mtu;
+        const uint32_t expected =
+            wire::psn_add(w.first_psn, static_cast<uint32_t>(w.received / mtu));
+        if (psn != expected) {
+            ++device.stats().rcvd_seq_err;
+            if (wire::psn_before(expected, psn)) {
+                restart_from(qp, w.first_psn);  // a response was lost
+            }
+            return;
+        }
+        // Everything sent before the READ is acknowledged by its response.
+        complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
+        if (family == wire::Family::kAtomicAck) {
+            const uint64_t original = packet.hdr.atomic_ack_eth.original;
+            if (write_process(w.source.pid, std::as_bytes(std::span(&original, 1)),
+                              w.source.segments) != 0) {
+                w.error = IBV_WC_LOC_PROT_ERR;
+            }
+            w.done = true;
+        } else {
+            const auto payload = std::as_bytes(packet.payload);
+            if (w.received + payload.size() > w.length ||
+                write_process(w.source.pid, payload, slice(w.source, w.received, payload.size())) !=
+                    0) {
+                w.error = w.received + payload.size() > w.length ? IBV_WC_LOC_LEN_ERR
+                                                                 : IBV_WC_LOC_PROT_ERR;
+            }
+            w.received += payload.size();
+            const auto position = packet.info->position;
+            w.done = position == wire::Position::kLast || position == wire::Position::kOnly;
+        }
+        if (w.done) {
+            r.unacked_psn = wire::psn_add(w.last_psn(), 1);
+            made_progress(qp, now);
+            complete_acknowledged(device, qp, w.last_psn());
+        }
+        return;
+    }
+
+    const wire::Aeth aeth = packet.hdr.aeth;
+    switch (aeth.type()) {
+        case wire::AethType::kAck: {
+            // READs and atomics acknowledged without their answer lost it.
+            for (const SendWork& w : r.window) {
+                if (w.started && w.is_read_or_atomic() && !w.done &&
+                    !wire::psn_before(psn, w.first_psn)) {
+                    restart_from(qp, w.first_psn);
+                    break;
+                }
+            }
+            r.unacked_psn = wire::psn_add(psn, 1);
+            made_progress(qp, now);
+            complete_acknowledged(device, qp, psn);
+            return;
+        }
+        case wire::AethType::kRnrNak:
+            ++device.stats().rcvd_rnr_err;
+            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
+            if (qp.attr.rnr_retry != 7) {
+                if (r.rnr_retries_left == 0) {
+                    ++device.stats().retry_rnr_exceeded_err;
+                    fail_qp(device, qp, IBV_WC_RNR_RETRY_EXC_ERR);
+                    return;
+                }
+                --r.rnr_retries_left;
+            }
+            r.unacked_psn = psn;
+            r.retransmit_at = kNever;
+            r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
+            restart_from(qp, psn);
+            return;
+        case wire::AethType::kNak: {
+            const auto code = static_cast<wire::NakCode>(aeth.value());
+            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
+            r.unacked_psn = psn;
+            if (code == wire::NakCode::kPsnSequenceError) {
+                ++device.stats().rcvd_seq_err;
+                if (r.retries_left == 0) {
+                    ++device.stats().retry_exceeded_err;
+                    fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
+                    return;
+                }
+                --r.retries_left;
+                restart_from(qp, psn);
+                return;
+            }
+            ++device.stats().completer_retry_err;
+            fail_qp(device, qp, nak_status(code));
+            return;
+        }
+        case wire::AethType::kReserved:
+            ++device.stats().rcvd_malformed;
+            return;
+    }
+}
+
+// The front WQE completes with `status`; the QP moves to ERR.
+void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
+    RequesterState& r = qp.requester;
+    if (!r.window.empty()) {
+        complete_send(qp, r.window.front(), status);
+        r.window.pop_front();
+    }
+    qp.attr.qp_state = IBV_QPS_ERR;
+    qp.attr.cur_qp_state = IBV_QPS_ERR;
+    flush(device, qp);
+}
+
+// In ERR every WQE, posted or still to come, completes with WR_FLUSH_ERR.
+bool Transport::flush(Device& device, Qp& qp) {
+    RequesterState& r = qp.requester;
+    bool did = take_work(device, qp);
+    for (const SendWork& w : r.window) {
+        ibv_wc wc{};
+        wc.wr_id = w.wqe.wr_id;
+        wc.status = IBV_WC_WR_FLUSH_ERR;
+        wc.opcode = wc_opcode(w.wqe.opcode);
+        wc.qp_num = qp.qpn;
+        post_completion(*qp.send_cq.get(), wc, false);
+        did = true;
+    }
+    r.window.clear();
+    r.next_to_send = 0;
+    r.reads_in_flight = 0;
+    r.retransmit_at = r.rnr_resume_at = kNever;
+    InboundMessage& m = qp.responder.message;
+    if (m.active && m.is_send) {
+        complete_recv(qp, m.recv.wr_id, IBV_WC_WR_FLUSH_ERR);
+        did = true;
+    }
+    m = {};
+    if (qp.recv_queue.entries()) {
+        queues::RecvWqe recv;
+        while (qp.recv_queue.pending()) {
+            qp.recv_queue.pop(std::as_writable_bytes(std::span(&recv, 1)));
+            complete_recv(qp, recv.wr_id, IBV_WC_WR_FLUSH_ERR);
+            did = true;
+        }
+    }
+    return did;
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,46 @@
+#include "transport/completion.h"
+
+#include <rdma/ib_user_verbs.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace uroce {
+
+void EventPipe::post(uint64_t element, uint32_t event_type) const {
+    ib_uverbs_async_event_desc desc{};
+    desc.element = element;
+    desc.event_type = event_type;
+    [[maybe_unused]] ssize_t ignored = write(fd.get(), &desc, sizeof(desc));
+}
+
+namespace transport {
+
+void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
+    queues::Cqe cqe{};
+    cqe.wc = wc;
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    cqe.timestamp = uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+    if (!cq.ring.push(std::as_bytes(std::span(&cqe, 1)))) {
+        if (!cq.overrun) {
+            cq.overrun = true;
+            cq.events->post(cq.user_handle, IBV_EVENT_CQ_ERR);
+        }
+        return;
+    }
+    auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
+    const uint32_t armed = arm.load(std::memory_order_acquire);
+    const bool wanted =
+        armed == queues::kCqArmedAny ||
+        (armed == queues::kCqArmedSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
+    if (!wanted || !cq.channel || arm.exchange(queues::kCqDisarmed) == queues::kCqDisarmed) {
+        return;
+    }
+    ib_uverbs_comp_event_desc desc{};
+    desc.cq_handle = cq.user_handle;
+    [[maybe_unused]] ssize_t ignored = write(cq.channel->write_end.get(), &desc, sizeof(desc));
+}
+
+}  // namespace transport
+}  // namespace uroce

@@ -1,0 +1,90 @@
+// The transport state of one QP: what its requester has in flight and what
+// its responder expects next. Lives in the Qp object; only the data-plane
+// engine touches it.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "memory/regions.h"
+#include "protocol/queues.h"
+#include "wire/headers.h"
+
+namespace uroce::transport {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr Clock::time_point kNever = Clock::time_point::max();
+
+// A send WQE taken from the send queue, until it completes.
+struct SendWork {
+    queues::SendWqe wqe{};
+    std::vector<ibv_sge> sges;
+    std::vector<std::byte> inline_data;  // with IBV_SEND_INLINE
+    uint64_t length = 0;                 // message bytes
+    uint32_t packets = 0;                // request packets (read: response packets)
+    uint32_t first_psn = 0;              // assigned when first sent
+    uint32_t sent = 0;                   // packets sent in the current attempt
+    bool started = false;                // PSNs assigned
+    bool done = false;                   // acknowledged, or answered in full
+    uint64_t received = 0;               // read: response bytes placed
+    Extent source;                       // the gather list (read, atomic: where results go)
+    std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
+
+    uint32_t last_psn() const;
+    bool is_read_or_atomic() const {
+        return wqe.opcode == IBV_WR_RDMA_READ || wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+               wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    }
+    bool local_only() const { return wqe.opcode == IBV_WR_LOCAL_INV; }
+};
+
+// The largest message: the port's max_msg_sz.
+inline constexpr uint64_t kMaxMessage = 1ull << 31;
+
+struct RequesterState {
+    std::deque<SendWork> window;  // in posting order; the front completes first
+    size_t next_to_send = 0;      // index into window
+    uint32_t next_psn = 0;        // for the next new packet
+    uint32_t unacked_psn = 0;     // oldest PSN not yet acknowledged
+    uint32_t reads_in_flight = 0;
+    int retries_left = 0;
+    int rnr_retries_left = 0;
+    Clock::time_point retransmit_at = kNever;
+    Clock::time_point rnr_resume_at = kNever;
+};
+
+// A READ or atomic the responder answered: duplicates are answered again
+// from here (an atomic is never executed twice).
+struct ResponderResource {
+    uint32_t psn = 0;
+    uint32_t last_psn = 0;
+    bool atomic = false;
+    wire::Reth reth{};
+    uint64_t original = 0;  // atomic: the value before the operation
+};
+
+// The message the responder is receiving.
+struct InboundMessage {
+    bool active = false;
+    bool is_send = false;
+    queues::RecvWqe recv{};  // send: the receive WQE it fills
+    Extent target;           // where its data goes
+    uint64_t offset = 0;     // bytes placed so far
+    bool from_srq = false;
+};
+
+struct ResponderState {
+    uint32_t expected_psn = 0;
+    uint32_t msn = 0;
+    bool nak_sent = false;  // a PSN sequence NAK waits for the right PSN
+    bool comm_established = false;
+    InboundMessage message;
+    std::deque<ResponderResource> resources;  // at most max_dest_rd_atomic
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,314 @@
+// The requester: send WQEs become request packets, in order, within the
+// limits the QP sets (outstanding READs and atomics, fences, RNR waits).
+#include <arpa/inet.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "memory/process_memory.h"
+#include "transport/transport.h"
+#include "wire/psn.h"
+#include "wire/rnr_timer.h"
+
+namespace uroce::transport {
+namespace {
+
+using wire::Operation;
+
+// A request packet is acknowledged explicitly at least this often.
+constexpr uint32_t kAckRequestInterval = 16;
+
+uint32_t mtu_bytes(const Qp& qp) {
+    return 128u << qp.attr.path_mtu;
+}
+
+Operation send_operation(const SendWork& w, uint32_t index) {
+    const bool only = w.packets == 1;
+    const bool last = index + 1 == w.packets;
+    switch (w.wqe.opcode) {
+        case IBV_WR_SEND:
+            return only         ? Operation::kSendOnly
+                   : index == 0 ? Operation::kSendFirst
+                   : last       ? Operation::kSendLast
+                                : Operation::kSendMiddle;
+        case IBV_WR_SEND_WITH_IMM:
+            return only         ? Operation::kSendOnlyImm
+                   : index == 0 ? Operation::kSendFirst
+                   : last       ? Operation::kSendLastImm
+                                : Operation::kSendMiddle;
+        case IBV_WR_SEND_WITH_INV:
+            return only         ? Operation::kSendOnlyInv
+                   : index == 0 ? Operation::kSendFirst
+                   : last       ? Operation::kSendLastInv
+                                : Operation::kSendMiddle;
+        case IBV_WR_RDMA_WRITE:
+            return only         ? Operation::kWriteOnly
+                   : index == 0 ? Operation::kWriteFirst
+                   : last       ? Operation::kWriteLast
+                                : Operation::kWriteMiddle;
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            return only         ? Operation::kWriteOnlyImm
+                   : index == 0 ? Operation::kWriteFirst
+                   : last       ? Operation::kWriteLastImm
+                                : Operation::kWriteMiddle;
+        case IBV_WR_RDMA_READ:
+            return Operation::kReadRequest;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            return Operation::kCompareSwap;
+        default:
+            return Operation::kFetchAdd;
+    }
+}
+
+bool known_opcode(uint32_t opcode) {
+    switch (opcode) {
+        case IBV_WR_SEND:
+        case IBV_WR_SEND_WITH_IMM:
+        case IBV_WR_SEND_WITH_INV:
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_RDMA_READ:
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        case IBV_WR_LOCAL_INV:
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+uint32_t SendWork::last_psn() const {
+    return wire::psn_add(first_psn, std::max<uint32_t>(packets, 1) - 1);
+}
+
+uint32_t destination_ipv4(const Qp& qp) {
+    uint32_t address;
+    memcpy(&address, &qp.attr.ah_attr.grh.dgid.raw[12], sizeof(address));
+    return address;
+}
+
+// Copies WQEs out of the shared send queue; a WQE the provider could not
+// have written (bad sizes, unknown opcode) fails with a local QP error.
+bool Transport::take_work(Device&, Qp& qp) {
+    bool took = false;
+    std::vector<std::byte> entry(qp.send_queue.entry_size());
+    while (qp.send_queue.pending()) {
+        qp.send_queue.pop(entry);
+        SendWork w;
+        memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
+        const std::byte* data = entry.data() + queues::kSendWqeFixed;
+        const size_t room = entry.size() - queues::kSendWqeFixed;
+        const bool is_inline = w.wqe.send_flags & IBV_SEND_INLINE;
+        if (!known_opcode(w.wqe.opcode) ||
+            (is_inline
+                 ? w.wqe.inline_length > room
+                 : w.wqe.num_sge > qp.cap.max_send_sge || w.wqe.num_sge * sizeof(ibv_sge) > room)) {
+            w.error = IBV_WC_LOC_QP_OP_ERR;
+        } else if (is_inline) {
+            w.inline_data.assign(data, data + w.wqe.inline_length);
+            w.length = w.wqe.inline_length;
+        } else {
+            w.sges.resize(w.wqe.num_sge);
+            memcpy(w.sges.data(), data, w.wqe.num_sge * sizeof(ibv_sge));
+            for (const ibv_sge& sge : w.sges) {
+                w.length += sge.length;
+            }
+        }
+        const bool atomic = w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                            w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+        if (!w.error && w.length > kMaxMessage) {
+            w.error = IBV_WC_LOC_LEN_ERR;
+        }
+        if (!w.error && atomic && (w.length != 8 || (w.wqe.remote_addr & 7))) {
+            w.error = w.length != 8 ? IBV_WC_LOC_LEN_ERR : IBV_WC_REM_INV_REQ_ERR;
+        }
+        w.packets = w.local_only() || atomic
+                        ? 1
+                        : std::max<uint32_t>(1, (w.length + mtu_bytes(qp) - 1) / mtu_bytes(qp));
+        qp.requester.window.push_back(std::move(w));
+        took = true;
+    }
+    return took;
+}
+
+void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index) {
+    const uint32_t mtu = mtu_bytes(qp);
+    const Operation operation = send_operation(w, index);
+    const uint8_t opcode = wire::make_opcode(wire::Transport::kRc, operation);
+    const wire::OpcodeInfo& info = *wire::opcode_info(opcode);
+    const bool last = index + 1 == w.packets;
+
+    wire::PacketHeaders h{};
+    h.bth.opcode = opcode;
+    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.psn = wire::psn_add(w.first_psn, index);
+    h.bth.solicited = last && (w.wqe.send_flags & IBV_SEND_SOLICITED);
+    h.bth.ack_req = last || (index + 1) % kAckRequestInterval == 0;
+    h.reth = {w.wqe.remote_addr, w.wqe.rkey, static_cast<uint32_t>(w.length)};
+    h.immdt.imm = ntohl(w.wqe.imm_data);
+    h.ieth.rkey = w.wqe.imm_data;  // the rkey to invalidate shares the field
+    h.atomic_eth = {w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, w.wqe.swap};
+    if (w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        h.atomic_eth = {w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, 0};
+    }
+
+    std::vector<std::byte>& payload = scratch_;
+    payload.clear();
+    if (info.payload) {
+        const uint64_t offset = uint64_t{index} * mtu;
+        const uint64_t bytes = std::min<uint64_t>(mtu, w.length - offset);
+        payload.resize(bytes);
+        if (!w.inline_data.empty()) {
+            memcpy(payload.data(), w.inline_data.data() + offset, bytes);
+        } else if (bytes &&
+                   read_process(w.source.pid, slice(w.source, offset, bytes), payload) != 0) {
+            w.error = IBV_WC_LOC_PROT_ERR;
+            return;
+        }
+    }
+    output_.send(device, destination_ipv4(qp), h, payload);
+}
+
+bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    if (qp.attr.qp_state == IBV_QPS_ERR) {
+        return flush(device, qp);
+    }
+    if (qp.attr.qp_state != IBV_QPS_RTS || !qp.send_queue.entries()) {
+        return false;
+    }
+    bool did = take_work(device, qp);
+    if (now < r.rnr_resume_at) {
+        return did;
+    }
+    const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
+    while (r.next_to_send < r.window.size()) {
+        SendWork& w = r.window[r.next_to_send];
+        if (w.error) {
+            break;  // completes in order, then fails the QP
+        }
+        if (!w.started) {
+            if (w.is_read_or_atomic() && r.reads_in_flight >= max_reads) {
+                break;
+            }
+            if ((w.wqe.send_flags & IBV_SEND_FENCE) && r.reads_in_flight) {
+                break;
+            }
+            if (!w.local_only() && w.inline_data.empty()) {
+                const int access = w.wqe.opcode == IBV_WR_RDMA_READ ||
+                                           w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                                           w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD
+                                       ? IBV_ACCESS_LOCAL_WRITE
+                                       : 0;
+                if (resolve_local(device, qp.pd.get(), w.sges, access, w.source) !=
+                    AccessFault::kNone) {
+                    w.error = IBV_WC_LOC_PROT_ERR;
+                    break;
+                }
+            }
+            w.started = true;
+            if (w.local_only()) {
+                w.done = true;
+                ++r.next_to_send;
+                continue;
+            }
+            w.first_psn = r.next_psn;
+            r.next_psn = wire::psn_add(r.next_psn, w.packets);
+            if (w.is_read_or_atomic()) {
+                ++r.reads_in_flight;
+            }
+        }
+        const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
+        while (w.sent < request_packets && !w.error) {
+            send_packet(device, qp, w, w.sent++);
+        }
+        if (w.error) {
+            break;
+        }
+        ++r.next_to_send;
+        did = true;
+    }
+    if (r.retransmit_at == kNever && r.next_psn != r.unacked_psn) {
+        const auto timeout = wire::local_ack_timeout(qp.attr.timeout);
+        if (timeout) {
+            r.retransmit_at = now + *timeout;
+        }
+    }
+    complete_acknowledged(device, qp, wire::psn_add(r.unacked_psn, wire::kPsnMask));
+    return did;
+}
+
+// Go back N: send again from `psn`, which the responder has not taken.
+void Transport::restart_from(Qp& qp, uint32_t psn) {
+    RequesterState& r = qp.requester;
+    for (size_t i = 0; i < r.window.size(); ++i) {
+        SendWork& w = r.window[i];
+        if (!w.started || w.done || w.local_only()) {
+            continue;
+        }
+        if (wire::psn_before(w.last_psn(), psn)) {
+            continue;
+        }
+        r.next_to_send = i;
+        w.sent = w.is_read_or_atomic() || wire::psn_before(psn, w.first_psn)
+                     ? 0
+                     : wire::psn_diff(psn, w.first_psn);
+        w.received = 0;
+        for (size_t j = i + 1; j < r.window.size(); ++j) {
+            r.window[j].sent = 0;
+            r.window[j].received = 0;
+        }
+        return;
+    }
+}
+
+void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    if (now >= r.rnr_resume_at) {
+        r.rnr_resume_at = kNever;
+    }
+    if (now < r.retransmit_at) {
+        return;
+    }
+    r.retransmit_at = kNever;
+    ++device.stats().retransmit_timeouts;
+    if (r.retries_left == 0) {
+        ++device.stats().retry_exceeded_err;
+        fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
+        return;
+    }
+    --r.retries_left;
+    restart_from(qp, r.unacked_psn);
+}
+
+Clock::time_point Transport::next_deadline(const Qp& qp) {
+    return std::min(qp.requester.retransmit_at, qp.requester.rnr_resume_at);
+}
+
+void prepare_transport(Qp& qp, ibv_qp_state from, int mask) {
+    const ibv_qp_state to = qp.attr.qp_state;
+    if (to == IBV_QPS_RESET) {
+        qp.requester = {};
+        qp.responder = {};
+        qp.send_queue.discard_pending();
+        qp.recv_queue.discard_pending();
+        return;
+    }
+    if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
+        qp.responder = {};
+        qp.responder.expected_psn = qp.attr.rq_psn;
+    }
+    if (to == IBV_QPS_RTS && (from == IBV_QPS_RTR || (mask & IBV_QP_SQ_PSN))) {
+        qp.requester.next_psn = qp.requester.unacked_psn = qp.attr.sq_psn;
+    }
+    if (mask & IBV_QP_RETRY_CNT) {
+        qp.requester.retries_left = qp.attr.retry_cnt;
+    }
+    if (mask & IBV_QP_RNR_RETRY) {
+        qp.requester.rnr_retries_left = qp.attr.rnr_retry;
+    }
+}
+
+}  // namespace uroce::transport

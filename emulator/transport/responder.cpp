@@ -1,0 +1,405 @@
+// The responder: checks each request's PSN, executes it against the
+// receive queue and registered memory, and answers with ACKs, NAKs, READ
+// responses and atomic acknowledgements.
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "memory/process_memory.h"
+#include "transport/completion.h"
+#include "transport/transport.h"
+#include "wire/psn.h"
+
+namespace uroce::transport {
+namespace {
+
+using wire::Operation;
+using wire::Position;
+
+bool starts_message(Position p) {
+    return p == Position::kFirst || p == Position::kOnly;
+}
+bool ends_message(Position p) {
+    return p == Position::kLast || p == Position::kOnly;
+}
+uint32_t mtu_bytes(const Qp& qp) {
+    return 128u << qp.attr.path_mtu;
+}
+
+// Takes the next receive WQE of the QP (or its SRQ) with its scatter list,
+// or returns false when none is posted.
+bool take_receive(Qp& qp, queues::RecvWqe& recv, std::vector<ibv_sge>& sges) {
+    Ring& ring = qp.srq ? qp.srq->ring : qp.recv_queue;
+    if (!ring.pending()) {
+        return false;
+    }
+    std::vector<std::byte> entry(ring.entry_size());
+    ring.pop(entry);
+    memcpy(&recv, entry.data(), sizeof(recv));
+    const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);
+    sges.resize(std::min<size_t>(recv.num_sge, room));
+    memcpy(sges.data(), entry.data() + queues::kRecvWqeFixed, sges.size() * sizeof(ibv_sge));
+    return true;
+}
+
+bool has_receive(Qp& qp) {
+    return (qp.srq ? qp.srq->ring : qp.recv_queue).pending() > 0;
+}
+
+void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
+                      ibv_wc_status status) {
+    ibv_wc wc{};
+    wc.wr_id = m.recv.wr_id;
+    wc.status = status;
+    wc.qp_num = qp.qpn;
+    wc.src_qp = qp.attr.dest_qp_num;
+    wc.byte_len = static_cast<uint32_t>(m.offset);
+    const Operation op = wire::opcode_operation(packet.hdr.bth.opcode);
+    wc.opcode = m.is_send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
+    if (packet.info->has(wire::ExtHeader::kImmDt)) {
+        wc.wc_flags |= IBV_WC_WITH_IMM;
+        wc.imm_data = htonl(packet.hdr.immdt.imm);
+    }
+    if (op == Operation::kSendLastInv || op == Operation::kSendOnlyInv) {
+        wc.wc_flags |= IBV_WC_WITH_INV;
+        wc.invalidated_rkey = packet.hdr.ieth.rkey;
+    }
+    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited);
+}
+
+}  // namespace
+
+void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth,
+                            uint32_t dest_ipv4) {
+    wire::PacketHeaders h{};
+    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAck);
+    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.psn = psn;
+    h.aeth = aeth;
+    output_.send(device, dest_ipv4, h, {});
+}
+
+// A request the responder cannot execute: NAK it, report the event on the
+// QP and move it to ERR (IBA class B/C/D errors).
+void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
+                                ibv_event_type event, uint32_t dest_ipv4) {
+    acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
+    qp.events->post(qp.user_handle, event);
+    qp.attr.qp_state = IBV_QPS_ERR;
+    qp.attr.cur_qp_state = IBV_QPS_ERR;
+}
+
+void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                        Clock::time_point now) {
+    if (packet.info->direction() == wire::Direction::kResponse) {
+        if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
+            on_response(device, qp, packet, now);
+        }
+        return;
+    }
+    const ibv_qp_state state = qp.attr.qp_state;
+    if (state != IBV_QPS_RTR && state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
+        state != IBV_QPS_SQE) {
+        ++device.stats().rcvd_dropped;
+        return;
+    }
+    if (state == IBV_QPS_RTR && !qp.responder.comm_established) {
+        qp.responder.comm_established = true;
+        qp.events->post(qp.user_handle, IBV_EVENT_COMM_EST);
+    }
+    on_request(device, qp, packet, src_ipv4);
+}
+
+void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                           uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    const uint32_t psn = packet.hdr.bth.psn;
+    const int32_t distance = wire::psn_diff(psn, s.expected_psn);
+    if (distance < 0) {
+        ++device.stats().duplicate_request;
+        answer_duplicate(device, qp, packet, src_ipv4);
+        return;
+    }
+    if (distance > 0) {
+        ++device.stats().out_of_seq_request;
+        if (!s.nak_sent) {
+            s.nak_sent = true;
+            acknowledge(device, qp, s.expected_psn,
+                        wire::Aeth::nak(s.msn, wire::NakCode::kPsnSequenceError), src_ipv4);
+        }
+        return;
+    }
+    s.nak_sent = false;
+    const Position position = packet.info->position;
+    const bool continuing = position == Position::kMiddle || position == Position::kLast;
+    if (continuing != s.message.active ||
+        (continuing && s.message.is_send != (packet.info->family == wire::Family::kSend))) {
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    switch (packet.info->family) {
+        case wire::Family::kSend:
+            execute_send(device, qp, packet, src_ipv4);
+            break;
+        case wire::Family::kWrite:
+            execute_write(device, qp, packet, src_ipv4);
+            break;
+        case wire::Family::kReadRequest: {
+            if (qp.attr.max_dest_rd_atomic == 0) {
+                responder_error(device, qp, psn, wire::NakCode::kInvalidRequest,
+                                IBV_EVENT_QP_REQ_ERR, src_ipv4);
+                return;
+            }
+            const uint32_t length = packet.hdr.reth.dma_length;
+            const uint32_t packets =
+                std::max<uint32_t>(1, (length + mtu_bytes(qp) - 1) / mtu_bytes(qp));
+            ResponderResource request{psn, wire::psn_add(psn, packets - 1), false, packet.hdr.reth,
+                                      0};
+            execute_read(device, qp, packet, src_ipv4, request);
+            break;
+        }
+        case wire::Family::kAtomic:
+            execute_atomic(device, qp, packet, src_ipv4);
+            break;
+        default:
+            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                            src_ipv4);
+    }
+}
+
+void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                             uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    InboundMessage& m = s.message;
+    const uint32_t psn = packet.hdr.bth.psn;
+    if (starts_message(packet.info->position)) {
+        std::vector<ibv_sge> sges;
+        if (!take_receive(qp, m.recv, sges)) {
+            ++device.stats().send_rnr_err;
+            acknowledge(device, qp, psn, wire::Aeth::rnr_nak(s.msn, qp.attr.min_rnr_timer),
+                        src_ipv4);
+            return;
+        }
+        m.active = true;
+        m.is_send = true;
+        m.offset = 0;
+        if (resolve_local(device, qp.pd.get(), sges, IBV_ACCESS_LOCAL_WRITE, m.target) !=
+            AccessFault::kNone) {
+            complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
+            m = {};
+            responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
+                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+            return;
+        }
+    }
+    const auto payload = std::as_bytes(packet.payload);
+    if (m.offset + payload.size() > m.target.length) {
+        m.offset += payload.size();
+        complete_receive(qp, m, packet, IBV_WC_LOC_LEN_ERR);
+        m = {};
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    if (!payload.empty() &&
+        write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size())) != 0) {
+        complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
+        m = {};
+        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
+                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        return;
+    }
+    m.offset += payload.size();
+    s.expected_psn = wire::psn_add(psn, 1);
+    if (ends_message(packet.info->position)) {
+        complete_receive(qp, m, packet, IBV_WC_SUCCESS);
+        ++device.stats().rdma_recvs;
+        m = {};
+        s.msn = wire::psn_add(s.msn, 1);
+    }
+    if (packet.hdr.bth.ack_req) {
+        acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
+    }
+}
+
+void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                              uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    InboundMessage& m = s.message;
+    const uint32_t psn = packet.hdr.bth.psn;
+    const bool with_imm = packet.info->has(wire::ExtHeader::kImmDt);
+    // The receive WQE an immediate consumes must exist before any data lands,
+    // so that an RNR retry finds the message as it was.
+    if (with_imm && !has_receive(qp)) {
+        ++device.stats().send_rnr_err;
+        acknowledge(device, qp, psn, wire::Aeth::rnr_nak(s.msn, qp.attr.min_rnr_timer), src_ipv4);
+        return;
+    }
+    if (starts_message(packet.info->position)) {
+        const wire::Reth& reth = packet.hdr.reth;
+        m = {};
+        m.active = true;
+        if (reth.dma_length &&
+            resolve_remote(device, qp.pd.get(), reth.rkey, reth.va, reth.dma_length,
+                           IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
+            m = {};
+            responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError,
+                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+            return;
+        }
+    }
+    const auto payload = std::as_bytes(packet.payload);
+    if (m.offset + payload.size() > m.target.length ||
+        (!payload.empty() &&
+         write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size())) != 0)) {
+        m = {};
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    m.offset += payload.size();
+    s.expected_psn = wire::psn_add(psn, 1);
+    if (ends_message(packet.info->position)) {
+        if (with_imm) {
+            std::vector<ibv_sge> sges;
+            take_receive(qp, m.recv, sges);
+            complete_receive(qp, m, packet, IBV_WC_SUCCESS);
+        }
+        m = {};
+        s.msn = wire::psn_add(s.msn, 1);
+    }
+    if (packet.hdr.bth.ack_req) {
+        acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
+    }
+}
+
+// Answers a READ (new or repeated) with response packets from `request.psn`.
+void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                             uint32_t src_ipv4, const ResponderResource& request) {
+    ResponderState& s = qp.responder;
+    const wire::Reth& reth = request.reth;
+    Extent source;
+    if (reth.dma_length && resolve_remote(device, qp.pd.get(), reth.rkey, reth.va, reth.dma_length,
+                                          IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
+        responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
+                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        return;
+    }
+    const bool repeated = wire::psn_before(request.psn, s.expected_psn);
+    if (!repeated) {
+        s.resources.push_back(request);
+        while (s.resources.size() > qp.attr.max_dest_rd_atomic) {
+            s.resources.pop_front();
+        }
+        s.expected_psn = wire::psn_add(request.last_psn, 1);
+        s.msn = wire::psn_add(s.msn, 1);
+    }
+    const uint32_t mtu = mtu_bytes(qp);
+    const uint32_t packets = wire::psn_diff(request.last_psn, request.psn) + 1;
+    std::vector<std::byte>& chunk = scratch_;
+    for (uint32_t i = 0; i < packets; ++i) {
+        const uint64_t offset = uint64_t{i} * mtu;
+        const uint64_t bytes = std::min<uint64_t>(mtu, reth.dma_length - offset);
+        chunk.resize(bytes);
+        if (bytes && read_process(source.pid, slice(source, offset, bytes), chunk) != 0) {
+            responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteOperationalError,
+                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+            return;
+        }
+        const Operation op = packets == 1       ? Operation::kReadResponseOnly
+                             : i == 0           ? Operation::kReadResponseFirst
+                             : i + 1 == packets ? Operation::kReadResponseLast
+                                                : Operation::kReadResponseMiddle;
+        wire::PacketHeaders h{};
+        h.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
+        h.bth.dest_qp = qp.attr.dest_qp_num;
+        h.bth.psn = wire::psn_add(request.psn, i);
+        h.aeth = wire::Aeth::ack(s.msn);
+        output_.send(device, src_ipv4, h, chunk);
+    }
+}
+
+void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                               uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    const uint32_t psn = packet.hdr.bth.psn;
+    const wire::AtomicEth& a = packet.hdr.atomic_eth;
+    if (qp.attr.max_dest_rd_atomic == 0 || (a.va & 7)) {
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    Extent target;
+    if (resolve_remote(device, qp.pd.get(), a.rkey, a.va, sizeof(uint64_t),
+                       IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
+        responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
+                        src_ipv4);
+        return;
+    }
+    // The data plane is one thread: atomics are serialised per device.
+    uint64_t original = 0;
+    const bool compare_swap =
+        wire::opcode_operation(packet.hdr.bth.opcode) == Operation::kCompareSwap;
+    if (read_process(target.pid, target.segments,
+                     std::as_writable_bytes(std::span(&original, 1))) != 0) {
+        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
+                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        return;
+    }
+    const uint64_t result =
+        compare_swap ? (original == a.compare ? a.swap_add : original) : original + a.swap_add;
+    if (result != original &&
+        write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments) != 0) {
+        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
+                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        return;
+    }
+    s.resources.push_back({psn, psn, true, {}, original});
+    while (s.resources.size() > qp.attr.max_dest_rd_atomic) {
+        s.resources.pop_front();
+    }
+    s.expected_psn = wire::psn_add(psn, 1);
+    s.msn = wire::psn_add(s.msn, 1);
+    wire::PacketHeaders h{};
+    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAtomicAck);
+    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.psn = psn;
+    h.aeth = wire::Aeth::ack(s.msn);
+    h.atomic_ack_eth.original = original;
+    output_.send(device, src_ipv4, h, {});
+}
+
+// A request seen before: answer again without executing it again.
+void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                                 uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    const uint32_t psn = packet.hdr.bth.psn;
+    const wire::Family family = packet.info->family;
+    if (family == wire::Family::kReadRequest || family == wire::Family::kAtomic) {
+        for (const ResponderResource& r : s.resources) {
+            if (r.psn != psn || r.atomic != (family == wire::Family::kAtomic)) {
+                continue;
+            }
+            if (!r.atomic) {
+                // Answer the request as it came again (it may ask for less).
+                ResponderResource again = r;
+                again.reth = packet.hdr.reth;
+                execute_read(device, qp, packet, src_ipv4, again);
+                return;
+            }
+            wire::PacketHeaders h{};
+            h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAtomicAck);
+            h.bth.dest_qp = qp.attr.dest_qp_num;
+            h.bth.psn = psn;
+            h.aeth = wire::Aeth::ack(s.msn);
+            h.atomic_ack_eth.original = r.original;
+            output_.send(device, src_ipv4, h, {});
+            return;
+        }
+        return;  // older than the responder resources remember
+    }
+    acknowledge(device, qp, wire::psn_add(s.expected_psn, wire::kPsnMask), wire::Aeth::ack(s.msn),
+                src_ipv4);
+}
+
+}  // namespace uroce::transport

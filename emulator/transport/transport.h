@@ -1,0 +1,80 @@
+// The RC transport, split as in the kernel's Soft-RoCE: the requester turns
+// send WQEs into request packets (requester.cpp), the completer turns
+// acknowledgements and responses into completions and retransmissions
+// (completer.cpp), the responder executes incoming requests and answers
+// them (responder.cpp). All of it runs on the data-plane thread.
+#pragma once
+
+#include <stdint.h>
+
+#include <span>
+
+#include "device/device.h"
+#include "transport/qp_state.h"
+#include "verbs/objects.h"
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+// Where packets leave a device; the engine routes them (to a device of this
+// daemon, or to UDP), and traces and faults see them there.
+class PacketOutput {
+  public:
+    virtual ~PacketOutput() = default;
+    virtual void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
+                      std::span<const std::byte> payload) = 0;
+};
+
+class Transport {
+  public:
+    explicit Transport(PacketOutput& output) : output_(output) {}
+
+    // Moves what the QP may send onto the wire; flushes a QP in ERR.
+    // Returns whether it did anything.
+    bool run_requester(Device& device, Qp& qp, Clock::time_point now);
+    // Retransmission and RNR timers that are due.
+    void run_timers(Device& device, Qp& qp, Clock::time_point now);
+    // An incoming packet for `qp`, already parsed and checked.
+    void receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                 Clock::time_point now);
+    // The earliest timer of the QP, kNever when none runs.
+    static Clock::time_point next_deadline(const Qp& qp);
+
+  private:
+    // requester.cpp
+    bool take_work(Device& device, Qp& qp);
+    void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index);
+    void restart_from(Qp& qp, uint32_t psn);
+    // completer.cpp
+    void on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                     Clock::time_point now);
+    void complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn);
+    void complete_front(Device& device, Qp& qp, ibv_wc_status status);
+    void fail_qp(Device& device, Qp& qp, ibv_wc_status status);
+    bool flush(Device& device, Qp& qp);
+    // responder.cpp
+    void on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
+    void execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
+    void execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
+    void execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                      const ResponderResource& request);
+    void execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                        uint32_t src_ipv4);
+    void answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                          uint32_t src_ipv4);
+    void acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth, uint32_t dest_ipv4);
+    void responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
+                         ibv_event_type event, uint32_t dest_ipv4);
+
+    PacketOutput& output_;
+    std::vector<std::byte> scratch_;  // a packet's payload on its way out
+};
+
+// Brings the transport state in line with a state change that modify_qp
+// just made (from `from`, with the attributes in `mask`).
+void prepare_transport(Qp& qp, ibv_qp_state from, int mask);
+
+// The IPv4 address (network order) of the QP's destination GID.
+uint32_t destination_ipv4(const Qp& qp);
+
+}  // namespace uroce::transport
