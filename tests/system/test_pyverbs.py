@@ -1,0 +1,78 @@
+"""python3-pyverbs, unmodified, drives a uroce device through libibverbs and
+the provider; the daemon's status shows what it holds."""
+
+import unittest
+
+import harness
+from harness import DEFAULT_DEVICES
+
+
+class PyverbsTest(harness.DaemonTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        harness.require_pyverbs()
+        super().setUpClass()
+
+    def setUp(self):
+        self.addCleanup(self.daemon.wait_until_idle)  # runs last: the client is closed
+        self.client = harness.VerbsClient(self.daemon)
+        self.addCleanup(self.client.close)
+
+    def test_device_list_names_both_devices(self):
+        """pyverbs' get_device_list() returns uroce0 and uroce1."""
+        result = self.run_ok([harness.PYTHON, "-c",
+                              "from pyverbs.device import get_device_list\n"
+                              "print(sorted(d.name.decode() for d in get_device_list()))"])
+        self.assertEqual(result.stdout.strip(), str(sorted(DEFAULT_DEVICES)))
+
+    def test_queries_report_the_documented_device(self):
+        """query_device, query_port(1) and query_gid(1, 0) on uroce0: node GUID
+        from the address, one ACTIVE Ethernet port with MTU 4096, GID 0 the
+        IPv4-mapped address."""
+        self.client.must("open", "uroce0")
+        answer = self.client.must("query")
+        address = DEFAULT_DEVICES["uroce0"]
+        self.assertEqual(answer["node_guid"], harness.node_guid_for(address))
+        self.assertEqual(answer["phys_port_cnt"], 1)
+        self.assertEqual(answer["port_state"], harness.IBV_PORT_ACTIVE)
+        self.assertEqual(answer["max_mtu"], harness.IBV_MTU_4096)
+        self.assertEqual(answer["active_mtu"], harness.IBV_MTU_4096)
+        self.assertEqual(answer["link_layer"], harness.IBV_LINK_LAYER_ETHERNET)
+        self.assertEqual(answer["gid0"], harness.gid0_groups_for(address))
+
+    def test_objects_are_counted_while_open_and_gone_after_close(self):
+        """PD, MR, CQ and an RC QP moved to INIT appear in the daemon's status,
+        for the device and for this client's pid; after the context is
+        closed the device has no objects and no client."""
+        self.client.must("open", "uroce0")
+        self.client.must("pd")
+        mr = self.client.must("mr")
+        self.assertNotEqual(mr["lkey"], 0)
+        self.client.must("cq")
+        qp = self.client.must("qp")
+        self.assertNotEqual(qp["qp_num"], 0)
+        self.assertEqual(self.client.must("qp_to_init")["state"], harness.IBV_QPS_INIT)
+
+        expected = harness.counts(pd=1, mr=1, cq=1, qp=1)
+        status = self.daemon.status()
+        self.assertEqual(status.devices["uroce0"].objects, expected, status.text)
+        self.assertEqual(status.devices["uroce1"].objects, harness.zero_counts(), status.text)
+        self.assertEqual(status.client_count, 1, status.text)
+        self.assertEqual([(c.pid, c.device, c.objects) for c in status.clients],
+                         [(self.client.pid, "uroce0", expected)], status.text)
+
+        self.client.must("close")
+        self.daemon.wait_for_counts("uroce0", harness.zero_counts())
+        status = self.daemon.status()
+        self.assertEqual(status.client_count, 0, status.text)
+        self.assertEqual(status.clients, [], status.text)
+
+    def test_opening_an_unknown_device_fails(self):
+        """Context(name='nosuch') raises instead of opening something."""
+        answer = self.client.call("open", "nosuch")
+        self.assertFalse(answer["ok"], answer)
+
+
+if __name__ == "__main__":
+    unittest.main()
