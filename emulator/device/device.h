@@ -15,6 +15,8 @@
 
 #include "device/id_allocator.h"
 #include "device/stats.h"
+#include "net/fault_injector.h"
+#include "net/pcap_writer.h"
 
 namespace uroce {
 
@@ -63,6 +65,8 @@ class Device {
         auto it = mr_table_.find(key_index);
         return it == mr_table_.end() ? nullptr : it->second;
     }
+    FaultInjector& faults() { return faults_; }
+    PcapWriter& trace() { return trace_; }
     DeviceStats& stats() { return stats_; }
     const DeviceStats& stats() const { return stats_; }
     ObjectCounts& counts() { return counts_; }
@@ -86,6 +90,8 @@ class Device {
     IdAllocator ind_table_nums_;
     ObjectCounts counts_;
     DeviceStats stats_;
+    FaultInjector faults_;
+    PcapWriter trace_;
     std::unordered_map<uint32_t, Qp*> qp_table_;
     std::unordered_map<uint32_t, Mr*> mr_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

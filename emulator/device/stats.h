@@ -25,7 +25,9 @@ namespace uroce {
     X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
     X(rcvd_unknown_qp, "packets for no QP of the device (dropped)")                    \
     X(rcvd_icrc_err, "packets with a bad ICRC (dropped)")                              \
-    X(rcvd_malformed, "packets that do not parse (dropped)")
+    X(rcvd_malformed, "packets that do not parse (dropped)")                           \
+    X(fault_dropped, "outgoing packets dropped by fault injection")                    \
+    X(fault_duplicated, "outgoing packets duplicated by fault injection")
 
 struct DeviceStats {
 #define UROCE_COUNTER_FIELD(name, text) uint64_t name = 0;

@@ -62,29 +62,81 @@ void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& h
     const auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4),
                                                    network_.port(), network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
-    ++from.stats().sent_pkts;
-    if (local) {
-        std::vector<uint8_t> bytes;
-        if (!spare_.empty()) {
-            bytes = std::move(spare_.back());
-            spare_.pop_back();
-        }
-        bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
-        if (wire::build_packet(headers, data, addresses, bytes).error == wire::BuildError::kOk) {
-            local_.push_back({local, src_ipv4, std::move(bytes)});
-        }
+    std::vector<uint8_t> bytes = spare_buffer();
+    bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
+    if (wire::build_packet(headers, data, addresses, bytes).error != wire::BuildError::kOk) {
         return;
     }
-    const auto built = wire::build_packet(headers, data, addresses, network_.send_buffer());
-    if (built.error == wire::BuildError::kOk) {
-        network_.send(from.index(), dest_ipv4, built.size);
+    ++from.stats().sent_pkts;
+    transmit(from, dest_ipv4, std::move(bytes), Clock::now());
+}
+
+std::vector<uint8_t> Engine::spare_buffer() {
+    std::vector<uint8_t> bytes;
+    if (!spare_.empty()) {
+        bytes = std::move(spare_.back());
+        spare_.pop_back();
     }
+    return bytes;
+}
+
+// Every packet a device sends passes here: the trace records it and the
+// fault injector decides its fate, whichever way it then goes.
+void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes,
+                      Clock::time_point now) {
+    from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, network_.port(),
+                        network_.port());
+    if (!from.faults().active()) {
+        deliver(from, dest_ipv4, std::move(bytes));
+        return;
+    }
+    const FaultVerdict verdict = from.faults().decide();
+    if (verdict.drop) {
+        ++from.stats().fault_dropped;
+        spare_.push_back(std::move(bytes));
+        return;
+    }
+    if (verdict.copies > 1) {
+        ++from.stats().fault_duplicated;
+    }
+    for (int copy = 0; copy < verdict.copies; ++copy) {
+        std::vector<uint8_t> packet = copy + 1 < verdict.copies ? bytes : std::move(bytes);
+        if (verdict.delay.count() > 0) {
+            held_.emplace(now + verdict.delay, HeldPacket{&from, dest_ipv4, std::move(packet)});
+        } else {
+            deliver(from, dest_ipv4, std::move(packet));
+        }
+    }
+}
+
+void Engine::deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
+    if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
+        local_.push_back({local, from.config().address.s_addr, std::move(bytes)});
+        return;
+    }
+    const std::span<uint8_t> buffer = network_.send_buffer();
+    if (bytes.size() <= buffer.size()) {
+        memcpy(buffer.data(), bytes.data(), bytes.size());
+        network_.send(from.index(), dest_ipv4, bytes.size());
+    }
+    spare_.push_back(std::move(bytes));
+}
+
+bool Engine::release_held(Clock::time_point now) {
+    bool any = false;
+    while (!held_.empty() && held_.begin()->first <= now) {
+        HeldPacket packet = std::move(held_.begin()->second);
+        held_.erase(held_.begin());
+        deliver(*packet.from, packet.dest_ipv4, std::move(packet.bytes));
+        any = true;
+    }
+    return any;
 }
 
 void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
                      uint16_t src_port, Clock::time_point now) {
     ++to.stats().rcvd_pkts;
+    to.trace().record(bytes, src_ipv4, to.config().address.s_addr, src_port, network_.port());
     wire::ParsedPacket packet;
     const wire::ParseError error =
         from_udp ? wire::parse_packet(bytes,
@@ -158,7 +210,7 @@ bool Engine::work_pending() {
 }
 
 Clock::time_point Engine::next_deadline() const {
-    Clock::time_point next = transport::kNever;
+    Clock::time_point next = held_.empty() ? transport::kNever : held_.begin()->first;
     for (const auto& device : devices_) {
         for (const auto& [qpn, qp] : device->qp_table()) {
             next = std::min(next, transport::Transport::next_deadline(*qp));
@@ -213,6 +265,7 @@ void Engine::run() {
         io_.poll();
         const auto now = Clock::now();
         bool busy = network_.poll(from_udp);
+        busy |= release_held(now);
         busy |= deliver_local(now);
         busy |= run_queue_pairs(now);
         busy |= deliver_local(now);

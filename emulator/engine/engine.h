@@ -11,6 +11,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -48,6 +49,17 @@ class Engine : public transport::PacketOutput {
         std::vector<uint8_t> bytes;
     };
 
+    struct HeldPacket {
+        Device* from;
+        uint32_t dest_ipv4;
+        std::vector<uint8_t> bytes;
+    };
+
+    std::vector<uint8_t> spare_buffer();
+    void transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes,
+                  transport::Clock::time_point now);
+    void deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
+    bool release_held(transport::Clock::time_point now);
     bool run_queue_pairs(transport::Clock::time_point now);
     bool deliver_local(transport::Clock::time_point now);
     void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
@@ -64,7 +76,8 @@ class Engine : public transport::PacketOutput {
     UdpNetwork network_;
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
-    std::vector<std::vector<uint8_t>> spare_;  // buffers of delivered local packets
+    std::vector<std::vector<uint8_t>> spare_;                       // packet buffers to reuse
+    std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
     boost::asio::posix::stream_descriptor doorbell_wait_;
     boost::asio::posix::stream_descriptor network_wait_;
     boost::asio::steady_timer timer_;

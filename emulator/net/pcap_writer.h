@@ -1,0 +1,32 @@
+// Writes a device's packets as a pcap file that Wireshark and tshark decode
+// as RoCEv2: each UDP payload is framed with a synthesised Ethernet, IPv4
+// and UDP header (MACs from the addresses, IP ID 0 with DF, as sent).
+#pragma once
+
+#include <stdint.h>
+
+#include <chrono>
+#include <span>
+
+#include "util/unique_fd.h"
+
+namespace uroce {
+
+class PcapWriter {
+  public:
+    // Takes the file (already open for writing) and writes the pcap header.
+    // Returns false when it cannot be written.
+    bool open(UniqueFd file);
+    bool is_open() const { return static_cast<bool>(file_); }
+    void close() { file_.reset(); }
+    // Addresses in network order, ports in host order.
+    void record(std::span<const uint8_t> udp_payload, uint32_t src_ipv4, uint32_t dst_ipv4,
+                uint16_t src_port, uint16_t dst_port);
+    uint64_t packets() const { return packets_; }
+
+  private:
+    UniqueFd file_;
+    uint64_t packets_ = 0;
+};
+
+}  // namespace uroce
