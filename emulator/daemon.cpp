@@ -1,9 +1,9 @@
 #include "daemon.h"
 
+#include <fcntl.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/signal_set.hpp>
@@ -16,21 +16,14 @@
 namespace uroce {
 namespace {
 
-// True when another daemon answers on the socket.
-bool socket_in_use(const std::filesystem::path& path) {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.native().size() >= sizeof(addr.sun_path)) {
-        return false;
+// Holds <dir>/uroced.lock for the daemon's lifetime: a second daemon on the
+// same directory fails before it touches the first one's files.
+UniqueFd lock_runtime_dir(const std::filesystem::path& dir) {
+    UniqueFd lock(open((dir / "uroced.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock || flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+        throw std::runtime_error("a uroced is already running on " + dir.native());
     }
-    strcpy(addr.sun_path, path.c_str());
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool in_use =
-        fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    if (fd >= 0) {
-        ::close(fd);
-    }
-    return in_use;
+    return lock;
 }
 
 void make_private_dir(const std::filesystem::path& dir) {
@@ -50,9 +43,7 @@ void make_private_dir(const std::filesystem::path& dir) {
 
 Daemon::Daemon(const Options& options) : options_(options), paths_{options.runtime_dir} {
     make_private_dir(paths_.dir);
-    if (socket_in_use(paths_.socket())) {
-        throw std::runtime_error("a uroced is already running on " + paths_.socket().native());
-    }
+    lock_ = lock_runtime_dir(paths_.dir);
     for (const DeviceConfig& config : options_.devices) {
         devices_.push_back(std::make_unique<Device>(config, devices_.size()));
     }
@@ -64,7 +55,11 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
 }
 
 Daemon::~Daemon() {
-    withdraw_devices();
+    try {
+        withdraw_devices();
+    } catch (const std::exception& e) {
+        log_warn("while removing the devices: %s", e.what());
+    }
     server_.reset();
     std::filesystem::remove(paths_.pid_file());
     log_info("stopped");

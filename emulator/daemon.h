@@ -26,6 +26,7 @@ class Daemon {
 
     Options options_;
     RuntimePaths paths_;
+    UniqueFd lock_;
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
     std::unique_ptr<Engine> engine_;

@@ -165,6 +165,14 @@ pid_t daemon_pid(const RuntimePaths& paths) {
     return comm == "uroced" ? pid : 0;
 }
 
+// Gone, or a zombie that its parent has not reaped yet.
+bool exited(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    stat >> pid_field >> comm >> state;
+    return !stat || state == "Z";
+}
+
 int stop(const RuntimePaths& paths) {
     const pid_t pid = daemon_pid(paths);
     if (!pid) {
@@ -173,7 +181,7 @@ int stop(const RuntimePaths& paths) {
     }
     kill(pid, SIGTERM);
     const auto deadline = std::chrono::steady_clock::now() + kStopTimeout;
-    while (kill(pid, 0) == 0) {
+    while (!exited(pid)) {
         if (std::chrono::steady_clock::now() >= deadline) {
             std::cerr << "uroce: uroced (pid " << pid << ") ignored SIGTERM; killing it\n";
             kill(pid, SIGKILL);
@@ -192,7 +200,8 @@ std::vector<std::pair<std::string, std::string>> environment(const RuntimePaths&
         {"UROCE_RUNTIME_DIR", paths.dir.native()},
         {"SYSFS_PATH", paths.sysfs().native()},
     };
-    std::string preload = where.bridge.native();
+    // A sanitizer build's libraries need the sanitizer runtimes loaded first.
+    std::string preload = UROCE_SANITIZER_PRELOAD + where.bridge.native();
     if (const char* old = getenv("LD_PRELOAD"); old && *old) {
         if (std::string(old).find(preload) == std::string::npos) {
             preload += ":" + std::string(old);

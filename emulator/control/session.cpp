@@ -17,6 +17,7 @@ void Session::start() {
 }
 
 void Session::close() {
+    context_.reset();  // now, while the devices exist; pending handlers may outlive them
     boost::system::error_code ignored;
     socket_.cancel(ignored);
     socket_.close(ignored);

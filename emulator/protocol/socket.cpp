@@ -1,6 +1,7 @@
 #include "protocol/socket.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,8 +67,11 @@ int receive_message(int sock, std::vector<std::byte>& buffer, std::vector<int>& 
         }
     }
     if (n == 0) {
+        // A read of 0 is an empty message or the peer's close; only the
+        // latter leaves the socket hung up.
         buffer.clear();
-        return ECONNRESET;
+        pollfd p{sock, POLLRDHUP, 0};
+        return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) ? ECONNRESET : 0;
     }
     if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxMessage) {
         buffer.clear();

@@ -224,11 +224,13 @@ print(json.dumps({"start": start.returncode, "stop": stop.returncode,
 
 
 def process_is_uroced(pid):
+    """Whether pid is a live uroced (a zombie waiting to be reaped has exited)."""
     try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip() == "uroced"
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().split()
     except OSError:
         return False
+    return fields[1] == "(uroced)" and fields[2] != "Z"
 
 
 if __name__ == "__main__":
