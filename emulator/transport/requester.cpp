@@ -180,8 +180,8 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
         return false;
     }
     bool did = take_work(device, qp);
-    if (now < r.rnr_resume_at) {
-        return did;
+    if (r.rnr_resume_at != kNever && now < r.rnr_resume_at) {
+        return did;  // waiting out an RNR NAK
     }
     const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
     while (r.next_to_send < r.window.size()) {
