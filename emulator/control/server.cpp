@@ -1,6 +1,7 @@
 #include "control/server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +45,39 @@ std::string gid_text(const ibv_gid& gid) {
     char text[INET6_ADDRSTRLEN];
     inet_ntop(AF_INET6, gid.raw, text, sizeof(text));
     return text;
+}
+
+void add_device_line(std::ostringstream& out, const Device& device) {
+    char guid[24];
+    const uint64_t g = device.node_guid();
+    snprintf(guid, sizeof(guid), "%04x:%04x:%04x:%04x", unsigned(g >> 48),
+             unsigned(g >> 32) & 0xffff, unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
+    out << "device " << device.name() << " address " << inet_ntoa(device.config().address)
+        << " node_guid " << guid << "\n";
+}
+
+void add_counters(std::ostringstream& out, const DeviceStats& stats) {
+#define UROCE_COUNTER_LINE(name, text) out << "  " #name " " << stats.name << "\n";
+    UROCE_DEVICE_COUNTERS(UROCE_COUNTER_LINE)
+#undef UROCE_COUNTER_LINE
+}
+
+std::string faults_text(const FaultSettings& faults) {
+    std::ostringstream out;
+    out << "drop " << faults.drop << " duplicate " << faults.duplicate << " reorder "
+        << faults.reorder << " delay " << faults.delay.count() << "us";
+    return out.str();
+}
+
+bool is_probability(double p) {
+    return p >= 0 && p <= 1;  // false for NaN
+}
+
+// The name of what `fd` refers to, as /proc shows it.
+std::string fd_target(int fd) {
+    std::error_code error;
+    const auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
+    return error ? "descriptor " + std::to_string(fd) : target.native();
 }
 
 void add_counts(std::ostringstream& out, const ObjectCounts& c) {
@@ -99,7 +133,7 @@ void Server::accept() {
         });
 }
 
-Device* Server::find_device(const std::string& name) {
+Device* Server::find_device(const std::string& name) const {
     for (auto& device : devices_) {
         if (device->name() == name) {
             return device.get();
@@ -108,10 +142,16 @@ Device* Server::find_device(const std::string& name) {
     return nullptr;
 }
 
+Result Server::find(const std::string& name, Device*& device) const {
+    device = find_device(name);
+    return device ? ok() : fail(ENODEV, "no device named %s", name.c_str());
+}
+
 void Server::end(const std::shared_ptr<Session>& session) {
     if (const Context* context = session->context()) {
         log_info("client pid %d closed %s", session->peer().pid, context->device().name().c_str());
     }
+    end_traces_of(*session);
     session->close();
     sessions_.erase(session);
 }
@@ -121,12 +161,7 @@ std::string Server::status_text() const {
     out << "uroced pid " << getpid() << ", " << devices_.size() << " devices\n";
     for (const auto& device : devices_) {
         const ibv_port_attr& port = device->port_attr();
-        char guid[24];
-        const uint64_t g = device->node_guid();
-        snprintf(guid, sizeof(guid), "%04x:%04x:%04x:%04x", unsigned(g >> 48),
-                 unsigned(g >> 32) & 0xffff, unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
-        out << "device " << device->name() << " address " << inet_ntoa(device->config().address)
-            << " node_guid " << guid << "\n";
+        add_device_line(out, *device);
         out << "  port 1 " << ibv_port_state_str(port.state) << " max_mtu " << (128 << port.max_mtu)
             << " link_layer Ethernet\n";
         for (size_t i = 0; i < device->gids().size(); ++i) {
@@ -135,6 +170,15 @@ std::string Server::status_text() const {
         out << "  objects ";
         add_counts(out, device->counts());
         out << "\n";
+        if (device->faults().active()) {
+            out << "  faults " << faults_text(device->faults().settings()) << "\n";
+        }
+        if (auto it = traces_.find(device.get()); it != traces_.end()) {
+            out << (device->trace().is_open() ? "  tracing ("
+                                              : "  trace stopped by a write error (")
+                << device->trace().packets() << " packets) to " << it->second.file
+                << " for client pid " << it->second.owner_pid << "\n";
+        }
     }
     size_t tools = 0;
     for (const auto& session : sessions_) {
@@ -149,6 +193,133 @@ std::string Server::status_text() const {
     }
     out << "clients " << sessions_.size() - tools << "\n";
     return out.str();
+}
+
+Result Server::stats_text(const std::string& name, std::string& text) const {
+    std::ostringstream out;
+    for (const auto& device : devices_) {
+        if (name.empty() || device->name() == name) {
+            add_device_line(out, *device);
+            add_counters(out, device->stats());
+        }
+    }
+    text = out.str();
+    if (text.empty()) {
+        return fail(ENODEV, "no device named %s", name.c_str());
+    }
+    if (text.size() >= rpc::kMaxStatsText) {
+        return fail(E2BIG, "the counters of %zu devices do not fit in one reply; name a device",
+                    devices_.size());
+    }
+    return ok();
+}
+
+Result Server::set_faults(const Session& session, const rpc::SetFaultsRequest& request) {
+    Device* device;
+    if (Result r = find(request.device, device); !r) {
+        return r;
+    }
+    for (const auto& [what, p] : {std::pair{"drop", request.drop},
+                                  {"duplicate", request.duplicate},
+                                  {"reorder", request.reorder}}) {
+        if (!is_probability(p)) {
+            return fail(EINVAL, "%s probability %.10g is not between 0 and 1", what, p);
+        }
+    }
+    if (request.delay_us < 0 || request.delay_us > rpc::kMaxFaultDelayUs) {
+        return fail(EINVAL, "delay %lld us is not between 0 and %lld us (10 s)",
+                    static_cast<long long>(request.delay_us),
+                    static_cast<long long>(rpc::kMaxFaultDelayUs));
+    }
+    FaultSettings settings;
+    settings.drop = request.drop;
+    settings.duplicate = request.duplicate;
+    settings.reorder = request.reorder;
+    settings.delay = std::chrono::microseconds(request.delay_us);
+    device->faults().configure(settings);
+    if (device->faults().active()) {
+        log_info("client pid %d set faults on %s: %s", session.peer().pid, device->name().c_str(),
+                 faults_text(settings).c_str());
+    } else {
+        log_info("client pid %d cleared the faults on %s", session.peer().pid,
+                 device->name().c_str());
+    }
+    return ok();
+}
+
+Result Server::start_trace(const Session& session, const std::string& name, UniqueFd file) {
+    Device* device;
+    if (Result r = find(name, device); !r) {
+        return r;
+    }
+    if (auto it = traces_.find(device); it != traces_.end()) {
+        return fail(EBUSY, "%s is already being traced to %s by client pid %d", name.c_str(),
+                    it->second.file.c_str(), it->second.owner_pid);
+    }
+    if (!file) {
+        return fail(EBADF, "trace start for %s carries no file descriptor", name.c_str());
+    }
+    const int flags = fcntl(file.get(), F_GETFL);
+    if (flags < 0 || ((flags & O_ACCMODE) != O_WRONLY && (flags & O_ACCMODE) != O_RDWR)) {
+        return fail(EBADF, "the trace file for %s is not open for writing", name.c_str());
+    }
+    // Writes happen on the data path: a pipe or device that blocks would stall it.
+    struct stat st;
+    if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return fail(EINVAL, "the trace file for %s is not a regular file", name.c_str());
+    }
+    const std::string path = fd_target(file.get());
+    if (!device->trace().open(std::move(file))) {
+        return fail(EIO, "cannot write the pcap header to %s: %s", path.c_str(), strerror(errno));
+    }
+    traces_[device] = {&session, session.peer().pid, path};
+    log_info("client pid %d started tracing %s to %s", session.peer().pid, name.c_str(),
+             path.c_str());
+    return ok();
+}
+
+Result Server::stop_trace(const Session& session, const std::string& name, rpc::TraceReply& reply) {
+    if (Result r = query_trace(name, reply); !r) {
+        return r;
+    }
+    Device* device = find_device(name);
+    const Trace& trace = traces_.at(device);
+    if (trace.owner != &session) {
+        return fail(EPERM, "the trace of %s belongs to client pid %d", name.c_str(),
+                    trace.owner_pid);
+    }
+    device->trace().close();
+    log_info("client pid %d stopped tracing %s: %llu packets recorded to %s", trace.owner_pid,
+             name.c_str(), static_cast<unsigned long long>(reply.packets), trace.file.c_str());
+    traces_.erase(device);
+    return ok();
+}
+
+Result Server::query_trace(const std::string& name, rpc::TraceReply& reply) const {
+    Device* device;
+    if (Result r = find(name, device); !r) {
+        return r;
+    }
+    if (!traces_.contains(device)) {
+        return fail(EINVAL, "%s is not being traced", name.c_str());
+    }
+    reply.packets = device->trace().packets();
+    reply.write_failed = device->trace().is_open() ? 0 : 1;
+    return ok();
+}
+
+void Server::end_traces_of(const Session& session) {
+    std::erase_if(traces_, [&](const auto& entry) {
+        const auto& [device, trace] = entry;
+        if (trace.owner != &session) {
+            return false;
+        }
+        device->trace().close();
+        log_info("client pid %d disconnected: stopped tracing %s, %llu packets recorded to %s",
+                 trace.owner_pid, device->name().c_str(),
+                 static_cast<unsigned long long>(device->trace().packets()), trace.file.c_str());
+        return true;
+    });
 }
 
 }  // namespace uroce

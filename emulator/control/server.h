@@ -1,17 +1,22 @@
 // The control socket: accepts clients whose credentials match the daemon's
-// user, keeps their sessions, and answers status.
+// user, keeps their sessions, and answers the tool's requests: status,
+// counters, fault settings and packet traces.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "device/device.h"
+#include "protocol/messages.h"
 #include "queues/doorbell.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
 
 namespace uroce {
 
@@ -23,19 +28,37 @@ class Server {
            std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell);
     ~Server();
 
-    Device* find_device(const std::string& name);
+    Device* find_device(const std::string& name) const;
     const Doorbell& doorbell() const { return doorbell_; }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
 
+    // `device` empty: every device.
+    Result stats_text(const std::string& device, std::string& text) const;
+    Result set_faults(const Session& session, const rpc::SetFaultsRequest& request);
+    // A trace belongs to the session that started it: only it stops the
+    // trace, and its end stops the trace too.
+    Result start_trace(const Session& session, const std::string& device, UniqueFd file);
+    Result stop_trace(const Session& session, const std::string& device, rpc::TraceReply& reply);
+    Result query_trace(const std::string& device, rpc::TraceReply& reply) const;
+
   private:
+    struct Trace {
+        const Session* owner;  // compared, never followed
+        pid_t owner_pid;
+        std::string file;  // as the daemon sees it, for status and the log
+    };
+
     void accept();
+    Result find(const std::string& name, Device*& device) const;
+    void end_traces_of(const Session& session);
 
     boost::asio::io_context& io_;
     std::filesystem::path socket_path_;
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;
+    std::map<Device*, Trace> traces_;
     const Doorbell& doorbell_;
 };
 

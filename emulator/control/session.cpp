@@ -8,6 +8,41 @@
 #include "util/log.h"
 
 namespace uroce {
+namespace {
+
+template <class Request>
+Result decode_tool_request(std::span<const std::byte> body, Request& request) {
+    if (body.size() != sizeof(Request)) {
+        return fail(EINVAL, "malformed request: body is %zu bytes, this op takes %zu", body.size(),
+                    sizeof(Request));
+    }
+    memcpy(&request, body.data(), sizeof(Request));
+    request.device[sizeof(request.device) - 1] = '\0';
+    return ok();
+}
+
+// The tool's observability ops. They name a device, so any connection may
+// send them, with or without a context.
+bool is_tool_op(rpc::Op op) {
+    switch (op) {
+        case rpc::Op::kStats:
+        case rpc::Op::kSetFaults:
+        case rpc::Op::kTraceStart:
+        case rpc::Op::kTraceStop:
+        case rpc::Op::kTraceQuery:
+            return true;
+        default:
+            return false;
+    }
+}
+
+template <class T>
+std::vector<std::byte> bytes_of(const T& value) {
+    const auto bytes = std::as_bytes(std::span(&value, 1));
+    return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
 
 Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer)
     : server_(server), socket_(io, fd), peer_(peer) {}
@@ -101,6 +136,11 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         reply(header, ok(), std::as_bytes(std::span(text.c_str(), text.size() + 1)));
         return;
     }
+    if (is_tool_op(header.op)) {
+        const Answer answer = tool_request(header.op, body, fds);
+        reply(header, answer.result, answer.body);
+        return;
+    }
     if (!context_) {
         reply(header, fail(EPROTO, "request op %u before hello", unsigned(header.op)), {});
         return;
@@ -140,6 +180,45 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     reply.device_index = device->index();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
     return ok();
+}
+
+Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
+                             std::vector<UniqueFd>& fds) {
+    Answer answer;
+    if (op == rpc::Op::kSetFaults) {
+        rpc::SetFaultsRequest request;
+        if ((answer.result = decode_tool_request(body, request)) &&
+            (answer.result = server_.set_faults(*this, request))) {
+            answer.body = bytes_of(rpc::Empty{});
+        }
+        return answer;
+    }
+    rpc::DeviceRequest request;
+    if (!(answer.result = decode_tool_request(body, request))) {
+        return answer;
+    }
+    if (op == rpc::Op::kStats) {
+        std::string text;
+        if ((answer.result = server_.stats_text(request.device, text))) {
+            answer.body.resize(sizeof(rpc::StatsReply));
+            memcpy(answer.body.data(), text.c_str(), text.size() + 1);
+        }
+        return answer;
+    }
+    if (op == rpc::Op::kTraceStart) {
+        UniqueFd file = fds.empty() ? UniqueFd() : std::move(fds.front());
+        if ((answer.result = server_.start_trace(*this, request.device, std::move(file)))) {
+            answer.body = bytes_of(rpc::Empty{});
+        }
+        return answer;
+    }
+    rpc::TraceReply trace{};
+    answer.result = op == rpc::Op::kTraceStop ? server_.stop_trace(*this, request.device, trace)
+                                              : server_.query_trace(request.device, trace);
+    if (answer.result) {
+        answer.body = bytes_of(trace);
+    }
+    return answer;
 }
 
 void Session::reply(const rpc::RequestHeader& request, const Result& result,

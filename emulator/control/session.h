@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "control/dispatcher.h"
 #include "protocol/messages.h"
 #include "util/result.h"
 #include "verbs/context.h"
@@ -36,6 +37,7 @@ class Session : public std::enable_shared_from_this<Session> {
                std::span<const std::byte> body, std::span<const int> fds = {});
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                  rpc::HelloReply& reply);
+    Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;

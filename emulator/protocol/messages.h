@@ -2,8 +2,8 @@
 //
 // One request and one reply per SOCK_SEQPACKET message on the daemon's Unix
 // socket. A message is a header followed by a fixed-layout body; file
-// descriptors (event pipes, XRC domain files, and in replies the memfds of
-// shared queues) travel as SCM_RIGHTS. Both
+// descriptors (event pipes, XRC domain files, trace files, and in replies
+// the memfds of shared queues) travel as SCM_RIGHTS. Both
 // sides are built from this header, so libibverbs structures are carried as
 // they are. A request whose size, magic or version does not match gets an
 // error reply, never a dropped connection.
@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -26,6 +26,8 @@ inline constexpr size_t kNameLen = 64;
 inline constexpr size_t kMaxRwqIndTableSize = 256;
 inline constexpr size_t kMaxRssKeyLen = 128;
 inline constexpr uint32_t kNoHandle = 0;
+inline constexpr size_t kMaxStatsText = 32 * 1024;
+inline constexpr int64_t kMaxFaultDelayUs = 10 * 1000 * 1000;
 
 enum class Op : uint16_t {
     kHello = 1,
@@ -63,6 +65,12 @@ enum class Op : uint16_t {
     kCloseXrcd,
     kAttachMcast,
     kDetachMcast,
+    // The tool's observability ops (any connection may send them).
+    kStats,
+    kSetFaults,
+    kTraceStart,
+    kTraceStop,
+    kTraceQuery,
     kCount,
 };
 
@@ -333,6 +341,39 @@ struct McastRequest {
     ibv_gid gid;
 };
 
+// The tool's requests about one device: kStats (an empty name means every
+// device), kTraceStart, kTraceStop, kTraceQuery.
+struct DeviceRequest {
+    char device[kNameLen];
+};
+
+// The counters as text: per device its status header line, then
+// "  <counter> <value>" lines in the order of device/stats.h. Fixed size,
+// as every reply to a request with a body is (ControlClient::call).
+struct StatsReply {
+    char text[kMaxStatsText];  // NUL-terminated
+};
+
+// Faults injected on the device's outgoing packets (net/fault_injector.h);
+// all zero clears them.
+struct SetFaultsRequest {
+    char device[kNameLen];
+    double drop;  // probabilities, 0..1
+    double duplicate;
+    double reorder;
+    int64_t delay_us;  // 0..kMaxFaultDelayUs
+};
+
+// kTraceStart: fd[0] is the pcap file, opened for writing by the tool, so
+// that it belongs to the user; the daemon never opens a path. The trace ends
+// with kTraceStop or when the connection that started it closes.
+// kTraceStop and kTraceQuery reply with the trace's state.
+struct TraceReply {
+    uint64_t packets;       // recorded so far
+    uint32_t write_failed;  // 1: writing the file failed and recording stopped
+    uint32_t reserved;
+};
+
 // Request type -> op and reply type.
 template <class Request>
 struct Traits;
@@ -342,7 +383,7 @@ struct Traits;
         static constexpr Op kOp = Op::OP; \
         using Reply = REPLY;              \
     };
-// Requests whose body type is shared (HandleRequest) are sent with an
+// Requests whose body type is shared (HandleRequest, DeviceRequest) are sent with an
 // explicit op; see Client::call.
 UROCE_RPC(kHello, HelloRequest, HelloReply)
 UROCE_RPC(kQueryDevice, QueryDeviceRequest, QueryDeviceReply)
@@ -364,6 +405,7 @@ UROCE_RPC(kModifyWq, ModifyWqRequest, Empty)
 UROCE_RPC(kCreateRwqIndTable, CreateRwqIndTableRequest, CreateRwqIndTableReply)
 UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
+UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
 #undef UROCE_RPC
 
 }  // namespace uroce::rpc
