@@ -1,0 +1,78 @@
+// What the uroce commands share (uroce.h).
+#include <errno.h>
+#include <string.h>
+
+#include <iostream>
+
+#include "uroce.h"
+
+namespace fs = std::filesystem;
+
+namespace uroce::tool {
+
+int usage_error(const std::string& why) {
+    std::cerr << "uroce: " << why << "\n" << kUsage;
+    return kExitUsage;
+}
+
+Locations locate() {
+    const fs::path bin = fs::read_symlink("/proc/self/exe").parent_path();
+    Locations where{bin / "uroced", bin.parent_path() / "lib" / "liburoce-bridge.so", {}};
+    if (fs::exists(bin.parent_path() / "lib" / "liburoce-rdmav34.so")) {
+        where.provider = bin.parent_path() / "lib" / "liburoce";
+    } else {
+        where.bridge = UROCE_INSTALLED_BRIDGE;
+    }
+    return where;
+}
+
+std::string query_status(const RuntimePaths& paths) {
+    std::string why;
+    std::unique_ptr<ControlClient> client(
+        ControlClient::connect(paths.socket().c_str(), "", -1, why));
+    std::string text;
+    if (!client || client->call_text(rpc::Op::kStatus, text) != 0) {
+        return {};
+    }
+    return text;
+}
+
+int not_running(const RuntimePaths& paths) {
+    std::cerr << "uroced is not running (runtime directory " << paths.dir.native()
+              << ").\nStart it with: uroce start\n";
+    return kExitNotRunning;
+}
+
+std::unique_ptr<ControlClient> connect_tool(const RuntimePaths& paths, int& exit_code) {
+    std::string why;
+    std::unique_ptr<ControlClient> client(
+        ControlClient::connect(paths.socket().c_str(), "", -1, why));
+    if (!client) {
+        // ENODEV: nothing answers on the socket. Anything else is a daemon
+        // that refused the hello (another protocol version, say).
+        if (errno == ENODEV) {
+            exit_code = not_running(paths);
+        } else {
+            std::cerr << "uroce: " << why << "\n";
+            exit_code = kExitFailure;
+        }
+    }
+    return client;
+}
+
+int refused(const ControlClient& client) {
+    std::cerr << "uroce: " << client.last_error() << "\n";
+    return kExitFailure;
+}
+
+bool set_device_name(char (&field)[rpc::kNameLen], const std::string& name) {
+    if (name.size() >= sizeof(field)) {
+        std::cerr << "uroce: no device named " << name << "\n";
+        return false;
+    }
+    memset(field, 0, sizeof(field));
+    memcpy(field, name.data(), name.size());
+    return true;
+}
+
+}  // namespace uroce::tool

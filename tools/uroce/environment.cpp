@@ -1,0 +1,75 @@
+// uroce env and exec: what a program needs to see the devices.
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <utility>
+
+#include "uroce.h"
+
+namespace uroce::tool {
+namespace {
+
+// What a program needs to see the devices: the tree, the bridge, the provider.
+std::vector<std::pair<std::string, std::string>> environment(const RuntimePaths& paths) {
+    const Locations where = locate();
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"UROCE_RUNTIME_DIR", paths.dir.native()},
+        {"SYSFS_PATH", paths.sysfs().native()},
+    };
+    // A sanitizer build's libraries need the sanitizer runtimes loaded first.
+    std::string preload = UROCE_SANITIZER_PRELOAD + where.bridge.native();
+    if (const char* old = getenv("LD_PRELOAD"); old && *old) {
+        if (std::string(old).find(preload) == std::string::npos) {
+            preload += ":" + std::string(old);
+        } else {
+            preload = old;
+        }
+    }
+    vars.emplace_back("LD_PRELOAD", preload);
+    if (!where.provider.empty()) {
+        vars.emplace_back("RDMAV_DRIVERS", where.provider.native());
+    }
+    return vars;
+}
+
+std::string shell_quote(const std::string& value) {
+    std::string quoted = "'";
+    for (char c : value) {
+        quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    }
+    return quoted + "'";
+}
+
+}  // namespace
+
+int print_env(const RuntimePaths& paths) {
+    for (const auto& [name, value] : environment(paths)) {
+        std::cout << "export " << name << "=" << shell_quote(value) << "\n";
+    }
+    return 0;
+}
+
+int exec(const RuntimePaths& paths, Args command) {
+    if (command.empty()) {
+        return usage_error("exec needs a command");
+    }
+    if (query_status(paths).empty()) {
+        std::cerr << "uroce: warning: uroced is not running; no uroce device will be visible\n";
+    }
+    for (const auto& [name, value] : environment(paths)) {
+        setenv(name.c_str(), value.c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (auto& arg : command) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::cerr << "uroce: cannot run " << argv[0] << ": " << strerror(errno) << "\n";
+    return kExitCommandNotFound;
+}
+
+}  // namespace uroce::tool

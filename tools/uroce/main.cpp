@@ -1,0 +1,80 @@
+// uroce: the user's handle on the emulated devices.
+//
+//   uroce start [--device NAME=IPV4]... [--config FILE] [--udp-port N]
+//   uroce stop | status | env
+//   uroce exec -- COMMAND [ARGS...]
+//   uroce stats [DEVICE]
+//   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] | --clear
+//   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
+#include <iostream>
+
+#include "uroce.h"
+
+namespace uroce::tool {
+
+const char* const kUsage =
+    "usage: uroce start [--device NAME=IPV4]... [--config FILE] [--udp-port N]\n"
+    "       uroce stop\n"
+    "       uroce status\n"
+    "       uroce env\n"
+    "       uroce exec -- COMMAND [ARGS...]\n"
+    "       uroce stats [DEVICE]\n"
+    "       uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US]\n"
+    "       uroce fault DEVICE --clear\n"
+    "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
+    "\n"
+    "stats: the devices' packet and error counters.\n"
+    "fault: faults on DEVICE's outgoing packets. P is a probability (0.05) or a\n"
+    "  percentage (5%), US a delay in microseconds; options not given become 0.\n"
+    "trace: records DEVICE's packets to FILE (pcap) until Ctrl-C, N seconds or\n"
+    "  N packets.\n"
+    "\n"
+    "The runtime directory is $UROCE_RUNTIME_DIR, or a per-user default.\n";
+
+namespace {
+
+int run(const std::string& command, Args rest) {
+    const RuntimePaths paths{default_runtime_dir()};
+    if (command == "start") {
+        return start(paths, rest);
+    }
+    if (command == "exec") {
+        if (!rest.empty() && rest.front() == "--") {
+            rest.erase(rest.begin());
+        }
+        return exec(paths, rest);
+    }
+    if (command == "stats") {
+        return stats(paths, rest);
+    }
+    if (command == "fault") {
+        return fault(paths, rest);
+    }
+    if (command == "trace") {
+        return trace(paths, rest);
+    }
+    if (command == "--help" || command == "-h" || command == "help") {
+        std::cout << kUsage;
+        return 0;
+    }
+    if (command == "stop" || command == "status" || command == "env") {
+        if (!rest.empty()) {
+            return usage_error(command + " takes no arguments");
+        }
+        return command == "stop"     ? stop(paths)
+               : command == "status" ? status(paths)
+                                     : print_env(paths);
+    }
+    return usage_error("unknown command '" + command + "'");
+}
+
+}  // namespace
+}  // namespace uroce::tool
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::cerr << uroce::tool::kUsage;
+        return uroce::tool::kExitUsage;
+    }
+    return uroce::tool::run(argv[1], uroce::tool::Args(argv + 2, argv + argc));
+}

@@ -1,0 +1,61 @@
+// The uroce command: what its commands share. Each command is in its own
+// file (daemon.cpp: start, stop, status; environment.cpp: env, exec;
+// observe.cpp: stats, fault; trace.cpp: trace) and returns the exit status.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "protocol/client.h"
+#include "protocol/messages.h"
+#include "protocol/runtime_dir.h"
+
+namespace uroce::tool {
+
+using Args = std::vector<std::string>;
+
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitNotRunning = 3;
+inline constexpr int kExitCommandNotFound = 127;
+
+extern const char* const kUsage;
+
+// Prints "uroce: <why>" and the usage; returns kExitUsage.
+int usage_error(const std::string& why);
+
+// Next to the tool in a build tree (bin/ and lib/), else where cmake --install put it.
+struct Locations {
+    std::filesystem::path uroced;
+    std::filesystem::path bridge;
+    std::filesystem::path
+        provider;  // empty when installed: libibverbs finds it through uroce.driver
+};
+Locations locate();
+
+// The daemon's status text, or empty when no daemon answers.
+std::string query_status(const RuntimePaths& paths);
+// Says that no daemon runs and how to start one; returns kExitNotRunning.
+int not_running(const RuntimePaths& paths);
+
+// A tool connection to the daemon, or nullptr after saying why; `exit_code`
+// is then kExitNotRunning or kExitFailure.
+std::unique_ptr<ControlClient> connect_tool(const RuntimePaths& paths, int& exit_code);
+// Prints why the daemon refused the last call; returns kExitFailure.
+int refused(const ControlClient& client);
+// Copies a device name into a request; false (after saying so) when no
+// device can have that name.
+bool set_device_name(char (&field)[rpc::kNameLen], const std::string& name);
+
+int start(const RuntimePaths& paths, const Args& daemon_args);
+int stop(const RuntimePaths& paths);
+int status(const RuntimePaths& paths);
+int print_env(const RuntimePaths& paths);
+int exec(const RuntimePaths& paths, Args command);
+int stats(const RuntimePaths& paths, const Args& args);
+int fault(const RuntimePaths& paths, const Args& args);
+int trace(const RuntimePaths& paths, const Args& args);
+
+}  // namespace uroce::tool
