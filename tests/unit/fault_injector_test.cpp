@@ -1,0 +1,119 @@
+#include "net/fault_injector.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace uroce {
+namespace {
+
+using std::chrono::microseconds;
+
+constexpr int kDecisions = 100000;
+// Six standard deviations of a fraction at p = 0.5 over kDecisions: a correct
+// injector fails this about once in 10^9 runs.
+const double kTolerance = 6 * std::sqrt(0.25 / kDecisions);
+
+struct Tally {
+    int dropped = 0;
+    int duplicated = 0;
+    int reordered = 0;
+};
+
+Tally run(FaultInjector& faults, microseconds base_delay = microseconds(0)) {
+    Tally tally;
+    for (int i = 0; i < kDecisions; ++i) {
+        const FaultVerdict verdict = faults.decide();
+        if (verdict.drop) {
+            ++tally.dropped;
+            continue;
+        }
+        EXPECT_TRUE(verdict.copies == 1 || verdict.copies == 2) << verdict.copies;
+        tally.duplicated += verdict.copies == 2;
+        // A packet is either on time or held back by exactly the reorder hold.
+        if (verdict.delay == base_delay + FaultInjector::kReorderHold) {
+            ++tally.reordered;
+        } else {
+            EXPECT_EQ(verdict.delay.count(), base_delay.count());
+        }
+    }
+    return tally;
+}
+
+FaultInjector with(double drop, double duplicate, double reorder,
+                   microseconds delay = microseconds(0)) {
+    FaultInjector faults;
+    faults.configure({drop, duplicate, reorder, delay});
+    return faults;
+}
+
+TEST(FaultInjector, InactiveByDefaultAndPassesEveryPacket) {
+    FaultInjector faults;
+    EXPECT_FALSE(faults.active());
+    const Tally tally = run(faults);
+    EXPECT_EQ(tally.dropped, 0);
+    EXPECT_EQ(tally.duplicated, 0);
+    EXPECT_EQ(tally.reordered, 0);
+}
+
+TEST(FaultInjector, AnySettingMakesItActive) {
+    EXPECT_TRUE(with(0.1, 0, 0).active());
+    EXPECT_TRUE(with(0, 0.1, 0).active());
+    EXPECT_TRUE(with(0, 0, 0.1).active());
+    EXPECT_TRUE(with(0, 0, 0, microseconds(1)).active());
+    EXPECT_FALSE(with(0, 0, 0).active());
+}
+
+TEST(FaultInjector, ProbabilitiesZeroAndOneAreExact) {
+    auto never = with(0, 0, 0, microseconds(5));
+    const Tally none = run(never, microseconds(5));
+    EXPECT_EQ(none.dropped, 0);
+    EXPECT_EQ(none.duplicated, 0);
+    EXPECT_EQ(none.reordered, 0);
+
+    auto always_dropped = with(1, 1, 1);
+    EXPECT_EQ(run(always_dropped).dropped, kDecisions);
+
+    auto always = with(0, 1, 1, microseconds(5));
+    const Tally all = run(always, microseconds(5));
+    EXPECT_EQ(all.dropped, 0);
+    EXPECT_EQ(all.duplicated, kDecisions);
+    EXPECT_EQ(all.reordered, kDecisions);
+}
+
+TEST(FaultInjector, DropFractionMatchesProbability) {
+    auto faults = with(0.3, 0, 0);
+    const double fraction = double(run(faults).dropped) / kDecisions;
+    EXPECT_NEAR(fraction, 0.3, kTolerance);
+}
+
+TEST(FaultInjector, DuplicateAndReorderFractionsMatchTheirProbabilities) {
+    auto faults = with(0, 0.2, 0.05);
+    const Tally tally = run(faults);
+    EXPECT_EQ(tally.dropped, 0);
+    EXPECT_NEAR(double(tally.duplicated) / kDecisions, 0.2, kTolerance);
+    EXPECT_NEAR(double(tally.reordered) / kDecisions, 0.05, kTolerance);
+}
+
+TEST(FaultInjector, FaultsOfAPacketThatIsNotDroppedAreIndependentOfDrop) {
+    auto faults = with(0.5, 0.5, 0, microseconds(100));
+    const Tally tally = run(faults, microseconds(100));
+    const int kept = kDecisions - tally.dropped;
+    EXPECT_NEAR(double(tally.dropped) / kDecisions, 0.5, kTolerance);
+    EXPECT_NEAR(double(tally.duplicated) / kept, 0.5, 2 * kTolerance);
+}
+
+TEST(FaultInjector, DelayIsAddedToEveryPacketAndReorderHoldsOnTop) {
+    auto delayed = with(0, 0, 0, microseconds(250));
+    for (int i = 0; i < 1000; ++i) {
+        const FaultVerdict verdict = delayed.decide();
+        EXPECT_FALSE(verdict.drop);
+        EXPECT_EQ(verdict.copies, 1);
+        EXPECT_EQ(verdict.delay, microseconds(250));
+    }
+    auto held = with(0, 0, 1, microseconds(250));
+    EXPECT_EQ(held.decide().delay, microseconds(250) + FaultInjector::kReorderHold);
+}
+
+}  // namespace
+}  // namespace uroce
