@@ -8,7 +8,10 @@
 - ``VerbsClient``: a pyverbs program in a child process, driven one command
   at a time (this file run as ``python3 harness.py verbs-client``);
 - ``node_guid_for`` and friends: expected values derived from the rules in
-  docs/uroced.md, never from the daemon's own output.
+  docs/uroced.md, never from the daemon's own output;
+- ``counter_names`` and ``parse_stats``: the device counters of
+  emulator/device/stats.h and the daemon's counter report;
+- ``run_rc_pingpong``: a pair of ``ibv_rc_pingpong`` programs, server and client.
 
 Paths come from the environment that tests/system/CMakeLists.txt sets:
 UROCED, UROCE_PROVIDER (the RDMAV_DRIVERS prefix), UROCE_BRIDGE,
@@ -78,6 +81,10 @@ MAX_FDS = _CONSTANTS["kMaxFds"]  # descriptors one message may carry
 NAME_LEN = _CONSTANTS["kNameLen"]  # HelloRequest.device
 REQUEST_HEADER = struct.Struct("<IHHII")  # magic, version, op, length, seq
 REPLY_HEADER = struct.Struct("<IHHIIi%ds" % _CONSTANTS["kMaxErrorText"])  # ..., error, message
+MAX_STATS_TEXT = _CONSTANTS["kMaxStatsText"]  # StatsReply.text
+MAX_FAULT_DELAY_US = _CONSTANTS["kMaxFaultDelayUs"]
+SET_FAULTS_REQUEST = struct.Struct("<%dsdddq" % NAME_LEN)  # device, drop, duplicate, reorder, delay
+TRACE_REPLY = struct.Struct("<QII")  # packets, write_failed, reserved
 
 
 class Op:
@@ -88,7 +95,44 @@ class Op:
     QUERY_DEVICE = _OPS["kQueryDevice"]
     QUERY_PORT = _OPS["kQueryPort"]
     ALLOC_PD = _OPS["kAllocPd"]
+    STATS = _OPS["kStats"]
+    SET_FAULTS = _OPS["kSetFaults"]
+    TRACE_START = _OPS["kTraceStart"]
+    TRACE_STOP = _OPS["kTraceStop"]
+    TRACE_QUERY = _OPS["kTraceQuery"]
     COUNT = _OPS["kCount"]  # the first number that is not an op
+
+
+# --- Device counters (emulator/device/stats.h) ------------------------------
+
+STATS_HEADER = os.path.join(os.path.dirname(PROTOCOL_HEADER), os.pardir, "device", "stats.h")
+
+
+def counter_names():
+    """The counter names of UROCE_DEVICE_COUNTERS, in the header's order."""
+    with open(STATS_HEADER) as f:
+        text = f.read()
+    macro = re.search(r"#define UROCE_DEVICE_COUNTERS\(X\)(.*?)\n\n", text, re.S)
+    names = re.findall(r"\bX\((\w+),", macro.group(1)) if macro else []
+    if not names:
+        raise RuntimeError("cannot read the counter list from " + STATS_HEADER)
+    return names
+
+
+def parse_stats(text):
+    """{device: {counter: value}} from the counter report, both in the
+    daemon's order. Each device starts with its status header line."""
+    device_re = re.compile(r"device (\S+) address \S+ node_guid \S+$")
+    counter_re = re.compile(r"  (\w+) (\d+)$")
+    stats, counters = {}, None
+    for line in text.rstrip("\n").split("\n"):
+        if m := device_re.match(line):
+            counters = stats[m.group(1)] = {}
+        elif counters is not None and (m := counter_re.match(line)):
+            counters[m.group(1)] = int(m.group(2))
+        else:
+            raise ValueError("unexpected line %r in the counters:\n%s" % (line, text))
+    return stats
 
 
 # --- Values from libibverbs' verbs.h (stable ABI) -------------------------
@@ -328,8 +372,17 @@ def request_bytes(op, body=b"", seq=1, magic=MAGIC, version=VERSION, length=None
     return REQUEST_HEADER.pack(magic, version, op, length, seq) + body
 
 
-def hello_body(device):
+def device_body(device):
+    """A device name as the requests carry it (char[kNameLen])."""
     return device.encode().ljust(NAME_LEN, b"\0")
+
+
+def hello_body(device):
+    return device_body(device)
+
+
+def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0):
+    return SET_FAULTS_REQUEST.pack(device.encode(), drop, duplicate, reorder, delay_us)
 
 
 class RawClient:
@@ -614,6 +667,90 @@ def devinfo_field(block, name):
     """The value of `name:` in an ibv_devinfo block (first occurrence)."""
     m = re.search(r"^\s*%s:\s*(.*?)\s*$" % re.escape(name), block, flags=re.M)
     return m.group(1) if m else None
+
+
+# --- ibv_rc_pingpong ------------------------------------------------------------
+
+_PINGPONG_LOCAL = re.compile(
+    r"^\s*local address:\s+LID 0x[0-9a-f]+, QPN 0x([0-9a-f]+), PSN 0x([0-9a-f]+)", re.M)
+
+
+@dataclasses.dataclass
+class PingPongSide:
+    device: str
+    returncode: int
+    output: str  # stdout and stderr
+    qpn: int  # its QP's number and initial PSN, as it printed them; None if it did not
+    psn: int
+
+
+def free_tcp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def tcp_port_listening(port):
+    """Whether a socket listens on TCP `port` (IPv4 or IPv6), seen without
+    connecting to it (a connection would be taken for the peer's)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        if any(int(row[1].rsplit(":", 1)[1], 16) == port and row[3] == "0A" for row in rows):
+            return True
+    return False
+
+
+def run_rc_pingpong(env, server_device, client_device, iters, size, timeout=RUN_TIMEOUT,
+                    log=lambda: ""):
+    """Runs ibv_rc_pingpong's server on server_device and its client on
+    client_device (GID index 0: RoCE v2), exchanging their addresses on a
+    TCP port of their own. Returns (server, client) PingPongSide; fails the
+    test when they do not finish in `timeout` seconds."""
+    program = require_program("ibv_rc_pingpong")
+    port = free_tcp_port()
+    common = ["-g", "0", "-n", str(iters), "-s", str(size), "-p", str(port)]
+    commands = [[program, "-d", server_device, *common],
+                [program, "-d", client_device, *common, "127.0.0.1"]]
+    procs = []
+
+    def start(args):
+        procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env=env))
+
+    try:
+        start(commands[0])
+        wait_for(lambda: tcp_port_listening(port) or procs[0].poll() is not None, 10.0,
+                 "the ibv_rc_pingpong server to listen on TCP port %d" % port, log)
+        start(commands[1])
+        deadline = time.monotonic() + timeout
+        outputs = []
+        for proc in procs:
+            try:
+                outputs.append(proc.communicate(timeout=max(0.1, deadline - time.monotonic()))[0])
+            except subprocess.TimeoutExpired:
+                for p in procs:
+                    p.kill()
+                texts = [p.communicate()[0] for p in procs]
+                raise AssertionError(
+                    "ibv_rc_pingpong did not finish in %.0f s\nserver (%s):\n%s\n"
+                    "client (%s):\n%s\n%s" % (timeout, server_device, texts[0], client_device,
+                                              texts[1] if len(texts) > 1 else "", log()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    sides = []
+    for device, proc, output in zip((server_device, client_device), procs, outputs):
+        m = _PINGPONG_LOCAL.search(output)
+        sides.append(PingPongSide(device, proc.returncode, output,
+                                  int(m.group(1), 16) if m else None,
+                                  int(m.group(2), 16) if m else None))
+    return tuple(sides)
 
 
 # --- pyverbs client in a child process -----------------------------------------
