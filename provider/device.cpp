@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <memory>
 #include <new>
 #include <string>
 
@@ -52,11 +53,16 @@ const verbs_context_ops kContextOps = [] {
     ops.modify_srq = modify_srq;
     ops.modify_wq = modify_wq;
     ops.open_xrcd = open_xrcd;
+    ops.poll_cq = poll_cq;
+    ops.post_recv = post_recv;
+    ops.post_send = post_send;
+    ops.post_srq_recv = post_srq_recv;
     ops.query_device_ex = query_device_ex;
     ops.query_port = query_port;
     ops.query_qp = query_qp;
     ops.query_srq = query_srq;
     ops.reg_mr = reg_mr;
+    ops.req_notify_cq = req_notify_cq;
     ops.rereg_mr = rereg_mr;
     ops.resize_cq = resize_cq;
     return ops;
@@ -83,6 +89,19 @@ bool socket_path_of(ibv_device* ibdev, std::string& path) {
     return true;
 }
 
+// The hello reply carries [doorbell eventfd, doorbell page].
+int open_doorbell(ReceivedFds& received, ProviderDoorbell& out, std::string& why) {
+    const int error = received.fds.size() == 2
+                          ? ProviderDoorbell::open(received.fds[0], received.fds[1], out)
+                          : EPROTO;
+    if (error) {
+        why = "uroced sent no usable doorbell";
+        return error;
+    }
+    received.take(0);
+    return 0;
+}
+
 verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
     std::string socket_path;
     if (!socket_path_of(ibdev, socket_path)) {
@@ -98,12 +117,14 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         return nullptr;
     }
     std::string why;
+    ReceivedFds received;
     ControlClient* client =
-        ControlClient::connect(socket_path.c_str(), ibdev->name, async_pipe[1], why);
+        ControlClient::connect(socket_path.c_str(), ibdev->name, async_pipe[1], why, &received.fds);
     close(async_pipe[1]);
-    if (!client) {
-        const int error = errno;
+    ProviderDoorbell doorbell;
+    if (int error = client ? open_doorbell(received, doorbell, why) : errno) {
         fprintf(stderr, "uroce: cannot open %s: %s\n", ibdev->name, why.c_str());
+        delete client;
         close(async_pipe[0]);
         close(cmd_fd);
         errno = error;
@@ -118,6 +139,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         return nullptr;
     }
     context->client = client;
+    new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
     context->ibv.context.async_fd = async_pipe[0];
     context->ibv.context.num_comp_vectors = 1;
     verbs_set_ops(&context->ibv, &kContextOps);
@@ -126,7 +148,8 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
 
 void free_context(ibv_context* ibctx) {
     ProviderContext* context = to_context(ibctx);
-    delete context->client;               // the daemon destroys whatever is left
+    delete context->client;  // the daemon destroys whatever is left
+    std::destroy_at(&context->doorbell);
     verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
     free(context);
 }
@@ -153,6 +176,13 @@ __attribute__((constructor)) void register_driver() {
 int report(ibv_context* context, const char* verb, int error) {
     __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR, "uroce: %s: %s: %s\n", verb,
                 strerror(error), client_of(context).last_error().c_str());
+    errno = error;
+    return error;
+}
+
+int report_ring(ibv_context* context, const char* verb, int error) {
+    __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR,
+                "uroce: %s: cannot map the queue uroced sent: %s\n", verb, strerror(error));
     errno = error;
     return error;
 }

@@ -7,6 +7,7 @@
 
 #include "driver_abi.h"
 #include "protocol/client.h"
+#include "queue.h"
 
 namespace uroce {
 
@@ -17,14 +18,26 @@ struct ProviderDevice {
 struct ProviderContext {
     verbs_context ibv;
     ControlClient* client;
+    ProviderDoorbell doorbell;  // constructed in place: libibverbs allocates the context
 };
 
 struct ProviderCq {
     verbs_cq ibv;
+    std::mutex lock;  // pollers, and the ring's replacement by resize_cq
+    SharedRing ring;  // Cqe entries, then queues::CqState
+    ibv_wc current;   // ibv_cq_ex: the completion being read
 };
 
 struct ProviderQp {
     verbs_qp ibv;
+    uint32_t send_opcodes;  // bit (1 << ibv_wr_opcode) for those this QP type may post
+    WorkQueue sq;
+    WorkQueue rq;  // unmapped with an SRQ, and for XRC QPs
+};
+
+struct ProviderSrq {
+    verbs_srq ibv;
+    WorkQueue rq;
 };
 
 inline ProviderContext* to_context(ibv_context* context) {
@@ -34,10 +47,24 @@ inline ProviderContext* to_context(ibv_context* context) {
 inline ControlClient& client_of(ibv_context* context) {
     return *to_context(context)->client;
 }
+inline ProviderCq* to_cq(ibv_cq* cq) {
+    return reinterpret_cast<ProviderCq*>(cq);
+}
+inline ProviderCq* to_cq(ibv_cq_ex* cq) {
+    return reinterpret_cast<ProviderCq*>(cq);
+}
+inline ProviderQp* to_qp(ibv_qp* qp) {
+    return reinterpret_cast<ProviderQp*>(qp);
+}
+inline ProviderSrq* to_srq(ibv_srq* srq) {
+    return reinterpret_cast<ProviderSrq*>(srq);
+}
 
 // Sets errno from a failed call and logs the daemon's reason through
 // libibverbs' log (VERBS_LOG_LEVEL=1 shows it). Returns the errno.
 int report(ibv_context* context, const char* verb, int error);
+// The same for a queue the daemon sent that cannot be mapped.
+int report_ring(ibv_context* context, const char* verb, int error);
 
 // Context-wide ops, grouped as in the files that implement them.
 int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
@@ -77,6 +104,16 @@ int modify_wq(ibv_wq*, ibv_wq_attr*);
 int destroy_wq(ibv_wq*);
 ibv_rwq_ind_table* create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_attr*);
 int destroy_rwq_ind_table(ibv_rwq_ind_table*);
+
+int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
+int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
+int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+int poll_cq(ibv_cq*, int, ibv_wc*);
+int req_notify_cq(ibv_cq*, int);
+// Sets the ibv_cq_ex polling functions.
+void set_cq_ex_ops(ibv_cq_ex*);
+// The opcodes post_send accepts on a QP of `type`, a bit (1 << ibv_wr_opcode) each.
+uint32_t send_opcodes_of(ibv_qp_type type);
 
 ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*);
 int destroy_ah(ibv_ah*);

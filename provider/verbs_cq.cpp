@@ -3,15 +3,26 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "bridge_abi.h"
 #include "provider.h"
 
 namespace uroce {
 namespace {
 
+// Maps the completion ring that came with a create or resize reply.
+int map_cq_ring(const ReceivedFds& received, uint32_t entries, SharedRing& out) {
+    if (received.fds.size() != 1) {
+        return EPROTO;
+    }
+    return SharedRing::map(received.fds[0], entries, queues::kCqeSize, sizeof(queues::CqState),
+                           SharedRing::Side::kConsumer, out);
+}
+
 ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int comp_vector,
                    uint32_t comp_mask, uint64_t wc_flags, uint32_t flags) {
-    auto* cq = static_cast<ProviderCq*>(calloc(1, sizeof(ProviderCq)));
+    auto* cq = new (std::nothrow) ProviderCq{};
     if (!cq) {
         errno = ENOMEM;
         return nullptr;
@@ -24,21 +35,22 @@ ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int
                                  wc_flags,
                                  flags};
     rpc::CreateCqReply reply;
-    if (int error = client_of(context).call(request, &reply)) {
-        free(cq);
+    ReceivedFds received;
+    if (int error = client_of(context).call(request, &reply, {}, &received.fds)) {
+        delete cq;
         report(context, "create_cq", error);
+        return nullptr;
+    }
+    if (int error = map_cq_ring(received, reply.ring_entries, cq->ring)) {
+        client_of(context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{reply.handle});
+        delete cq;
+        report_ring(context, "create_cq", error);
         return nullptr;
     }
     cq->ibv.cq.handle = reply.handle;
     cq->ibv.cq.cqe = reply.cqe;
     return cq;
 }
-
-// Nothing completes before the data path exists: an extended CQ is empty.
-int start_poll_empty(ibv_cq_ex*, ibv_poll_cq_attr* attr) {
-    return attr->comp_mask ? EINVAL : ENOENT;
-}
-void end_poll_empty(ibv_cq_ex*) {}
 
 }  // namespace
 
@@ -59,17 +71,27 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     if (!cq) {
         return nullptr;
     }
-    cq->ibv.cq_ex.start_poll = start_poll_empty;
-    cq->ibv.cq_ex.end_poll = end_poll_empty;
+    set_cq_ex_ops(&cq->ibv.cq_ex);
     return &cq->ibv.cq_ex;
 }
 
-int resize_cq(ibv_cq* cq, int cqe) {
+int resize_cq(ibv_cq* ibcq, int cqe) {
+    ProviderCq* cq = to_cq(ibcq);
+    // Held across the call: the daemon copies the completions not polled
+    // yet, so none may be polled from the old ring until we switch.
+    std::lock_guard lock(cq->lock);
     rpc::ResizeCqReply reply;
-    if (int error = client_of(cq->context).call(rpc::ResizeCqRequest{cq->handle, cqe}, &reply)) {
-        return report(cq->context, "resize_cq", error);
+    ReceivedFds received;
+    if (int error = client_of(ibcq->context)
+                        .call(rpc::ResizeCqRequest{ibcq->handle, cqe}, &reply, {}, &received.fds)) {
+        return report(ibcq->context, "resize_cq", error);
     }
-    cq->cqe = reply.cqe;
+    // The daemon has moved to the new ring: the old one is finished either way.
+    if (int error = map_cq_ring(received, reply.ring_entries, cq->ring)) {
+        cq->ring = SharedRing();
+        return report_ring(ibcq->context, "resize_cq", error);
+    }
+    ibcq->cqe = reply.cqe;
     return 0;
 }
 
@@ -78,7 +100,7 @@ int destroy_cq(ibv_cq* cq) {
             client_of(cq->context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{cq->handle})) {
         return report(cq->context, "destroy_cq", error);
     }
-    free(reinterpret_cast<ProviderCq*>(cq));
+    delete to_cq(cq);
     return 0;
 }
 

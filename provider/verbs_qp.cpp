@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <new>
+
 #include "provider.h"
 
 namespace uroce {
@@ -12,10 +14,39 @@ uint32_t handle_of(ibv_cq* cq) {
     return cq ? cq->handle : rpc::kNoHandle;
 }
 
+// Maps the queues that came with a create reply: the send ring, then the
+// receive ring, each only when it exists.
+int map_queues(const rpc::CreateQpReply& reply, const ReceivedFds& received, ProviderQp& qp) {
+    const ibv_qp_cap& cap = reply.cap;
+    const bool has_sq = reply.send_queue.entries != 0;
+    const bool has_rq = reply.recv_queue.entries != 0;
+    if (received.fds.size() != size_t{has_sq} + size_t{has_rq}) {
+        return EPROTO;
+    }
+    if (has_sq) {
+        if (int error = map_work_queue(received.fds[0], reply.send_queue,
+                                       queues::send_wqe_size(cap.max_send_sge, cap.max_inline_data),
+                                       cap.max_send_wr, qp.sq.ring)) {
+            return error;
+        }
+        qp.sq.max_sge = cap.max_send_sge;
+        qp.sq.max_inline = cap.max_inline_data;
+    }
+    if (has_rq) {
+        if (int error = map_work_queue(received.fds.back(), reply.recv_queue,
+                                       queues::recv_wqe_size(cap.max_recv_sge), cap.max_recv_wr,
+                                       qp.rq.ring)) {
+            return error;
+        }
+        qp.rq.max_sge = cap.max_recv_sge;
+    }
+    return 0;
+}
+
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-    auto* qp = static_cast<ProviderQp*>(calloc(1, sizeof(ProviderQp)));
+    auto* qp = new (std::nothrow) ProviderQp{};
     if (!qp) {
         errno = ENOMEM;
         return nullptr;
@@ -45,7 +76,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         const ibv_rx_hash_conf& hash = attr->rx_hash_conf;
         if (hash.rx_hash_key_len > sizeof(request.rx_hash_key) ||
             (hash.rx_hash_key_len && !hash.rx_hash_key)) {
-            free(qp);
+            delete qp;
             errno = EINVAL;
             return nullptr;
         }
@@ -55,11 +86,19 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         request.rx_hash_fields_mask = hash.rx_hash_fields_mask;
     }
     rpc::CreateQpReply reply;
-    if (int error = client_of(context).call(request, &reply)) {
-        free(qp);
+    ReceivedFds received;
+    if (int error = client_of(context).call(request, &reply, {}, &received.fds)) {
+        delete qp;
         report(context, "create_qp", error);
         return nullptr;
     }
+    if (int error = map_queues(reply, received, *qp)) {
+        client_of(context).call_op(rpc::Op::kDestroyQp, rpc::HandleRequest{reply.handle});
+        delete qp;
+        report_ring(context, "create_qp", error);
+        return nullptr;
+    }
+    qp->send_opcodes = send_opcodes_of(attr->qp_type);
     ibv_qp& ibqp = qp->ibv.qp;
     ibqp.context = context;
     ibqp.qp_context = attr->qp_context;
@@ -133,7 +172,7 @@ int destroy_qp(ibv_qp* qp) {
     }
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
-    free(reinterpret_cast<ProviderQp*>(qp));
+    delete to_qp(qp);
     return 0;
 }
 

@@ -2,16 +2,32 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include <new>
+
 #include "provider.h"
 
 namespace uroce {
+namespace {
+
+// Maps the receive ring that came with a create or modify reply.
+int map_srq_ring(const ReceivedFds& received, uint32_t entries, uint32_t entry_size,
+                 uint32_t max_sge, uint32_t max_wr, SharedRing& out) {
+    if (received.fds.size() != 1) {
+        return EPROTO;
+    }
+    return map_work_queue(received.fds[0], {entries, entry_size}, queues::recv_wqe_size(max_sge),
+                          max_wr, out);
+}
+
+}  // namespace
 
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-    auto* srq = static_cast<verbs_srq*>(calloc(1, sizeof(verbs_srq)));
-    if (!srq) {
+    auto* provider_srq = new (std::nothrow) ProviderSrq{};
+    if (!provider_srq) {
         errno = ENOMEM;
         return nullptr;
     }
+    verbs_srq* srq = &provider_srq->ibv;
     const uint32_t mask = attr->comp_mask;
     rpc::CreateSrqRequest request{};
     request.user_handle = reinterpret_cast<uintptr_t>(&srq->srq);
@@ -25,9 +41,19 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     request.attr = attr->attr;
     request.tm_cap = (mask & IBV_SRQ_INIT_ATTR_TM) ? attr->tm_cap : ibv_tm_cap{};
     rpc::CreateSrqReply reply;
-    if (int error = client_of(context).call(request, &reply)) {
-        free(srq);
+    ReceivedFds received;
+    if (int error = client_of(context).call(request, &reply, {}, &received.fds)) {
+        delete provider_srq;
         report(context, "create_srq", error);
+        return nullptr;
+    }
+    WorkQueue& rq = provider_srq->rq;
+    rq.max_sge = reply.attr.max_sge;
+    if (int error = map_srq_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
+                                 reply.attr.max_wr, rq.ring)) {
+        client_of(context).call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{reply.handle});
+        delete provider_srq;
+        report_ring(context, "create_srq", error);
         return nullptr;
     }
     srq->srq.context = context;
@@ -58,11 +84,33 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     return srq;
 }
 
-int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
+int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int attr_mask) {
+    WorkQueue& rq = to_srq(ibsrq)->rq;
+    // Held across the call: the daemon moves the WQEs pending in the old
+    // ring to the new one, so none may be posted to the old one until we switch.
+    std::lock_guard lock(rq.lock);
     rpc::ModifySrqReply reply;
-    if (int error = client_of(srq->context)
-                        .call(rpc::ModifySrqRequest{srq->handle, attr_mask, *attr}, &reply)) {
-        return report(srq->context, "modify_srq", error);
+    ReceivedFds received;
+    if (int error = client_of(ibsrq->context)
+                        .call(rpc::ModifySrqRequest{ibsrq->handle, attr_mask, *attr}, &reply, {},
+                              &received.fds)) {
+        return report(ibsrq->context, "modify_srq", error);
+    }
+    if (reply.ring_entries) {
+        // Our producer index continues from the new ring's header.
+        if (int error = map_srq_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
+                                     reply.ring_entries, rq.ring)) {
+            rq.ring = SharedRing();  // the daemon has moved on from the old ring
+            return report_ring(ibsrq->context, "modify_srq", error);
+        }
+    }
+    if (attr_mask & IBV_SRQ_MAX_WR) {
+        // The reply does not say how the daemon rounded max_wr.
+        ibv_srq_attr now;
+        if (int error = query_srq(ibsrq, &now)) {
+            return error;
+        }
+        rq.ring.set_limit(now.max_wr);
     }
     return 0;
 }
@@ -91,7 +139,7 @@ int destroy_srq(ibv_srq* srq) {
     }
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);
-    free(reinterpret_cast<verbs_srq*>(srq));
+    delete to_srq(srq);
     return 0;
 }
 

@@ -13,7 +13,7 @@
 namespace uroce {
 
 ControlClient* ControlClient::connect(const char* socket_path, const char* device, int async_fd,
-                                      std::string& why) {
+                                      std::string& why, std::vector<int>* received) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (strlen(socket_path) >= sizeof(addr.sun_path)) {
@@ -39,8 +39,8 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
     rpc::HelloRequest hello{};
     snprintf(hello.device, sizeof(hello.device), "%s", device);
     rpc::HelloReply reply;
-    int error = async_fd >= 0 ? client->call(hello, &reply, std::span(&async_fd, 1))
-                              : client->call(hello, &reply);
+    int error = async_fd >= 0 ? client->call(hello, &reply, std::span(&async_fd, 1), received)
+                              : client->call(hello, &reply, {}, received);
     if (error) {
         why = client->last_error();
         delete client;

@@ -17,10 +17,11 @@ namespace uroce {
 class ControlClient {
   public:
     // Connects to the daemon at `socket_path` and binds the connection to
-    // `device`. `async_fd` (may be -1 for the tool) goes to the daemon.
-    // Returns nullptr with errno set, and `why` filled, on failure.
+    // `device`. `async_fd` (may be -1 for the tool) goes to the daemon; the
+    // descriptors of the hello reply (the doorbell) go to `received` when
+    // given. Returns nullptr with errno set, and `why` filled, on failure.
     static ControlClient* connect(const char* socket_path, const char* device, int async_fd,
-                                  std::string& why);
+                                  std::string& why, std::vector<int>* received = nullptr);
     ~ControlClient();
 
     // Sends `op` with `request` and `fds`; on success fills `reply` with

@@ -1,0 +1,345 @@
+// The data path: work requests posted to the shared rings, completions
+// polled from them. No system call here except the doorbell, and that only
+// while the daemon says it is going to sleep. Each queue has its own lock.
+#include <string.h>
+
+#include <algorithm>
+
+#include "provider.h"
+
+namespace uroce {
+namespace {
+
+constexpr uint32_t bit(ibv_wr_opcode opcode) {
+    return 1u << opcode;
+}
+
+constexpr uint32_t kUdOpcodes = bit(IBV_WR_SEND) | bit(IBV_WR_SEND_WITH_IMM);
+// UC has no reads or atomics, and no wire opcode for send with invalidate.
+constexpr uint32_t kUcOpcodes =
+    kUdOpcodes | bit(IBV_WR_RDMA_WRITE) | bit(IBV_WR_RDMA_WRITE_WITH_IMM) | bit(IBV_WR_LOCAL_INV);
+constexpr uint32_t kRcOpcodes = kUcOpcodes | bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_READ) |
+                                bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
+constexpr uint32_t kAtomicOpcodes =
+    bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
+// ibv_post_send(3): IBV_SEND_INLINE is valid for sends and RDMA writes only.
+constexpr uint32_t kInlineOpcodes = bit(IBV_WR_SEND) | bit(IBV_WR_SEND_WITH_IMM) |
+                                    bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_WRITE) |
+                                    bit(IBV_WR_RDMA_WRITE_WITH_IMM);
+
+// memcpy for lists that may be empty, and then null.
+void copy(std::byte* to, const void* from, size_t bytes) {
+    if (bytes) {
+        memcpy(to, from, bytes);
+    }
+}
+
+uint64_t total_length(const ibv_send_wr& wr) {
+    uint64_t length = 0;
+    for (int i = 0; i < wr.num_sge; ++i) {
+        length += wr.sg_list[i].length;
+    }
+    return length;
+}
+
+// rxe's validate_send_wr, with the opcode checked against the QP type.
+int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
+    const uint32_t opcode = wr.opcode < 32 ? 1u << wr.opcode : 0;
+    if (!(qp.send_opcodes & opcode) || wr.num_sge < 0 ||
+        static_cast<uint32_t>(wr.num_sge) > qp.sq.max_sge) {
+        return EINVAL;
+    }
+    if ((opcode & kAtomicOpcodes) && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
+        return EINVAL;
+    }
+    if ((wr.send_flags & IBV_SEND_INLINE) &&
+        (!(opcode & kInlineOpcodes) || length > qp.sq.max_inline)) {
+        return EINVAL;
+    }
+    if (qp.ibv.qp.qp_type == IBV_QPT_UD && !wr.wr.ud.ah) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+// Fills `slot` with a checked send WR: the fixed part, then the gather list
+// or, with IBV_SEND_INLINE, the data itself.
+void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, std::byte* slot) {
+    queues::SendWqe wqe{};
+    wqe.wr_id = wr.wr_id;
+    wqe.opcode = wr.opcode;
+    wqe.send_flags = wr.send_flags;
+    wqe.imm_data = wr.imm_data;  // or invalidate_rkey, its union member
+    if (bit(wr.opcode) & kAtomicOpcodes) {
+        wqe.remote_addr = wr.wr.atomic.remote_addr;
+        wqe.rkey = wr.wr.atomic.rkey;
+        wqe.compare_add = wr.wr.atomic.compare_add;
+        wqe.swap = wr.wr.atomic.swap;
+    } else {
+        wqe.remote_addr = wr.wr.rdma.remote_addr;
+        wqe.rkey = wr.wr.rdma.rkey;
+    }
+    switch (qp.ibv.qp.qp_type) {
+        case IBV_QPT_UD:
+            wqe.ah = wr.wr.ud.ah->handle;
+            wqe.remote_qpn = wr.wr.ud.remote_qpn;
+            wqe.remote_qkey = wr.wr.ud.remote_qkey;
+            break;
+        case IBV_QPT_XRC_SEND:
+            wqe.remote_srqn = wr.qp_type.xrc.remote_srqn;
+            break;
+        default:
+            break;
+    }
+    std::byte* data = slot + queues::kSendWqeFixed;
+    if (wr.send_flags & IBV_SEND_INLINE) {
+        // The WQE carries either a gather list or inline data, never both.
+        wqe.inline_length = static_cast<uint32_t>(length);
+        for (int i = 0; i < wr.num_sge; ++i) {
+            const ibv_sge& sge = wr.sg_list[i];
+            copy(data, reinterpret_cast<const void*>(sge.addr), sge.length);
+            data += sge.length;
+        }
+    } else {
+        wqe.num_sge = static_cast<uint32_t>(wr.num_sge);
+        copy(data, wr.sg_list, wr.num_sge * sizeof(ibv_sge));
+    }
+    memcpy(slot, &wqe, sizeof(wqe));
+}
+
+int post_one_recv(WorkQueue& wq, const ibv_recv_wr& wr) {
+    if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > wq.max_sge) {
+        return EINVAL;
+    }
+    if (wq.ring.full()) {
+        return ENOMEM;
+    }
+    std::byte* slot = wq.ring.slot();
+    const queues::RecvWqe wqe{wr.wr_id, static_cast<uint32_t>(wr.num_sge), 0};
+    memcpy(slot, &wqe, sizeof(wqe));
+    copy(slot + queues::kRecvWqeFixed, wr.sg_list, wr.num_sge * sizeof(ibv_sge));
+    wq.ring.advance();
+    return 0;
+}
+
+// Posts the list from `wr` on with `post_one` until one fails (refused
+// whole when `refusal` is set), publishes what was written and rings the
+// doorbell. WRs before a failing one stay posted, as ibv_post_send(3) says.
+template <class Wr, class PostOne>
+int post(ibv_context* context, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr, PostOne post_one) {
+    std::unique_lock lock(wq.lock);
+    // No ring: a QP type without this queue, or one lost to a failed resize.
+    int error = refusal ? refusal : wq.ring.mapped() ? 0 : EINVAL;
+    const uint32_t start = wq.ring.index();
+    while (wr && !error) {
+        error = post_one(*wr);
+        if (!error) {
+            wr = wr->next;
+        }
+    }
+    const bool posted = wq.ring.index() != start;
+    if (posted) {
+        wq.ring.publish();
+    }
+    lock.unlock();
+    if (posted) {
+        to_context(context)->doorbell.ring();
+    }
+    if (error) {
+        *bad_wr = wr;
+    }
+    return error;
+}
+
+// The number of completions ready in `cq`; false when the CQ has lost its
+// ring or the daemon broke it.
+bool completions(ProviderCq& cq, uint32_t& ready) {
+    ready = cq.ring.mapped() ? cq.ring.ready() : 0;
+    return cq.ring.mapped() && !cq.ring.broken();
+}
+
+// Copies the next completion out and moves past it (published later).
+void take(SharedRing& ring, ibv_wc& wc) {
+    memcpy(&wc, ring.slot() + offsetof(queues::Cqe, wc), sizeof(wc));
+    ring.advance();
+}
+
+// ibv_cq_ex: makes the next completion the current one. Called with the lock.
+int next_completion(ProviderCq& cq) {
+    uint32_t ready;
+    if (!completions(cq, ready)) {
+        return EIO;
+    }
+    if (!ready) {
+        return ENOENT;
+    }
+    take(cq.ring, cq.current);
+    cq.ibv.cq_ex.status = cq.current.status;
+    cq.ibv.cq_ex.wr_id = cq.current.wr_id;
+    return 0;
+}
+
+// The lock is held from a successful start_poll to end_poll.
+int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
+    if (attr->comp_mask) {
+        return EINVAL;
+    }
+    ProviderCq* cq = to_cq(ibcq);
+    cq->lock.lock();
+    const int error = next_completion(*cq);
+    if (error) {
+        cq->lock.unlock();
+    }
+    return error;
+}
+
+int next_poll(ibv_cq_ex* ibcq) {
+    return next_completion(*to_cq(ibcq));
+}
+
+void end_poll(ibv_cq_ex* ibcq) {
+    ProviderCq* cq = to_cq(ibcq);
+    cq->ring.publish();
+    cq->lock.unlock();
+}
+
+const ibv_wc& current(ibv_cq_ex* cq) {
+    return to_cq(cq)->current;
+}
+ibv_wc_opcode read_opcode(ibv_cq_ex* cq) {
+    return current(cq).opcode;
+}
+uint32_t read_vendor_err(ibv_cq_ex* cq) {
+    return current(cq).vendor_err;
+}
+uint32_t read_byte_len(ibv_cq_ex* cq) {
+    return current(cq).byte_len;
+}
+// ibv_wc_read_invalidated_rkey() reads it too: the union's other member.
+__be32 read_imm_data(ibv_cq_ex* cq) {
+    return current(cq).imm_data;
+}
+uint32_t read_qp_num(ibv_cq_ex* cq) {
+    return current(cq).qp_num;
+}
+uint32_t read_src_qp(ibv_cq_ex* cq) {
+    return current(cq).src_qp;
+}
+unsigned int read_wc_flags(ibv_cq_ex* cq) {
+    return current(cq).wc_flags;
+}
+uint32_t read_slid(ibv_cq_ex* cq) {
+    return current(cq).slid;
+}
+uint8_t read_sl(ibv_cq_ex* cq) {
+    return current(cq).sl;
+}
+uint8_t read_dlid_path_bits(ibv_cq_ex* cq) {
+    return current(cq).dlid_path_bits;
+}
+
+}  // namespace
+
+uint32_t send_opcodes_of(ibv_qp_type type) {
+    switch (type) {
+        case IBV_QPT_RC:
+        case IBV_QPT_XRC_SEND:
+            return kRcOpcodes;
+        case IBV_QPT_UC:
+            return kUcOpcodes;
+        case IBV_QPT_UD:
+            return kUdOpcodes;
+        case IBV_QPT_RAW_PACKET:
+            return bit(IBV_WR_SEND);
+        default:
+            return 0;
+    }
+}
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    ProviderQp* qp = to_qp(ibqp);
+    // A QP sends from RTS on; SQD and SQE queue, ERR flushes.
+    const ibv_qp_state state = ibqp->state;
+    const bool can_send = state != IBV_QPS_RESET && state != IBV_QPS_INIT && state != IBV_QPS_RTR;
+    return post(ibqp->context, qp->sq, can_send ? 0 : EINVAL, wr, bad_wr,
+                [qp](const ibv_send_wr& one) {
+                    const uint64_t length = total_length(one);
+                    if (int error = check_send(*qp, one, length)) {
+                        return error;
+                    }
+                    SharedRing& ring = qp->sq.ring;
+                    if (ring.full()) {
+                        return ENOMEM;
+                    }
+                    write_send(*qp, one, length, ring.slot());
+                    ring.advance();
+                    return 0;
+                });
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    WorkQueue& rq = to_qp(ibqp)->rq;
+    const bool can_receive = !ibqp->srq && ibqp->state != IBV_QPS_RESET;
+    return post(ibqp->context, rq, can_receive ? 0 : EINVAL, wr, bad_wr,
+                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+}
+
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    WorkQueue& rq = to_srq(ibsrq)->rq;
+    return post(ibsrq->context, rq, 0, wr, bad_wr,
+                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+}
+
+int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
+    ProviderCq* cq = to_cq(ibcq);
+    std::lock_guard lock(cq->lock);
+    uint32_t ready;
+    if (!completions(*cq, ready)) {
+        return -EIO;
+    }
+    const uint32_t count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
+    for (uint32_t i = 0; i < count; ++i) {
+        take(cq->ring, wc[i]);
+    }
+    if (count) {
+        cq->ring.publish();
+    }
+    return static_cast<int>(count);
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+    ProviderCq* cq = to_cq(ibcq);
+    // The state lives in the ring, which resize_cq may replace.
+    std::lock_guard lock(cq->lock);
+    if (!cq->ring.mapped()) {
+        return EIO;
+    }
+    std::atomic<uint32_t>& arm = static_cast<queues::CqState*>(cq->ring.extra())->arm;
+    if (!solicited_only) {
+        arm.store(queues::kCqArmedAny, std::memory_order_seq_cst);
+        return 0;
+    }
+    // Asking for solicited completions only does not narrow an arm for any
+    // completion (as in the kernel's rxe).
+    uint32_t disarmed = queues::kCqDisarmed;
+    arm.compare_exchange_strong(disarmed, queues::kCqArmedSolicited, std::memory_order_seq_cst);
+    return 0;
+}
+
+void set_cq_ex_ops(ibv_cq_ex* cq) {
+    cq->start_poll = start_poll;
+    cq->next_poll = next_poll;
+    cq->end_poll = end_poll;
+    cq->read_opcode = read_opcode;
+    cq->read_vendor_err = read_vendor_err;
+    cq->read_byte_len = read_byte_len;
+    cq->read_imm_data = read_imm_data;
+    cq->read_qp_num = read_qp_num;
+    cq->read_src_qp = read_src_qp;
+    cq->read_wc_flags = read_wc_flags;
+    cq->read_slid = read_slid;
+    cq->read_sl = read_sl;
+    cq->read_dlid_path_bits = read_dlid_path_bits;
+}
+
+}  // namespace uroce
