@@ -47,17 +47,22 @@ void Ring::discard_pending() {
         return;
     }
     local_ += pending();
-    header()->consumer.value.store(local_, std::memory_order_release);
+    released_ = local_;
+    header()->consumer.value.store(released_, std::memory_order_release);
 }
 
 void Ring::peek(std::span<std::byte> out) const {
     memcpy(out.data(), slot(local_), std::min<size_t>(out.size(), entry_size_));
 }
 
-void Ring::pop(std::span<std::byte> out) {
+void Ring::take(std::span<std::byte> out) {
     peek(out);
     ++local_;
-    header()->consumer.value.store(local_, std::memory_order_release);
+}
+
+void Ring::release(uint32_t count) {
+    released_ += count;
+    header()->consumer.value.store(released_, std::memory_order_release);
 }
 
 bool Ring::move_pending_to(Ring& next) {

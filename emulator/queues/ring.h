@@ -32,7 +32,15 @@ class Ring {
     // Drops everything pending (a QP reset empties its queues).
     void discard_pending();
     // Copies the next entry (at most out.size() bytes) and moves past it.
-    void pop(std::span<std::byte> out);
+    void pop(std::span<std::byte> out) {
+        take(out);
+        release(1);
+    }
+    // Like pop, but the slot stays the consumer's until release(): a send
+    // queue holds a WQE until it completes, so max_send_wr bounds the WQEs
+    // outstanding, not only those not yet seen.
+    void take(std::span<std::byte> out);
+    void release(uint32_t count);
     // The next entry without consuming it (copied: the producer may write it).
     void peek(std::span<std::byte> out) const;
 
@@ -57,7 +65,8 @@ class Ring {
     SharedMemory memory_;
     uint32_t entries_ = 0;
     uint32_t entry_size_ = 0;
-    uint32_t local_ = 0;  // our own index: never read back from shared memory
+    uint32_t local_ = 0;     // our own index: never read back from shared memory
+    uint32_t released_ = 0;  // consumer side: what the producer may reuse
     bool broken_ = false;
 };
 

@@ -105,6 +105,7 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
         complete_send(qp, w, IBV_WC_SUCCESS);
         ++device.stats().completions;
         r.window.pop_front();
+        qp.send_queue.release(1);
         if (r.next_to_send > 0) {
             --r.next_to_send;
         }
@@ -233,6 +234,7 @@ void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
     if (!r.window.empty()) {
         complete_send(qp, r.window.front(), status);
         r.window.pop_front();
+        qp.send_queue.release(1);
     }
     qp.attr.qp_state = IBV_QPS_ERR;
     qp.attr.cur_qp_state = IBV_QPS_ERR;
@@ -252,6 +254,7 @@ bool Transport::flush(Device& device, Qp& qp) {
         post_completion(*qp.send_cq.get(), wc, false);
         did = true;
     }
+    qp.send_queue.release(static_cast<uint32_t>(r.window.size()));
     r.window.clear();
     r.next_to_send = 0;
     r.reads_in_flight = 0;

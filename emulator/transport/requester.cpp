@@ -95,7 +95,7 @@ bool Transport::take_work(Device&, Qp& qp) {
     bool took = false;
     std::vector<std::byte> entry(qp.send_queue.entry_size());
     while (qp.send_queue.pending()) {
-        qp.send_queue.pop(entry);
+        qp.send_queue.take(entry);  // the slot is released when the WQE completes
         SendWork w;
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
         const std::byte* data = entry.data() + queues::kSendWqeFixed;
@@ -149,10 +149,11 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
     h.reth = {w.wqe.remote_addr, w.wqe.rkey, static_cast<uint32_t>(w.length)};
     h.immdt.imm = ntohl(w.wqe.imm_data);
     h.ieth.rkey = w.wqe.imm_data;  // the rkey to invalidate shares the field
-    h.atomic_eth = {w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, w.wqe.swap};
-    if (w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
-        h.atomic_eth = {w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, 0};
-    }
+    // AtomicETH carries the swap value (or the addend), then the compare value.
+    h.atomic_eth =
+        w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP
+            ? wire::AtomicEth{w.wqe.remote_addr, w.wqe.rkey, w.wqe.swap, w.wqe.compare_add}
+            : wire::AtomicEth{w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, 0};
 
     std::vector<std::byte>& payload = scratch_;
     payload.clear();
