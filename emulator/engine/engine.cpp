@@ -255,21 +255,31 @@ void Engine::sleep() {
     sleeping.store(0, std::memory_order_relaxed);
 }
 
+void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                              uint16_t src_port) {
+    receive(*devices_.at(index), bytes, src_ipv4, true, src_port, Clock::now());
+}
+
+bool Engine::run_once() {
+    io_.poll();
+    const auto now = Clock::now();
+    bool busy = network_.poll(
+        [this](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint16_t src_port) {
+            receive_datagram(index, bytes, src_ipv4, src_port);
+        });
+    busy |= release_held(now);
+    busy |= deliver_local(now);
+    busy |= run_queue_pairs(now);
+    busy |= deliver_local(now);
+    network_.submit();
+    return busy;
+}
+
 void Engine::run() {
     auto last_work = Clock::now();
-    const UdpNetwork::Receiver from_udp = [this](size_t index, std::span<const uint8_t> bytes,
-                                                 uint32_t src_ipv4, uint16_t src_port) {
-        receive(*devices_[index], bytes, src_ipv4, true, src_port, Clock::now());
-    };
     while (!io_.stopped()) {
-        io_.poll();
+        const bool busy = run_once();
         const auto now = Clock::now();
-        bool busy = network_.poll(from_udp);
-        busy |= release_held(now);
-        busy |= deliver_local(now);
-        busy |= run_queue_pairs(now);
-        busy |= deliver_local(now);
-        network_.submit();
         if (busy) {
             last_work = now;
         } else if (now - last_work > kSpin) {

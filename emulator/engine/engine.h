@@ -42,6 +42,14 @@ class Engine : public transport::PacketOutput {
     void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
               std::span<const std::byte> payload) override;
 
+    // A UDP datagram that arrived for device `index` from src_ipv4:src_port
+    // (network order address, host order port): the receive path of the
+    // network, and where tests feed crafted packets in.
+    void receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                          uint16_t src_port);
+    // One turn of the loop without sleeping; true when it did work.
+    bool run_once();
+
   private:
     struct LocalPacket {
         Device* to;
