@@ -1,5 +1,7 @@
 #include "control/dispatcher.h"
 
+#include "control/decode.h"
+
 #include <string.h>
 
 #include <array>
@@ -15,16 +17,6 @@ std::vector<std::byte> to_bytes(const T& value) {
     std::vector<std::byte> bytes(sizeof(T));
     memcpy(bytes.data(), &value, sizeof(T));
     return bytes;
-}
-
-template <class Request>
-Result decode(std::span<const std::byte> body, Request& request) {
-    if (body.size() != sizeof(Request)) {
-        return fail(EINVAL, "malformed request: body is %zu bytes, this op takes %zu", body.size(),
-                    sizeof(Request));
-    }
-    memcpy(&request, body.data(), sizeof(Request));
-    return ok();
 }
 
 template <class Request, class Reply>

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
 #include "protocol/socket.h"
@@ -10,15 +11,12 @@
 namespace uroce {
 namespace {
 
+// A tool request names a device: the name ends within its field.
 template <class Request>
 Result decode_tool_request(std::span<const std::byte> body, Request& request) {
-    if (body.size() != sizeof(Request)) {
-        return fail(EINVAL, "malformed request: body is %zu bytes, this op takes %zu", body.size(),
-                    sizeof(Request));
-    }
-    memcpy(&request, body.data(), sizeof(Request));
+    Result r = decode(body, request);
     request.device[sizeof(request.device) - 1] = '\0';
-    return ok();
+    return r;
 }
 
 // The tool's observability ops. They name a device, so any connection may

@@ -59,7 +59,8 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.max_qp = kMaxQp;
     a.max_qp_wr = kMaxQpWr;
     a.device_cap_flags = IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_SRQ_RESIZE |
-                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+                         IBV_DEVICE_RC_RNR_NAK_GEN;
     a.max_sge = kMaxSge;
     a.max_sge_rd = kMaxSge;
     a.max_cq = kMaxCq;
@@ -69,7 +70,7 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.max_qp_rd_atom = kMaxRdAtom;
     a.max_res_rd_atom = kMaxRdAtom * kMaxQp;
     a.max_qp_init_rd_atom = kMaxRdAtom;
-    a.atomic_cap = IBV_ATOMIC_NONE;  // no data path yet
+    a.atomic_cap = IBV_ATOMIC_HCA;  // one engine thread serialises every atomic of the device
     a.max_mw = kMaxMw;
     a.max_mcast_grp = kMaxMcastGroups;
     a.max_mcast_qp_attach = kMaxMcastQpAttach;

@@ -217,6 +217,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             }
             w.first_psn = r.next_psn;
             r.next_psn = wire::psn_add(r.next_psn, w.packets);
+            ++device.stats().rdma_sends;
             if (w.is_read_or_atomic()) {
                 ++r.reads_in_flight;
             }

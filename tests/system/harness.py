@@ -509,11 +509,16 @@ class Daemon:
     def launch(self, wrapper=()):
         """Starts the process (under `wrapper`, e.g. strace, when given)
         without waiting for it to be ready."""
+        env = dict(os.environ)
+        if wrapper:
+            # LeakSanitizer cannot run under ptrace (sanitizer builds).
+            env["ASAN_OPTIONS"] = ":".join(
+                filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
                 [*wrapper, uroced_path(), "--runtime-dir", self.runtime_dir, *self.args],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         finally:
             log.close()
         return self

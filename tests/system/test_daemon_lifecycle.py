@@ -131,14 +131,13 @@ class SecondDaemonTest(LifecycleTestCase):
         for a while at its first unlink (where it replaces a stale socket)
         as the second one starts."""
         strace = shutil.which("strace")
-        if not strace:
-            self.skipTest("strace is not installed")
+        self.assertIsNotNone(strace, "strace is not installed (tools/install-deps installs it)")
         delay = 1.5
         wrapper = [strace, "-f", "-qq", "--seccomp-bpf", "-o", os.devnull,
                    "-e", "trace=unlink,unlinkat",
                    "-e", "inject=unlink,unlinkat:delay_enter=%d:when=1" % (delay * 1e6)]
-        if subprocess.run(wrapper + ["/bin/true"], capture_output=True).returncode != 0:
-            self.skipTest("strace cannot trace here")
+        traced = subprocess.run(wrapper + ["/bin/true"], capture_output=True, text=True)
+        self.assertEqual(traced.returncode, 0, "strace cannot trace here: " + traced.stderr)
 
         held = self.new_daemon(start=False)
         held.launch(wrapper)

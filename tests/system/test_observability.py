@@ -50,7 +50,7 @@ def tool_environment(runtime_dir):
 def require_tool(test):
     tool = harness.tool_path()
     if not tool:
-        test.skipTest("the uroce command is not built (UROCE_TOOL is not set)")
+        test.fail("the uroce command is not built (UROCE_TOOL is not set)")
     return tool
 
 

@@ -22,7 +22,7 @@ class UroceToolTest(unittest.TestCase):
     def setUp(self):
         self.tool = harness.tool_path()
         if not self.tool:
-            self.skipTest("the uroce command is not built (UROCE_TOOL is not set)")
+            self.fail("the uroce command is not built (UROCE_TOOL is not set)")
         self.base = tempfile.mkdtemp(prefix="uroce-sys-")
         self.addCleanup(shutil.rmtree, self.base, True)
         self.runtime_dir = os.path.join(self.base, "run")

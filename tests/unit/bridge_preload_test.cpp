@@ -166,7 +166,7 @@ class bridgeVerbs : public ::testing::Test {
 
 TEST_F(bridgeVerbs, IbvDevicesListsTheDevice) {
     if (!fs::exists("/usr/bin/ibv_devices")) {
-        GTEST_SKIP() << "ibv_devices is not installed";
+        FAIL() << "ibv_devices is not installed (tools/install-deps installs ibverbs-utils)";
     }
     Outcome r = run_program({"/usr/bin/ibv_devices"}, env());
     ASSERT_EQ(r.status, 0) << r.output;
