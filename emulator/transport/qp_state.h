@@ -33,6 +33,8 @@ struct SendWork {
     bool done = false;                   // acknowledged, or answered in full
     uint64_t received = 0;               // read: response bytes placed
     Extent source;                       // the gather list (read, atomic: where results go)
+    std::vector<std::byte> staged;       // message bytes read ahead of sending them
+    uint64_t staged_offset = 0;
     std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
 
     uint32_t last_psn() const;
@@ -45,6 +47,8 @@ struct SendWork {
 
 // The largest message: the port's max_msg_sz.
 inline constexpr uint64_t kMaxMessage = 1ull << 31;
+// How much of a message the requester reads from the application at once.
+inline constexpr uint64_t kStageBytes = 64 * 1024;
 
 struct RequesterState {
     std::deque<SendWork> window;  // in posting order; the front completes first

@@ -93,7 +93,8 @@ uint32_t destination_ipv4(const Qp& qp) {
 // have written (bad sizes, unknown opcode) fails with a local QP error.
 bool Transport::take_work(Device&, Qp& qp) {
     bool took = false;
-    std::vector<std::byte> entry(qp.send_queue.entry_size());
+    std::vector<std::byte>& entry = scratch_;
+    entry.resize(qp.send_queue.entry_size());
     while (qp.send_queue.pending()) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
         SendWork w;
@@ -155,21 +156,36 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
             ? wire::AtomicEth{w.wqe.remote_addr, w.wqe.rkey, w.wqe.swap, w.wqe.compare_add}
             : wire::AtomicEth{w.wqe.remote_addr, w.wqe.rkey, w.wqe.compare_add, 0};
 
-    std::vector<std::byte>& payload = scratch_;
-    payload.clear();
+    std::span<const std::byte> payload;
     if (info.payload) {
         const uint64_t offset = uint64_t{index} * mtu;
         const uint64_t bytes = std::min<uint64_t>(mtu, w.length - offset);
-        payload.resize(bytes);
         if (!w.inline_data.empty()) {
-            memcpy(payload.data(), w.inline_data.data() + offset, bytes);
-        } else if (bytes &&
-                   read_process(w.source.pid, slice(w.source, offset, bytes), payload) != 0) {
-            w.error = IBV_WC_LOC_PROT_ERR;
-            return;
+            payload = std::span(w.inline_data).subspan(offset, bytes);
+        } else if (bytes) {
+            payload = stage(w, offset, bytes);
+            if (payload.empty()) {
+                w.error = IBV_WC_LOC_PROT_ERR;
+                return;
+            }
         }
     }
     output_.send(device, destination_ipv4(qp), h, payload);
+}
+
+// The message bytes [offset, offset + bytes), read from the application a
+// chunk of several packets at a time; empty when they cannot be read.
+std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64_t bytes) {
+    if (offset < w.staged_offset || offset + bytes > w.staged_offset + w.staged.size()) {
+        const uint64_t chunk = std::min(std::max(kStageBytes, bytes), w.length - offset);
+        w.staged.resize(chunk);
+        w.staged_offset = offset;
+        if (read_process(w.source.pid, slice(w.source, offset, chunk), w.staged) != 0) {
+            w.staged.clear();
+            return {};
+        }
+    }
+    return std::span(w.staged).subspan(offset - w.staged_offset, bytes);
 }
 
 bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {

@@ -44,6 +44,7 @@ class Transport {
     // requester.cpp
     bool take_work(Device& device, Qp& qp);
     void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index);
+    std::span<const std::byte> stage(SendWork& work, uint64_t offset, uint64_t bytes);
     void restart_from(Qp& qp, uint32_t psn);
     // completer.cpp
     void on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
@@ -67,7 +68,7 @@ class Transport {
                          ibv_event_type event, uint32_t dest_ipv4);
 
     PacketOutput& output_;
-    std::vector<std::byte> scratch_;  // a packet's payload on its way out
+    std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way
 };
 
 // Brings the transport state in line with a state change that modify_qp

@@ -176,7 +176,7 @@ size_t packet_size(const OpcodeInfo& info, size_t payload_bytes) {
 }
 
 BuildResult build_packet(const PacketHeaders& headers, std::span<const uint8_t> payload,
-                         const IcrcAddresses& addr, std::span<uint8_t> out) {
+                         const IcrcAddresses* addr, std::span<uint8_t> out) {
     const OpcodeInfo* info = opcode_info(headers.bth.opcode);
     if (info == nullptr) {
         return {BuildError::kUnknownOpcode, 0};
@@ -204,7 +204,7 @@ BuildResult build_packet(const PacketHeaders& headers, std::span<const uint8_t> 
     off += payload.size();
     std::fill_n(out.begin() + static_cast<std::ptrdiff_t>(off), bth.pad, 0);
     off += bth.pad;
-    store_icrc(icrc(addr, out.first(off)), at<kIcrcBytes>(out, off));
+    store_icrc(addr ? icrc(*addr, out.first(off)) : 0, at<kIcrcBytes>(out, off));
     return {BuildError::kOk, size};
 }
 

@@ -77,8 +77,14 @@ size_t packet_size(const OpcodeInfo& info, size_t payload_bytes);
 
 // Writes headers.bth.opcode's headers, the payload, zero pad and the ICRC to
 // the start of out. The BTH pad count is derived from the payload length;
-// every other BTH field is taken from headers.bth as given.
+// every other BTH field is taken from headers.bth as given. Without
+// addresses the ICRC is left 0: for packets that never leave the daemon
+// and that nobody records.
 BuildResult build_packet(const PacketHeaders& headers, std::span<const uint8_t> payload,
-                         const IcrcAddresses& addr, std::span<uint8_t> out);
+                         const IcrcAddresses* addr, std::span<uint8_t> out);
+inline BuildResult build_packet(const PacketHeaders& headers, std::span<const uint8_t> payload,
+                                const IcrcAddresses& addr, std::span<uint8_t> out) {
+    return build_packet(headers, payload, &addr, out);
+}
 
 }  // namespace uroce::wire
