@@ -78,7 +78,14 @@ TEST_F(PcapWriterTest, RecordsFramePacketsAsEthernetIpv4Udp) {
         first[i] = uint8_t(i);
     }
     second.assign(second.size(), 0xab);
-    const time_t before = time(nullptr);
+    // The writer stamps records with CLOCK_REALTIME; time() may run a tick
+    // behind it, so the bounds come from the same clock.
+    const auto now_seconds = [] {
+        timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        return static_cast<uint32_t>(t.tv_sec);
+    };
+    const uint32_t before = now_seconds();
     writer_.record(first, address("127.0.0.1"), address("127.0.0.2"), 49152, 4791);
     writer_.record(second, address("10.1.2.3"), address("192.168.200.4"), 4791, 4791);
     EXPECT_EQ(writer_.packets(), 2u);
@@ -94,8 +101,8 @@ TEST_F(PcapWriterTest, RecordsFramePacketsAsEthernetIpv4Udp) {
                               Expected{second, {10, 1, 2, 3}, {192, 168, 200, 4}, 4791, 4791}}) {
         ASSERT_LE(at + kRecordHeader, file.size());
         const uint32_t seconds = u32(file, at);
-        EXPECT_GE(seconds, uint32_t(before));
-        EXPECT_LE(seconds, uint32_t(time(nullptr)));
+        EXPECT_GE(seconds, before);
+        EXPECT_LE(seconds, now_seconds());
         EXPECT_LT(u32(file, at + 4), 1000000u);
         const uint32_t length = u32(file, at + 8);
         EXPECT_EQ(length, kFrameHeaders + e.payload.size());
