@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "protocol/client.h"
@@ -115,7 +116,7 @@ void Daemon::launch(uint16_t udp_port) {
         dup2(log, STDOUT_FILENO);
         dup2(log, STDERR_FILENO);
         execl(UROCED_PATH, UROCED_PATH, "--runtime-dir", dir_.c_str(), "--udp-port", port.c_str(),
-              nullptr);
+              shortcut_ ? nullptr : "--no-shortcut", nullptr);
         _exit(127);
     }
 }
@@ -160,6 +161,100 @@ std::string Daemon::status() const {
                       << client->last_error();
     }
     return text;
+}
+
+std::map<std::string, uint64_t> Daemon::stats(const std::string& device) const {
+    std::string why;
+    const auto client = connect_tool(dir_, why);
+    if (!client) {
+        ADD_FAILURE() << "cannot connect to uroced: " << why;
+        return {};
+    }
+    rpc::DeviceRequest request{};
+    snprintf(request.device, sizeof(request.device), "%s", device.c_str());
+    auto reply = std::make_unique<rpc::StatsReply>();
+    if (const int error =
+            client->call(rpc::Op::kStats, &request, sizeof(request), reply.get(), sizeof(*reply))) {
+        ADD_FAILURE() << "stats request failed: " << strerror(error) << " " << client->last_error();
+        return {};
+    }
+    reply->text[sizeof(reply->text) - 1] = '\0';
+    // A header line, then "  <counter> <value>" lines.
+    std::map<std::string, uint64_t> counters;
+    std::istringstream lines(reply->text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        std::string name;
+        uint64_t value;
+        if (line.rfind("  ", 0) == 0 && fields >> name >> value) {
+            counters[name] = value;
+        }
+    }
+    return counters;
+}
+
+void Daemon::set_faults(const std::string& device, double drop, double duplicate,
+                        double reorder) const {
+    std::string why;
+    const auto client = connect_tool(dir_, why);
+    ASSERT_TRUE(client) << "cannot connect to uroced: " << why;
+    rpc::SetFaultsRequest request{};
+    snprintf(request.device, sizeof(request.device), "%s", device.c_str());
+    request.drop = drop;
+    request.duplicate = duplicate;
+    request.reorder = reorder;
+    rpc::Empty none;
+    EXPECT_EQ(client->call(request, &none), 0) << client->last_error();
+}
+
+namespace {
+
+constexpr std::string_view kChildOption = "--uroce-child=";
+
+std::map<std::string, ChildMain>& children() {
+    static std::map<std::string, ChildMain> registered;
+    return registered;
+}
+
+}  // namespace
+
+bool register_child(const std::string& name, ChildMain main) {
+    children()[name] = main;
+    return true;
+}
+
+Child spawn_child(const std::string& name, const std::vector<std::string>& args) {
+    // Everything exec needs is made before the fork: the child of a threaded
+    // process may only make async-signal-safe calls.
+    std::vector<std::string> strings{"/proc/self/exe", std::string(kChildOption) + name};
+    strings.insert(strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : strings) {
+        argv.push_back(s.data());
+    }
+    argv.push_back(nullptr);
+    int pipe_fds[2];
+    Child child;
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        ADD_FAILURE() << "pipe2: " << strerror(errno);
+        return child;
+    }
+    child.pid = fork();
+    if (child.pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(pipe_fds[1], STDOUT_FILENO);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    if (child.pid < 0) {
+        ADD_FAILURE() << "fork: " << strerror(errno);
+        close(pipe_fds[0]);
+        return child;
+    }
+    child.output = pipe_fds[0];
+    return child;
 }
 
 std::map<std::string, int> device_objects(const std::string& status, const std::string& device) {
@@ -228,6 +323,17 @@ CqPtr VerbsTest::create_cq(int cqe) const {
 }  // namespace uroce::test
 
 int main(int argc, char** argv) {
+    // A child (spawn_child) uses the daemon its parent started: the
+    // environment that points libibverbs at it came along.
+    if (argc >= 2 && std::string_view(argv[1]).starts_with(uroce::test::kChildOption)) {
+        const std::string name(std::string_view(argv[1]).substr(uroce::test::kChildOption.size()));
+        const auto it = uroce::test::children().find(name);
+        if (it == uroce::test::children().end()) {
+            fprintf(stderr, "no child called %s\n", name.c_str());
+            return 2;
+        }
+        return it->second(std::vector<std::string>(argv + 2, argv + argc));
+    }
     ::testing::InitGoogleTest(&argc, argv);
     ::testing::AddGlobalTestEnvironment(new uroce::test::DaemonEnvironment);
     return RUN_ALL_TESTS();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace uroce::test {
 
@@ -35,15 +36,42 @@ class Daemon {
     // not answer.
     std::string status() const;
 
+    // Whether packets between the daemon's own devices skip UDP; only
+    // before start() (a test binary sets it from a static initialiser).
+    void set_shortcut(bool shortcut) { shortcut_ = shortcut; }
+    bool shortcut() const { return shortcut_; }
+
+    // The counters of `device` (as `uroce stats`); empty, with a test
+    // failure, when the daemon does not answer.
+    std::map<std::string, uint64_t> stats(const std::string& device) const;
+    // Faults on the packets `device` sends (as `uroce fault`); all zero
+    // clears them. A test failure when the daemon refuses.
+    void set_faults(const std::string& device, double drop, double duplicate = 0,
+                    double reorder = 0) const;
+
   private:
     void launch(uint16_t udp_port);
 
     std::filesystem::path dir_;
     pid_t pid_ = -1;
+    bool shortcut_ = true;
 };
 
 // The daemon of this test binary.
 Daemon& test_daemon();
+
+// Another process running this test binary, attached to the same daemon:
+// started with --uroce-child=NAME, its main() runs the function registered
+// under NAME instead of the tests. Its stdout comes back through `output`.
+using ChildMain = int (*)(const std::vector<std::string>& args);
+// For a static initialiser; returns true.
+bool register_child(const std::string& name, ChildMain main);
+struct Child {
+    pid_t pid = -1;
+    int output = -1;  // read end of the child's stdout
+};
+// Forks and execs the child; a test failure when it cannot.
+Child spawn_child(const std::string& name, const std::vector<std::string>& args);
 
 // Object counts ("pd", "qp", ...) on the line of `device` in a status report;
 // empty when the device is not in the report.
