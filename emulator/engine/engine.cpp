@@ -66,7 +66,7 @@ void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& h
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
     // The ICRC matters on the wire and in traces; a packet between two of
     // this daemon's devices that nobody records does without.
-    const Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
+    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
     const bool icrc = !local || from.trace().is_open() || local->trace().is_open();
     if (wire::build_packet(headers, data, icrc ? &addresses : nullptr, bytes).error !=
         wire::BuildError::kOk) {
