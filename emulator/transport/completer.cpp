@@ -66,8 +66,21 @@ void made_progress(Qp& qp, Clock::time_point now) {
     RequesterState& r = qp.requester;
     r.retries_left = qp.attr.retry_cnt;
     r.rnr_retries_left = qp.attr.rnr_retry;
+    r.retry_started = false;
     const auto timeout = wire::local_ack_timeout(qp.attr.timeout);
     r.retransmit_at = r.unacked_psn == r.next_psn || !timeout ? kNever : now + *timeout;
+}
+
+// Where acknowledgement stops for a response that reaches `psn`: at the
+// first READ or atomic before it whose answer has not come (the responder
+// executed it, so the answer was lost and must be asked for again).
+uint32_t first_unanswered(const RequesterState& r, uint32_t psn) {
+    for (const SendWork& w : r.window) {
+        if (w.started && w.is_read_or_atomic() && !w.done && wire::psn_before(w.first_psn, psn)) {
+            return w.first_psn;
+        }
+    }
+    return psn;
 }
 
 void complete_recv(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
@@ -116,9 +129,10 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                             Clock::time_point now) {
     RequesterState& r = qp.requester;
     const uint32_t psn = packet.hdr.bth.psn;
-    // Responses for PSNs never sent, or long acknowledged, are stale.
-    if (!wire::psn_in_range(psn, wire::psn_add(r.unacked_psn, wire::kPsnMask),
-                            wire::psn_add(r.next_psn, wire::kPsnMask))) {
+    // Only PSNs sent and not yet acknowledged can be answered; anything else
+    // is a duplicate or stale (and nothing outstanding means nothing to answer).
+    if (r.unacked_psn == r.next_psn ||
+        !wire::psn_in_range(psn, r.unacked_psn, wire::psn_add(r.next_psn, wire::kPsnMask))) {
         ++device.stats().duplicate_response;
         return;
     }
@@ -132,13 +146,20 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
             return;
         }
         SendWork& w = *it;
+        const bool atomic_answer = family == wire::Family::kAtomicAck;
+        if (atomic_answer != (w.wqe.opcode != IBV_WR_RDMA_READ)) {
+            // The wrong kind of answer: the WQE fails, as rxe's check_ack() does.
+            complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
+            fail_qp(device, qp, IBV_WC_BAD_RESP_ERR);
+            return;
+        }
         const uint32_t mtu = 128u << qp.attr.path_mtu;
         const uint32_t expected =
             wire::psn_add(w.first_psn, static_cast<uint32_t>(w.received / mtu));
         if (psn != expected) {
             ++device.stats().rcvd_seq_err;
             if (wire::psn_before(expected, psn)) {
-                restart_from(qp, w.first_psn);  // a response was lost
+                retry(device, qp, w.first_psn);  // a response was lost
             }
             return;
         }
@@ -165,7 +186,9 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
         }
         if (w.done) {
             r.unacked_psn = wire::psn_add(w.last_psn(), 1);
-            made_progress(qp, now);
+        }
+        made_progress(qp, now);
+        if (w.done) {
             complete_acknowledged(device, qp, w.last_psn());
         }
         return;
@@ -174,22 +197,21 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
     const wire::Aeth aeth = packet.hdr.aeth;
     switch (aeth.type()) {
         case wire::AethType::kAck: {
-            // READs and atomics acknowledged without their answer lost it.
-            for (const SendWork& w : r.window) {
-                if (w.started && w.is_read_or_atomic() && !w.done &&
-                    !wire::psn_before(psn, w.first_psn)) {
-                    restart_from(qp, w.first_psn);
-                    break;
-                }
+            const uint32_t unacked = first_unanswered(r, wire::psn_add(psn, 1));
+            if (wire::psn_before(r.unacked_psn, unacked)) {
+                r.unacked_psn = unacked;
+                made_progress(qp, now);
             }
-            r.unacked_psn = wire::psn_add(psn, 1);
-            made_progress(qp, now);
-            complete_acknowledged(device, qp, psn);
+            complete_acknowledged(device, qp, wire::psn_add(unacked, wire::kPsnMask));
+            if (unacked != wire::psn_add(psn, 1)) {
+                retry(device, qp, unacked);  // the answer to a READ or atomic was lost
+            }
             return;
         }
-        case wire::AethType::kRnrNak:
+        case wire::AethType::kRnrNak: {
             ++device.stats().rcvd_rnr_err;
-            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
+            const uint32_t from = first_unanswered(r, psn);
+            complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
             if (qp.attr.rnr_retry != 7) {
                 if (r.rnr_retries_left == 0) {
                     ++device.stats().retry_rnr_exceeded_err;
@@ -198,26 +220,25 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                 }
                 --r.rnr_retries_left;
             }
-            r.unacked_psn = psn;
+            r.unacked_psn = from;
             r.retransmit_at = kNever;
             r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
-            restart_from(qp, psn);
+            r.retry_started = true;
+            restart_from(qp, from);
             return;
+        }
         case wire::AethType::kNak: {
             const auto code = static_cast<wire::NakCode>(aeth.value());
-            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
-            r.unacked_psn = psn;
             if (code == wire::NakCode::kPsnSequenceError) {
                 ++device.stats().rcvd_seq_err;
-                if (r.retries_left == 0) {
-                    ++device.stats().retry_exceeded_err;
-                    fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
-                    return;
-                }
-                --r.retries_left;
-                restart_from(qp, psn);
+                const uint32_t from = first_unanswered(r, psn);
+                complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
+                r.unacked_psn = from;
+                retry(device, qp, from);
                 return;
             }
+            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
+            r.unacked_psn = psn;
             ++device.stats().completer_retry_err;
             fail_qp(device, qp, nak_status(code));
             return;
@@ -226,6 +247,23 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
             ++device.stats().rcvd_malformed;
             return;
     }
+}
+
+// Goes back to `psn` on a NAK or a detected loss, spending one retry, unless
+// a retransmission is already under way.
+void Transport::retry(Device& device, Qp& qp, uint32_t psn) {
+    RequesterState& r = qp.requester;
+    if (r.retry_started) {
+        return;
+    }
+    if (r.retries_left == 0) {
+        ++device.stats().retry_exceeded_err;
+        fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
+        return;
+    }
+    --r.retries_left;
+    r.retry_started = true;
+    restart_from(qp, psn);
 }
 
 // The front WQE completes with `status`; the QP moves to ERR.

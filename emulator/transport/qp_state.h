@@ -58,6 +58,10 @@ struct RequesterState {
     uint32_t reads_in_flight = 0;
     int retries_left = 0;
     int rnr_retries_left = 0;
+    // A retransmission is under way: until the responder acknowledges
+    // something new, further NAKs and gaps do not start another (rxe's
+    // started_retry), or duplicate answers would multiply the traffic.
+    bool retry_started = false;
     Clock::time_point retransmit_at = kNever;
     Clock::time_point rnr_resume_at = kNever;
 };

@@ -298,6 +298,7 @@ void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
         return;
     }
     --r.retries_left;
+    r.retry_started = true;
     restart_from(qp, r.unacked_psn);
 }
 

@@ -41,6 +41,14 @@ bool take_receive(Qp& qp, queues::RecvWqe& recv, std::vector<ibv_sge>& sges) {
     return true;
 }
 
+// A READ of `reth` starting at `psn`: its responses take one PSN each.
+ResponderResource read_request(const Qp& qp, uint32_t psn, const wire::Reth& reth) {
+    const uint64_t mtu = mtu_bytes(qp);
+    const auto packets =
+        static_cast<uint32_t>(std::max<uint64_t>(1, (reth.dma_length + mtu - 1) / mtu));
+    return {psn, wire::psn_add(psn, packets - 1), false, reth, 0};
+}
+
 bool has_receive(Qp& qp) {
     return (qp.srq ? qp.srq->ring : qp.recv_queue).pending() > 0;
 }
@@ -76,6 +84,30 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
     h.bth.psn = psn;
     h.aeth = aeth;
     output_.send(device, dest_ipv4, h, {});
+}
+
+// No receive WQE for `psn`: the requester waits and sends it again. Until it
+// does, the packets behind it are dropped without a sequence NAK, which would
+// spend the requester's retries on what is only a wait.
+void Transport::rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4) {
+    ++device.stats().send_rnr_err;
+    qp.responder.nak_sent = true;
+    acknowledge(device, qp, psn, wire::Aeth::rnr_nak(qp.responder.msn, qp.attr.min_rnr_timer),
+                dest_ipv4);
+}
+
+// Application memory the responder could not reach. A client that is gone
+// (ESRCH) gets silence, as a host whose QP vanished would give: its peer
+// times out. Otherwise the request fails with `code`.
+bool Transport::memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
+                              uint32_t dest_ipv4) {
+    if (error == 0) {
+        return false;
+    }
+    if (error != ESRCH) {
+        responder_error(device, qp, psn, code, IBV_EVENT_QP_ACCESS_ERR, dest_ipv4);
+    }
+    return true;
 }
 
 // A request the responder cannot execute: NAK it, report the event on the
@@ -137,7 +169,20 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
                         src_ipv4);
         return;
     }
-    switch (packet.info->family) {
+    // The QP's own access flags gate RDMA and atomics before any key is
+    // looked at (rxe's check_qp_attr_access()).
+    const wire::Family family = packet.info->family;
+    const unsigned needed = family == wire::Family::kWrite && starts_message(position)
+                                ? IBV_ACCESS_REMOTE_WRITE
+                            : family == wire::Family::kReadRequest ? IBV_ACCESS_REMOTE_READ
+                            : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
+                                                                   : 0;
+    if ((qp.attr.qp_access_flags & needed) != needed) {
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    switch (family) {
         case wire::Family::kSend:
             execute_send(device, qp, packet, src_ipv4);
             break;
@@ -150,12 +195,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
                                 IBV_EVENT_QP_REQ_ERR, src_ipv4);
                 return;
             }
-            const uint32_t length = packet.hdr.reth.dma_length;
-            const uint32_t packets =
-                std::max<uint32_t>(1, (length + mtu_bytes(qp) - 1) / mtu_bytes(qp));
-            ResponderResource request{psn, wire::psn_add(psn, packets - 1), false, packet.hdr.reth,
-                                      0};
-            execute_read(device, qp, packet, src_ipv4, request);
+            execute_read(device, qp, packet, src_ipv4, read_request(qp, psn, packet.hdr.reth));
             break;
         }
         case wire::Family::kAtomic:
@@ -175,9 +215,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     if (starts_message(packet.info->position)) {
         std::vector<ibv_sge> sges;
         if (!take_receive(qp, m.recv, sges)) {
-            ++device.stats().send_rnr_err;
-            acknowledge(device, qp, psn, wire::Aeth::rnr_nak(s.msn, qp.attr.min_rnr_timer),
-                        src_ipv4);
+            rnr_nak(device, qp, psn, src_ipv4);
             return;
         }
         m.active = true;
@@ -201,12 +239,15 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                         src_ipv4);
         return;
     }
-    if (!payload.empty() &&
-        write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size())) != 0) {
-        complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
-        m = {};
-        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
-                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+    if (const int error =
+            payload.empty()
+                ? 0
+                : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
+        if (error != ESRCH) {
+            complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
+            m = {};
+        }
         return;
     }
     m.offset += payload.size();
@@ -231,8 +272,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
     // The receive WQE an immediate consumes must exist before any data lands,
     // so that an RNR retry finds the message as it was.
     if (with_imm && !has_receive(qp)) {
-        ++device.stats().send_rnr_err;
-        acknowledge(device, qp, psn, wire::Aeth::rnr_nak(s.msn, qp.attr.min_rnr_timer), src_ipv4);
+        rnr_nak(device, qp, psn, src_ipv4);
         return;
     }
     if (starts_message(packet.info->position)) {
@@ -249,12 +289,17 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
         }
     }
     const auto payload = std::as_bytes(packet.payload);
-    if (m.offset + payload.size() > m.target.length ||
-        (!payload.empty() &&
-         write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size())) != 0)) {
+    if (m.offset + payload.size() > m.target.length) {
         m = {};
         responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
                         src_ipv4);
+        return;
+    }
+    if (const int error =
+            payload.empty()
+                ? 0
+                : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
         return;
     }
     m.offset += payload.size();
@@ -301,9 +346,10 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
         const uint64_t offset = uint64_t{i} * mtu;
         const uint64_t bytes = std::min<uint64_t>(mtu, reth.dma_length - offset);
         chunk.resize(bytes);
-        if (bytes && read_process(source.pid, slice(source, offset, bytes), chunk) != 0) {
-            responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteOperationalError,
-                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        if (const int error =
+                bytes ? read_process(source.pid, slice(source, offset, bytes), chunk) : 0;
+            memory_failed(device, qp, error, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
+                          src_ipv4)) {
             return;
         }
         const Operation op = packets == 1       ? Operation::kReadResponseOnly
@@ -340,18 +386,19 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     uint64_t original = 0;
     const bool compare_swap =
         wire::opcode_operation(packet.hdr.bth.opcode) == Operation::kCompareSwap;
-    if (read_process(target.pid, target.segments,
-                     std::as_writable_bytes(std::span(&original, 1))) != 0) {
-        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
-                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+    if (memory_failed(device, qp,
+                      read_process(target.pid, target.segments,
+                                   std::as_writable_bytes(std::span(&original, 1))),
+                      psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
         return;
     }
     const uint64_t result =
         compare_swap ? (original == a.compare ? a.swap_add : original) : original + a.swap_add;
     if (result != original &&
-        write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments) != 0) {
-        responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
-                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        memory_failed(
+            device, qp,
+            write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments), psn,
+            wire::NakCode::kRemoteAccessError, src_ipv4)) {
         return;
     }
     s.resources.push_back({psn, psn, true, {}, original});
@@ -377,15 +424,17 @@ void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacke
     const wire::Family family = packet.info->family;
     if (family == wire::Family::kReadRequest || family == wire::Family::kAtomic) {
         for (const ResponderResource& r : s.resources) {
-            if (r.psn != psn || r.atomic != (family == wire::Family::kAtomic)) {
-                continue;
-            }
-            if (!r.atomic) {
-                // Answer the request as it came again (it may ask for less).
-                ResponderResource again = r;
-                again.reth = packet.hdr.reth;
-                execute_read(device, qp, packet, src_ipv4, again);
+            // A repeated READ may resume in the middle of the original's
+            // responses, asking only for the rest.
+            const bool read_match = !r.atomic && family == wire::Family::kReadRequest &&
+                                    wire::psn_in_range(psn, r.psn, r.last_psn);
+            const bool atomic_match = r.atomic && family == wire::Family::kAtomic && r.psn == psn;
+            if (read_match) {
+                execute_read(device, qp, packet, src_ipv4, read_request(qp, psn, packet.hdr.reth));
                 return;
+            }
+            if (!atomic_match) {
+                continue;
             }
             wire::PacketHeaders h{};
             h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAtomicAck);

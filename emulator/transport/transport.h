@@ -46,6 +46,7 @@ class Transport {
     void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index);
     std::span<const std::byte> stage(SendWork& work, uint64_t offset, uint64_t bytes);
     void restart_from(Qp& qp, uint32_t psn);
+    void retry(Device& device, Qp& qp, uint32_t psn);
     // completer.cpp
     void on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                      Clock::time_point now);
@@ -66,6 +67,9 @@ class Transport {
     void acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth, uint32_t dest_ipv4);
     void responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
                          ibv_event_type event, uint32_t dest_ipv4);
+    void rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4);
+    bool memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
+                       uint32_t dest_ipv4);
 
     PacketOutput& output_;
     std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way

@@ -63,7 +63,13 @@ TEST_P(RcRnrTest, CompletesOnceTheReceiveIsPosted) {
     EXPECT_EQ(received.wr_id, 2u);
     EXPECT_EQ(received.status, IBV_WC_SUCCESS) << ibv_wc_status_str(received.status);
     EXPECT_EQ(received.byte_len, kSize);
-    EXPECT_EQ(received.imm_data, htonl(77));
+    // Only a WRITE with immediate carries one; imm_data means nothing otherwise.
+    if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        EXPECT_TRUE(received.wc_flags & IBV_WC_WITH_IMM);
+        EXPECT_EQ(received.imm_data, htonl(77));
+    } else {
+        EXPECT_FALSE(received.wc_flags & IBV_WC_WITH_IMM);
+    }
     EXPECT_TRUE(same_bytes(target.bytes(), source.bytes()));
 }
 
