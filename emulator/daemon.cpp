@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,9 @@ void Daemon::withdraw_devices() {
 }
 
 void Daemon::run() {
+    if (setpriority(PRIO_PROCESS, 0, options_.nice) != 0) {
+        log_info("running at the default priority (nice %d needs CAP_SYS_NICE)", options_.nice);
+    }
     boost::asio::signal_set signals(io_, SIGTERM, SIGINT);
     signals.async_wait([this](const boost::system::error_code&, int signal) {
         log_info("signal %d: stopping", signal);

@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=IPV4]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
-    "              [--no-shortcut]\n"
+    "              [--no-shortcut] [--nice N]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -103,6 +103,18 @@ bool parse_options(int argc, char** argv, Options& options) {
             read_config(value(), options);
         } else if (arg == "--runtime-dir") {
             options.runtime_dir = value();
+        } else if (arg == "--nice") {
+            const std::string text = value();
+            try {
+                size_t used = 0;
+                options.nice = std::stoi(text, &used);
+                if (used != text.size() || options.nice < -20 || options.nice > 19) {
+                    throw std::invalid_argument(text);
+                }
+            } catch (const std::exception&) {
+                throw std::invalid_argument("--nice takes a value from -20 to 19, not '" + text +
+                                            "'");
+            }
         } else if (arg == "--no-shortcut") {
             options.shortcut = false;
         } else if (arg == "--udp-port") {
