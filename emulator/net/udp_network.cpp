@@ -26,6 +26,7 @@ struct UdpNetwork::Buffer {
     iovec iov{};
     msghdr msg{};
     uint8_t data[kBufferBytes];
+    void prepare(size_t size);
 };
 
 UdpNetwork::UdpNetwork(uint16_t port) : port_(port) {
@@ -92,13 +93,18 @@ io_uring_sqe* UdpNetwork::next_sqe() {
     return sqe;
 }
 
+// Points the buffer's message header at its peer address and `size` bytes.
+void UdpNetwork::Buffer::prepare(size_t size) {
+    iov = {data, size};
+    msg = {};
+    msg.msg_name = &peer;
+    msg.msg_namelen = sizeof(peer);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+}
+
 void UdpNetwork::post_receive(Buffer* buffer) {
-    buffer->iov = {buffer->data, sizeof(buffer->data)};
-    buffer->msg = {};
-    buffer->msg.msg_name = &buffer->peer;
-    buffer->msg.msg_namelen = sizeof(buffer->peer);
-    buffer->msg.msg_iov = &buffer->iov;
-    buffer->msg.msg_iovlen = 1;
+    buffer->prepare(sizeof(buffer->data));
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_recvmsg(sqe, sockets_[buffer->socket].get(), &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);
@@ -120,12 +126,7 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size) {
     buffer->peer.sin_family = AF_INET;
     buffer->peer.sin_addr.s_addr = dest_ipv4;
     buffer->peer.sin_port = htons(port_);
-    buffer->iov = {buffer->data, size};
-    buffer->msg = {};
-    buffer->msg.msg_name = &buffer->peer;
-    buffer->msg.msg_namelen = sizeof(buffer->peer);
-    buffer->msg.msg_iov = &buffer->iov;
-    buffer->msg.msg_iovlen = 1;
+    buffer->prepare(size);
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_sendmsg(sqe, sockets_[index].get(), &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);

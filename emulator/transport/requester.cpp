@@ -292,14 +292,8 @@ void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
     }
     r.retransmit_at = kNever;
     ++device.stats().retransmit_timeouts;
-    if (r.retries_left == 0) {
-        ++device.stats().retry_exceeded_err;
-        fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
-        return;
-    }
-    --r.retries_left;
-    r.retry_started = true;
-    restart_from(qp, r.unacked_psn);
+    r.retry_started = false;  // a timeout retries even while another retry is under way
+    retry(device, qp, r.unacked_psn);
 }
 
 Clock::time_point Transport::next_deadline(const Qp& qp) {

@@ -49,6 +49,14 @@ ResponderResource read_request(const Qp& qp, uint32_t psn, const wire::Reth& ret
     return {psn, wire::psn_add(psn, packets - 1), false, reth, 0};
 }
 
+// A packet whose data could not be placed leaves the message as it was
+// before it: a retransmission of it must find the same state.
+void forget_unplaced(InboundMessage& m, const wire::ParsedPacket& packet) {
+    if (starts_message(packet.info->position)) {
+        m = {};
+    }
+}
+
 bool has_receive(Qp& qp) {
     return (qp.srq ? qp.srq->ring : qp.recv_queue).pending() > 0;
 }
@@ -247,6 +255,8 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         if (error != ESRCH) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
+        } else {
+            forget_unplaced(m, packet);
         }
         return;
     }
@@ -300,6 +310,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
                 ? 0
                 : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
         memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
+        forget_unplaced(m, packet);
         return;
     }
     m.offset += payload.size();

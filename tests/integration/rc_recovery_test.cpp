@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <sstream>
 #include <thread>
 
@@ -261,13 +262,21 @@ TEST_F(RcRecoveryTest, PeerKilledMidStreamLeavesRetryExceeded) {
         wcs.push_back(wc);
     }
     ASSERT_EQ(kill(child.pid, SIGKILL), 0);
+    EXPECT_EQ(waitpid(child.pid, nullptr, 0), child.pid);
+    // Until the daemon sees the connection close, the dead peer's QP answers
+    // like any other; after that, nothing does.
+    const std::string client = "client pid " + std::to_string(child.pid) + " ";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (test_daemon().status().find(client) != std::string::npos) {
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the daemon kept the dead client";
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     for (size_t i = 0; i < kAfter; ++i) {
         ASSERT_NO_FATAL_FAILURE(post());
     }
     for (const ibv_wc& wc : a_.poll(posted - wcs.size())) {
         wcs.push_back(wc);
     }
-    EXPECT_EQ(waitpid(child.pid, nullptr, 0), child.pid);
     ASSERT_EQ(wcs.size(), posted);
     // In order: successes, one retry error, then flushes.
     size_t i = 0;
