@@ -44,7 +44,10 @@ uint64_t total_length(const ibv_send_wr& wr) {
 
 // rxe's validate_send_wr, with the opcode checked against the QP type.
 int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
-    const uint32_t opcode = wr.opcode < 32 ? 1u << wr.opcode : 0;
+    // Read as a number: a C caller may store any value in the enum.
+    uint32_t value;
+    memcpy(&value, &wr.opcode, sizeof(value));
+    const uint32_t opcode = value < 32 ? 1u << value : 0;
     if (!(qp.send_opcodes & opcode) || wr.num_sge < 0 ||
         static_cast<uint32_t>(wr.num_sge) > qp.sq.max_sge) {
         return EINVAL;

@@ -82,7 +82,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         }
         request.rx_hash_function = hash.rx_hash_function;
         request.rx_hash_key_len = hash.rx_hash_key_len;
-        memcpy(request.rx_hash_key, hash.rx_hash_key, hash.rx_hash_key_len);
+        if (hash.rx_hash_key_len) {
+            memcpy(request.rx_hash_key, hash.rx_hash_key, hash.rx_hash_key_len);
+        }
         request.rx_hash_fields_mask = hash.rx_hash_fields_mask;
     }
     rpc::CreateQpReply reply;

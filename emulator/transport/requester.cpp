@@ -111,8 +111,8 @@ bool Transport::take_work(Device&, Qp& qp) {
             w.inline_data.assign(data, data + w.wqe.inline_length);
             w.length = w.wqe.inline_length;
         } else {
-            w.sges.resize(w.wqe.num_sge);
-            memcpy(w.sges.data(), data, w.wqe.num_sge * sizeof(ibv_sge));
+            const auto* sges = reinterpret_cast<const ibv_sge*>(data);
+            w.sges.assign(sges, sges + w.wqe.num_sge);
             for (const ibv_sge& sge : w.sges) {
                 w.length += sge.length;
             }

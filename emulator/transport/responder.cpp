@@ -36,8 +36,8 @@ bool take_receive(Qp& qp, queues::RecvWqe& recv, std::vector<ibv_sge>& sges) {
     ring.pop(entry);
     memcpy(&recv, entry.data(), sizeof(recv));
     const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);
-    sges.resize(std::min<size_t>(recv.num_sge, room));
-    memcpy(sges.data(), entry.data() + queues::kRecvWqeFixed, sges.size() * sizeof(ibv_sge));
+    const auto* first = reinterpret_cast<const ibv_sge*>(entry.data() + queues::kRecvWqeFixed);
+    sges.assign(first, first + std::min<size_t>(recv.num_sge, room));
     return true;
 }
 

@@ -122,6 +122,11 @@ void Daemon::launch(uint16_t udp_port) {
 }
 
 void Daemon::stop() {
+    // A daemon that is gone before we stop it died under a test.
+    if (pid_ > 0 && reaped(pid_)) {
+        ADD_FAILURE() << "uroced died during the tests; its log:\n" << log();
+        pid_ = -1;
+    }
     if (pid_ > 0) {
         kill(pid_, SIGTERM);
         const auto deadline = Clock::now() + kStopTimeout;

@@ -207,7 +207,7 @@ TEST_F(DatapathTest, PostSendBeforeRtsIsInvalidAndNamesTheFirstWr) {
 struct BadSend {
     const char* name;
     ibv_qp_type type;
-    ibv_wr_opcode opcode;
+    uint32_t opcode;  // may be no ibv_wr_opcode at all
     uint64_t remote_addr;
     uint32_t length;
 };
@@ -226,7 +226,11 @@ TEST_P(BadSendTest, IsInvalid) {
     std::vector<char> buffer(64);
     ibv_sge sge{reinterpret_cast<uintptr_t>(buffer.data()), bad_send.length, 0};
     std::vector<ibv_send_wr> wrs = chain<ibv_send_wr>(2, [&](size_t i) {
-        ibv_send_wr wr = send_wr(i, i ? bad_send.opcode : IBV_WR_SEND);
+        ibv_send_wr wr = send_wr(i);
+        if (i) {
+            // As a C caller may: any value in the enum's storage.
+            memcpy(&wr.opcode, &bad_send.opcode, sizeof(wr.opcode));
+        }
         wr.wr.ud = {ah.get(), qp->qp_num, 0x11111111};
         if (i) {
             wr.wr.atomic = {bad_send.remote_addr, 0, 0, 0x1234};
@@ -249,7 +253,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadSend{"UcCompareSwap", IBV_QPT_UC, IBV_WR_ATOMIC_CMP_AND_SWP, 0, 8},
                       BadSend{"UcSendWithInvalidate", IBV_QPT_UC, IBV_WR_SEND_WITH_INV, 0, 8},
                       BadSend{"RcBindMw", IBV_QPT_RC, IBV_WR_BIND_MW, 0, 0},
-                      BadSend{"RcUnknownOpcode", IBV_QPT_RC, static_cast<ibv_wr_opcode>(99), 0, 8},
+                      BadSend{"RcUnknownOpcode", IBV_QPT_RC, 99, 0, 8},
                       BadSend{"RcAtomicUnaligned", IBV_QPT_RC, IBV_WR_ATOMIC_CMP_AND_SWP, 4, 8},
                       BadSend{"RcAtomicShort", IBV_QPT_RC, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 4}),
     [](const auto& p) { return std::string(p.param.name); });
