@@ -11,6 +11,8 @@
   docs/uroced.md, never from the daemon's own output;
 - ``counter_names`` and ``parse_stats``: the device counters of
   emulator/device/stats.h and the daemon's counter report;
+- ``run_server_client``: a pair of programs that meet on a TCP port
+  (ibv_rc_pingpong, perftest), server first;
 - ``run_rc_pingpong``: a pair of ``ibv_rc_pingpong`` programs, server and client.
 
 Paths come from the environment that tests/system/CMakeLists.txt sets:
@@ -577,6 +579,15 @@ class Daemon:
         with self.raw_client() as client:
             return parse_status(client.status_text())
 
+    def stats_text(self):
+        """The device counters as `uroce stats` prints them (see parse_stats)."""
+        with self.raw_client() as client:
+            reply = client.call(Op.STATS, device_body(""))
+        if reply.error:
+            raise AssertionError("stats failed: %s (%s)" % (
+                os.strerror(reply.error), reply.message))
+        return reply.body.split(b"\0", 1)[0].decode()
+
     def device_counts(self, device):
         return self.status().devices[device].objects
 
@@ -687,6 +698,7 @@ class PingPongSide:
     output: str  # stdout and stderr
     qpn: int  # its QP's number and initial PSN, as it printed them; None if it did not
     psn: int
+    seconds: float = 0.0  # from its start to its exit
 
 
 def free_tcp_port():
@@ -709,52 +721,103 @@ def tcp_port_listening(port):
     return False
 
 
-def run_rc_pingpong(env, server_device, client_device, iters, size, timeout=RUN_TIMEOUT,
-                    log=lambda: ""):
-    """Runs ibv_rc_pingpong's server on server_device and its client on
-    client_device (GID index 0: RoCE v2), exchanging their addresses on a
-    TCP port of their own. Returns (server, client) PingPongSide; fails the
-    test when they do not finish in `timeout` seconds."""
-    program = require_program("ibv_rc_pingpong")
-    port = free_tcp_port()
-    common = ["-g", "0", "-n", str(iters), "-s", str(size), "-p", str(port)]
-    commands = [[program, "-d", server_device, *common],
-                [program, "-d", client_device, *common, "127.0.0.1"]]
-    procs = []
+@dataclasses.dataclass
+class PairSide:
+    args: list
+    returncode: int  # negative: killed by that signal (the harness kills a side left waiting)
+    output: str  # stdout and stderr
+    seconds: float  # from its start to its exit
 
-    def start(args):
-        procs.append(subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, env=env))
 
+CONNECT_FAILED = "Couldn't connect"  # ibv_rc_pingpong's and perftest's client, connect() refused
+
+
+def run_server_client(env, server_args, client_args, port, timeout=RUN_TIMEOUT, log=lambda: "",
+                      connect_attempts=3, linger=10.0):
+    """Runs a server program, then its client, the way a user runs a pair of
+    rdma-core or perftest programs: the client starts once the server
+    listens on TCP `port`, and starts again (up to `connect_attempts` times)
+    when it could not connect while the server still waits. A server still
+    running `linger` seconds after its client failed is killed. Returns
+    (server, client) PairSide; fails the test when the pair does not finish
+    in `timeout` seconds."""
+    procs = {}
+
+    def start(role, args):
+        procs[role] = (subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, env=env),
+                       time.monotonic())
+
+    def report(what):
+        texts = {}
+        for role, (proc, _) in procs.items():
+            if proc.poll() is None:
+                proc.kill()
+            texts[role] = proc.communicate()[0]
+        return "%s\nserver %s:\n%s\nclient %s:\n%s\n%s" % (
+            what, server_args, texts.get("server", ""), client_args, texts.get("client", ""),
+            log())
+
+    deadline = time.monotonic() + timeout
     try:
-        start(commands[0])
-        wait_for(lambda: tcp_port_listening(port) or procs[0].poll() is not None, 10.0,
-                 "the ibv_rc_pingpong server to listen on TCP port %d" % port, log)
-        start(commands[1])
-        deadline = time.monotonic() + timeout
-        outputs = []
-        for proc in procs:
+        start("server", server_args)
+        server = procs["server"][0]
+        wait_for(lambda: tcp_port_listening(port) or server.poll() is not None, 10.0,
+                 "%s to listen on TCP port %d" % (server_args[0], port), log)
+        for attempt in range(connect_attempts):
+            start("client", client_args)
+            client, client_start = procs["client"]
             try:
-                outputs.append(proc.communicate(timeout=max(0.1, deadline - time.monotonic()))[0])
+                client_output = client.communicate(
+                    timeout=max(0.1, deadline - time.monotonic()))[0]
             except subprocess.TimeoutExpired:
-                for p in procs:
-                    p.kill()
-                texts = [p.communicate()[0] for p in procs]
-                raise AssertionError(
-                    "ibv_rc_pingpong did not finish in %.0f s\nserver (%s):\n%s\n"
-                    "client (%s):\n%s\n%s" % (timeout, server_device, texts[0], client_device,
-                                              texts[1] if len(texts) > 1 else "", log()))
+                raise AssertionError(report("the pair did not finish in %.0f s" % timeout))
+            client_end = time.monotonic()
+            if (client.returncode == 0 or CONNECT_FAILED not in client_output
+                    or server.poll() is not None or attempt + 1 == connect_attempts):
+                break
+            time.sleep(0.2 * (attempt + 1))
+        wait = deadline - time.monotonic()
+        if client.returncode != 0:
+            wait = min(wait, linger)
+        try:
+            server_output = server.communicate(timeout=max(0.1, wait))[0]
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server_output = server.communicate()[0]
+            if client.returncode == 0:
+                raise AssertionError(report("the server did not finish in %.0f s" % timeout))
+        server_end = time.monotonic()
     finally:
-        for proc in procs:
+        for proc, _ in procs.values():
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    return (PairSide(list(server_args), server.returncode, server_output,
+                     server_end - procs["server"][1]),
+            PairSide(list(client_args), client.returncode, client_output,
+                     client_end - client_start))
+
+
+def run_rc_pingpong(env, server_device, client_device, iters, size, timeout=RUN_TIMEOUT,
+                    log=lambda: "", extra_args=()):
+    """Runs ibv_rc_pingpong's server on server_device and its client on
+    client_device (GID index 0: RoCE v2), exchanging their addresses on a
+    TCP port of their own; `extra_args` go to both (-e, -c, ...). Returns
+    (server, client) PingPongSide; fails the test when they do not finish
+    in `timeout` seconds."""
+    program = require_program("ibv_rc_pingpong")
+    port = free_tcp_port()
+    common = ["-g", "0", "-n", str(iters), "-s", str(size), "-p", str(port), *extra_args]
+    pair = run_server_client(env, [program, "-d", server_device, *common],
+                             [program, "-d", client_device, *common, "127.0.0.1"], port,
+                             timeout=timeout, log=log)
     sides = []
-    for device, proc, output in zip((server_device, client_device), procs, outputs):
-        m = _PINGPONG_LOCAL.search(output)
-        sides.append(PingPongSide(device, proc.returncode, output,
+    for device, side in zip((server_device, client_device), pair):
+        m = _PINGPONG_LOCAL.search(side.output)
+        sides.append(PingPongSide(device, side.returncode, side.output,
                                   int(m.group(1), 16) if m else None,
-                                  int(m.group(2), 16) if m else None))
+                                  int(m.group(2), 16) if m else None, side.seconds))
     return tuple(sides)
 
 
