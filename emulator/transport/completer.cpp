@@ -115,10 +115,12 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
         if (w.is_read_or_atomic()) {
             --r.reads_in_flight;
         }
+        // The slot is free before the completion shows: an application may
+        // post again the moment it sees it.
+        qp.send_queue.release(1);
         complete_send(qp, w, IBV_WC_SUCCESS);
         ++device.stats().completions;
         r.window.pop_front();
-        qp.send_queue.release(1);
         if (r.next_to_send > 0) {
             --r.next_to_send;
         }
@@ -270,9 +272,9 @@ void Transport::retry(Device& device, Qp& qp, uint32_t psn) {
 void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
     RequesterState& r = qp.requester;
     if (!r.window.empty()) {
+        qp.send_queue.release(1);
         complete_send(qp, r.window.front(), status);
         r.window.pop_front();
-        qp.send_queue.release(1);
     }
     qp.attr.qp_state = IBV_QPS_ERR;
     qp.attr.cur_qp_state = IBV_QPS_ERR;
@@ -283,6 +285,7 @@ void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
 bool Transport::flush(Device& device, Qp& qp) {
     RequesterState& r = qp.requester;
     bool did = take_work(device, qp);
+    qp.send_queue.release(static_cast<uint32_t>(r.window.size()));
     for (const SendWork& w : r.window) {
         ibv_wc wc{};
         wc.wr_id = w.wqe.wr_id;
@@ -292,7 +295,6 @@ bool Transport::flush(Device& device, Qp& qp) {
         post_completion(*qp.send_cq.get(), wc, false);
         did = true;
     }
-    qp.send_queue.release(static_cast<uint32_t>(r.window.size()));
     r.window.clear();
     r.next_to_send = 0;
     r.reads_in_flight = 0;
