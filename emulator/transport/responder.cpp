@@ -57,6 +57,13 @@ void forget_unplaced(InboundMessage& m, const wire::ParsedPacket& packet) {
     }
 }
 
+// Writes a packet's payload where the message has got to; 0 or an errno.
+int place(const InboundMessage& m, std::span<const std::byte> payload) {
+    return payload.empty()
+               ? 0
+               : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+}
+
 bool has_receive(Qp& qp) {
     return (qp.srq ? qp.srq->ring : qp.recv_queue).pending() > 0;
 }
@@ -247,10 +254,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                         src_ipv4);
         return;
     }
-    if (const int error =
-            payload.empty()
-                ? 0
-                : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+    if (const int error = place(m, payload);
         memory_failed(device, qp, error, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
         if (error != ESRCH) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
@@ -305,10 +309,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
                         src_ipv4);
         return;
     }
-    if (const int error =
-            payload.empty()
-                ? 0
-                : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+    if (const int error = place(m, payload);
         memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
         forget_unplaced(m, packet);
         return;
