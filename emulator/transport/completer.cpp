@@ -71,6 +71,15 @@ void made_progress(Qp& qp, Clock::time_point now) {
     r.retransmit_at = r.unacked_psn == r.next_psn || !timeout ? kNever : now + *timeout;
 }
 
+// Every PSN before `psn` is acknowledged (explicitly, or implicitly by a
+// NAK): moving past the oldest unacknowledged PSN is progress.
+void acknowledge_before(Qp& qp, uint32_t psn, Clock::time_point now) {
+    if (wire::psn_before(qp.requester.unacked_psn, psn)) {
+        qp.requester.unacked_psn = psn;
+        made_progress(qp, now);
+    }
+}
+
 // Where acknowledgement stops for a response that reaches `psn`: at the
 // first READ or atomic before it whose answer has not come (the responder
 // executed it, so the answer was lost and must be asked for again).
@@ -200,10 +209,7 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
     switch (aeth.type()) {
         case wire::AethType::kAck: {
             const uint32_t unacked = first_unanswered(r, wire::psn_add(psn, 1));
-            if (wire::psn_before(r.unacked_psn, unacked)) {
-                r.unacked_psn = unacked;
-                made_progress(qp, now);
-            }
+            acknowledge_before(qp, unacked, now);
             complete_acknowledged(device, qp, wire::psn_add(unacked, wire::kPsnMask));
             if (unacked != wire::psn_add(psn, 1)) {
                 retry(device, qp, unacked);  // the answer to a READ or atomic was lost
@@ -213,6 +219,7 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
         case wire::AethType::kRnrNak: {
             ++device.stats().rcvd_rnr_err;
             const uint32_t from = first_unanswered(r, psn);
+            acknowledge_before(qp, from, now);
             complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
             if (qp.attr.rnr_retry != 7) {
                 if (r.rnr_retries_left == 0) {
@@ -222,7 +229,6 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                 }
                 --r.rnr_retries_left;
             }
-            r.unacked_psn = from;
             r.retransmit_at = kNever;
             r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
             r.retry_started = true;
@@ -234,8 +240,8 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
             if (code == wire::NakCode::kPsnSequenceError) {
                 ++device.stats().rcvd_seq_err;
                 const uint32_t from = first_unanswered(r, psn);
+                acknowledge_before(qp, from, now);
                 complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
-                r.unacked_psn = from;
                 retry(device, qp, from);
                 return;
             }

@@ -749,6 +749,46 @@ TEST_F(ReceivePathTest, StaleNakBeforeTheOutstandingRangeIsIgnored) {
 
 // ---- Responses to requests the RTS QP did send --------------------------------
 
+// A PSN sequence NAK acknowledges every packet before its PSN (IBA vol.1
+// 9.7.5.1.2). Each NAK that moves past what was acknowledged is progress: it
+// sends the requester back at once, even while an earlier retransmission is
+// under way, and renews the retry budget (retry_cnt is 3 here; four NAKs
+// and a timeout's worth of silence would otherwise exhaust it).
+TEST_F(ReceivePathTest, SequenceNaksThatAdvanceEachSendTheRequesterBackAtOnce) {
+    constexpr uint32_t kFirst = H::kSqPsn;
+    queues::SendWqe wqe{};
+    wqe.wr_id = 5;
+    wqe.opcode = IBV_WR_SEND;
+    wqe.send_flags = IBV_SEND_SIGNALED;
+    h.post_send(h.rts(), wqe, 0, 5 * H::kMtuBytes);
+    h.settle();
+    const auto sent_from = [](uint32_t psn) {
+        Lines lines;
+        for (uint32_t p = psn; p <= kFirst + 4; ++p) {
+            const char* name = p == kFirst       ? "RC_SEND_FIRST"
+                               : p == kFirst + 4 ? "RC_SEND_LAST"
+                                                 : "RC_SEND_MIDDLE";
+            lines.push_back(hex_psn(name, p, " len=256"));
+        }
+        return lines;
+    };
+    ASSERT_EQ(answers(), sent_from(kFirst));
+    for (uint32_t psn = kFirst + 1; psn <= kFirst + 4; ++psn) {
+        wire::PacketHeaders nak = request(Operation::kAck, h.rts().qpn, psn);
+        nak.aeth = wire::Aeth::nak(0, NakCode::kPsnSequenceError);
+        h.send(nak);
+        EXPECT_EQ(answers(), sent_from(psn)) << "after the NAK at " << psn - kFirst;
+    }
+    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst + 4);
+    ack.aeth = wire::Aeth::ack(1);
+    h.send(ack);
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 5u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(h.state(h.rts()), IBV_QPS_RTS);
+}
+
 class OutstandingTest : public ReceivePathTest {
   protected:
     static constexpr uint32_t kFirst = H::kSqPsn;
