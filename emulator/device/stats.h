@@ -23,6 +23,7 @@ namespace uroce {
     X(retransmit_timeouts, "retransmission timer expiries")                            \
     X(duplicate_response, "stale responses ignored")                                   \
     X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
+    X(rcvd_backlog_full, "requests dropped: too many waiting behind a READ response")  \
     X(rcvd_unknown_qp, "packets for no QP of the device (dropped)")                    \
     X(rcvd_icrc_err, "packets with a bad ICRC (dropped)")                              \
     X(rcvd_malformed, "packets that do not parse (dropped)")                           \

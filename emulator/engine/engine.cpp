@@ -196,6 +196,7 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
             if (transport::Transport::next_deadline(*qp) <= now) {
                 transport_.run_timers(*device, *qp, now);
             }
+            any |= transport_.run_responder(*device, *qp);
             any |= transport_.run_requester(*device, *qp, now);
         }
     }

@@ -311,6 +311,8 @@ bool Transport::flush(Device& device, Qp& qp) {
         did = true;
     }
     m = {};
+    qp.responder.reply.reset();
+    qp.responder.waiting.clear();
     if (qp.recv_queue.entries()) {
         queues::RecvWqe recv;
         while (qp.recv_queue.pending()) {

@@ -13,7 +13,7 @@
 
 #include "memory/regions.h"
 #include "protocol/queues.h"
-#include "wire/headers.h"
+#include "wire/packet.h"
 
 namespace uroce::transport {
 
@@ -86,6 +86,24 @@ struct InboundMessage {
     bool from_srq = false;
 };
 
+// A READ being answered: its response packets go out a burst at a time
+// (rxe's responder resumes qp->resp.res the same way).
+struct ReadReply {
+    ResponderResource request;
+    Extent source;
+    uint32_t dest_ipv4 = 0;
+    uint32_t next = 0;  // the next response packet, from 0
+};
+
+// A request that arrived while a READ was being answered: it waits its turn,
+// so that the answers leave in PSN order.
+struct WaitingRequest {
+    const wire::OpcodeInfo* info = nullptr;
+    wire::PacketHeaders hdr{};
+    std::vector<uint8_t> payload;
+    uint32_t src_ipv4 = 0;
+};
+
 struct ResponderState {
     uint32_t expected_psn = 0;
     uint32_t msn = 0;
@@ -93,6 +111,8 @@ struct ResponderState {
     bool comm_established = false;
     InboundMessage message;
     std::deque<ResponderResource> resources;  // at most max_dest_rd_atomic
+    std::optional<ReadReply> reply;
+    std::deque<WaitingRequest> waiting;
 };
 
 }  // namespace uroce::transport

@@ -17,6 +17,14 @@ using wire::Operation;
 
 // A request packet is acknowledged explicitly at least this often.
 constexpr uint32_t kAckRequestInterval = 16;
+// PSNs sent and not yet acknowledged, at most (rxe's RXE_MAX_UNACKED_PSNS):
+// a window that keeps a long message from flooding the responder's socket
+// and bounds what go-back-N sends again.
+constexpr uint32_t kMaxUnackedPsns = 128;
+
+bool in_window(const RequesterState& r, uint32_t psn) {
+    return wire::psn_diff(psn, r.unacked_psn) < static_cast<int32_t>(kMaxUnackedPsns);
+}
 
 uint32_t mtu_bytes(const Qp& qp) {
     return 128u << qp.attr.path_mtu;
@@ -213,6 +221,9 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             if ((w.wqe.send_flags & IBV_SEND_FENCE) && r.reads_in_flight) {
                 break;
             }
+            if (!w.local_only() && !in_window(r, r.next_psn)) {
+                break;
+            }
             if (!w.local_only() && w.inline_data.empty()) {
                 const int access = w.wqe.opcode == IBV_WR_RDMA_READ ||
                                            w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -239,11 +250,13 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             }
         }
         const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
-        while (w.sent < request_packets && !w.error) {
+        while (w.sent < request_packets && !w.error &&
+               in_window(r, wire::psn_add(w.first_psn, w.sent))) {
             send_packet(device, qp, w, w.sent++);
+            did = true;
         }
-        if (w.error) {
-            break;
+        if (w.error || w.sent < request_packets) {
+            break;  // the rest when acknowledgements open the window
         }
         ++r.next_to_send;
         did = true;

@@ -15,6 +15,19 @@ namespace {
 using wire::Operation;
 using wire::Position;
 
+// READ response packets sent per QP before the engine turns to other work
+// (receiving, above all): pacing that keeps a long READ from overflowing the
+// requester's socket.
+constexpr uint32_t kReplyBurst = 32;
+// Requests that may wait behind a READ response. A requester keeps at most
+// 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
+constexpr size_t kMaxWaiting = 512;
+
+bool takes_requests(ibv_qp_state state) {
+    return state == IBV_QPS_RTR || state == IBV_QPS_RTS || state == IBV_QPS_SQD ||
+           state == IBV_QPS_SQE;
+}
+
 bool starts_message(Position p) {
     return p == Position::kFirst || p == Position::kOnly;
 }
@@ -144,16 +157,47 @@ void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet
         return;
     }
     const ibv_qp_state state = qp.attr.qp_state;
-    if (state != IBV_QPS_RTR && state != IBV_QPS_RTS && state != IBV_QPS_SQD &&
-        state != IBV_QPS_SQE) {
+    if (!takes_requests(state)) {
         ++device.stats().rcvd_dropped;
         return;
     }
-    if (state == IBV_QPS_RTR && !qp.responder.comm_established) {
-        qp.responder.comm_established = true;
+    ResponderState& s = qp.responder;
+    if (state == IBV_QPS_RTR && !s.comm_established) {
+        s.comm_established = true;
         qp.events->post(qp.user_handle, IBV_EVENT_COMM_EST);
     }
+    if (s.reply || !s.waiting.empty()) {
+        if (s.waiting.size() == kMaxWaiting) {
+            ++device.stats().rcvd_backlog_full;
+            return;
+        }
+        s.waiting.push_back({packet.info, packet.hdr,
+                             std::vector<uint8_t>(packet.payload.begin(), packet.payload.end()),
+                             src_ipv4});
+        return;
+    }
     on_request(device, qp, packet, src_ipv4);
+}
+
+bool Transport::run_responder(Device& device, Qp& qp) {
+    ResponderState& s = qp.responder;
+    if (!s.reply && s.waiting.empty()) {
+        return false;
+    }
+    if (!takes_requests(qp.attr.qp_state)) {
+        s.reply.reset();
+        s.waiting.clear();
+        return false;
+    }
+    if (s.reply) {
+        send_read_responses(device, qp);
+    }
+    while (!s.reply && !s.waiting.empty() && takes_requests(qp.attr.qp_state)) {
+        const WaitingRequest request = std::move(s.waiting.front());
+        s.waiting.pop_front();
+        on_request(device, qp, {request.info, request.hdr, request.payload}, request.src_ipv4);
+    }
+    return true;
 }
 
 void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet,
@@ -330,7 +374,8 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
     }
 }
 
-// Answers a READ (new or repeated) with response packets from `request.psn`.
+// Answers a READ (new or repeated) with response packets from
+// `request.psn`: the first burst now, the rest from run_responder().
 void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                              uint32_t src_ipv4, const ResponderResource& request) {
     ResponderState& s = qp.responder;
@@ -351,17 +396,30 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
         s.expected_psn = wire::psn_add(request.last_psn, 1);
         s.msn = wire::psn_add(s.msn, 1);
     }
+    s.reply = ReadReply{request, std::move(source), src_ipv4, 0};
+    send_read_responses(device, qp);
+}
+
+// Sends the next burst of the READ response under way.
+void Transport::send_read_responses(Device& device, Qp& qp) {
+    ResponderState& s = qp.responder;
+    ReadReply& reply = *s.reply;
+    const ResponderResource& request = reply.request;
+    const uint64_t length = request.reth.dma_length;
     const uint32_t mtu = mtu_bytes(qp);
     const uint32_t packets = wire::psn_diff(request.last_psn, request.psn) + 1;
     std::vector<std::byte>& chunk = scratch_;
-    for (uint32_t i = 0; i < packets; ++i) {
+    for (uint32_t burst = 0; burst < kReplyBurst && reply.next < packets; ++burst) {
+        const uint32_t i = reply.next++;
         const uint64_t offset = uint64_t{i} * mtu;
-        const uint64_t bytes = std::min<uint64_t>(mtu, reth.dma_length - offset);
+        const uint64_t bytes = std::min<uint64_t>(mtu, length - offset);
         chunk.resize(bytes);
         if (const int error =
-                bytes ? read_process(source.pid, slice(source, offset, bytes), chunk) : 0;
-            memory_failed(device, qp, error, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
-                          src_ipv4)) {
+                bytes ? read_process(reply.source.pid, slice(reply.source, offset, bytes), chunk)
+                      : 0;
+            memory_failed(device, qp, error, request.psn, wire::NakCode::kRemoteAccessError,
+                          reply.dest_ipv4)) {
+            s.reply.reset();
             return;
         }
         const Operation op = packets == 1       ? Operation::kReadResponseOnly
@@ -373,7 +431,10 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
         h.bth.dest_qp = qp.attr.dest_qp_num;
         h.bth.psn = wire::psn_add(request.psn, i);
         h.aeth = wire::Aeth::ack(s.msn);
-        output_.send(device, src_ipv4, h, chunk);
+        output_.send(device, reply.dest_ipv4, h, chunk);
+    }
+    if (reply.next == packets) {
+        s.reply.reset();
     }
 }
 

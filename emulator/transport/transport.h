@@ -32,6 +32,10 @@ class Transport {
     // Moves what the QP may send onto the wire; flushes a QP in ERR.
     // Returns whether it did anything.
     bool run_requester(Device& device, Qp& qp, Clock::time_point now);
+    // Answers what the responder has taken on: the rest of a READ
+    // response, then the requests waiting behind it. Returns whether it did
+    // anything.
+    bool run_responder(Device& device, Qp& qp);
     // Retransmission and RNR timers that are due.
     void run_timers(Device& device, Qp& qp, Clock::time_point now);
     // An incoming packet for `qp`, already parsed and checked.
@@ -60,6 +64,7 @@ class Transport {
     void execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
     void execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
                       const ResponderResource& request);
+    void send_read_responses(Device& device, Qp& qp);
     void execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                         uint32_t src_ipv4);
     void answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,

@@ -368,5 +368,23 @@ class PerftestTest(PerftestCases, DaemonPerTest):
         self.check_perftest("ib_write_lat", "-e")
 
 
+class PerftestUdpTest(PerftestCases, DaemonPerTest):
+    """The bandwidth tests, whose messages of up to 8 MiB keep many packets
+    in flight, with every packet through the daemon's UDP sockets: the
+    requester's window and the paced READ responses keep the receive
+    buffers from overflowing."""
+
+    daemon_args = ("--no-shortcut",)
+
+    def test_ib_send_bw(self):
+        self.check_perftest("ib_send_bw")
+
+    def test_ib_write_bw(self):
+        self.check_perftest("ib_write_bw")
+
+    def test_ib_read_bw(self):
+        self.check_perftest("ib_read_bw")
+
+
 if __name__ == "__main__":
     unittest.main()
