@@ -287,6 +287,10 @@ void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4
                      datagram.subspan(covered).first<wire::kIcrcBytes>());
 }
 
+void Harness::arrive(std::span<const uint8_t> datagram) {
+    engine_->receive_datagram(1, datagram, loopback(kForgerHost), port_);
+}
+
 void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4) {
     engine_->receive_datagram(1, datagram, src_ipv4.value_or(loopback(kForgerHost)), port_);
     settle();

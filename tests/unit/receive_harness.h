@@ -51,7 +51,7 @@ class ReceiveHarness {
   public:
     // Layout of the buffer: guard | region (registered) | guard | unregistered.
     static constexpr size_t kGuardBytes = 4096;
-    static constexpr size_t kRegionBytes = 4096;
+    static constexpr size_t kRegionBytes = 16384;  // a READ of it: 64 responses
     static constexpr size_t kUnregisteredBytes = 4096;
     static constexpr uint8_t kGuardFill = 0xa5;
     static constexpr uint8_t kUnregisteredFill = 0x5a;
@@ -121,6 +121,9 @@ class ReceiveHarness {
                                std::optional<uint32_t> src_ipv4 = {}) const;
     // Recomputes the ICRC of a datagram for `src` -> uroce1.
     void seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {}) const;
+    // Hands a datagram to uroce1's receive path, and no more: what it starts
+    // goes on when the engine next runs.
+    void arrive(std::span<const uint8_t> datagram);
     // Hands a datagram to uroce1's receive path, then lets the engine run.
     void inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {});
     void send(const wire::PacketHeaders& headers, std::span<const uint8_t> payload = {}) {

@@ -473,6 +473,52 @@ TEST_F(ReceivePathTest, DuplicateReadAskingForLessIsAnsweredWithLess) {
     EXPECT_EQ(answers(), Lines{hex_psn("RC_RDMA_READ_RESPONSE_ONLY", kPsn, " ack len=16")});
 }
 
+// A READ's responses leave a burst at a time; requests that arrive meanwhile
+// wait behind them (up to a bound; beyond it they are dropped and counted,
+// for the requester to send again) and are answered after the last response.
+TEST_F(ReceivePathTest, RequestsArrivingDuringAReadResponseWaitForIt) {
+    constexpr uint32_t kResponses = H::kRegionBytes / H::kMtuBytes;
+    constexpr uint32_t kWaiting = 512;
+    constexpr uint32_t kBeyond = 3;
+    memcpy(h.region(), pattern(H::kRegionBytes, 17).data(), H::kRegionBytes);
+    const Bytes original = region_bytes(0, H::kRegionBytes);
+    h.arrive(read_request(kPsn, 0, H::kRegionBytes));
+    // WRITEs of 4 bytes each at the end of the region; only the last that
+    // fits asks for an acknowledgement.
+    for (uint32_t i = 0; i < kWaiting + kBeyond; ++i) {
+        wire::PacketHeaders hdr =
+            request(Operation::kWriteOnly, h.rtr().qpn, kPsn + kResponses + i);
+        hdr.bth.ack_req = i + 1 == kWaiting;
+        hdr.reth = {h.region_va() + H::kRegionBytes - 4, h.rkey(), 4};
+        h.arrive(h.build(hdr, pattern(4, static_cast<uint8_t>(i))));
+    }
+    Lines expected;
+    for (uint32_t i = 0; i < kResponses; ++i) {
+        const char* name = i == 0                ? "RC_RDMA_READ_RESPONSE_FIRST"
+                           : i + 1 == kResponses ? "RC_RDMA_READ_RESPONSE_LAST"
+                                                 : "RC_RDMA_READ_RESPONSE_MIDDLE";
+        const bool aeth = i == 0 || i + 1 == kResponses;
+        expected.push_back(hex_psn(name, kPsn + i, aeth ? " ack len=256" : " len=256"));
+    }
+    expected.push_back(hex_psn("RC_ACKNOWLEDGE", kPsn + kResponses + kWaiting - 1, " ack"));
+    Lines got;
+    Bytes read_data;
+    for (const Answer& a : h.answers()) {
+        got.push_back(describe(a));
+        if (a.packet.info->family == wire::Family::kReadResponse) {
+            read_data.insert(read_data.end(), a.packet.payload.begin(), a.packet.payload.end());
+        }
+    }
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(value(moved(), "rcvd_backlog_full"), kBeyond);
+    // The READ read memory as it was before the WRITEs; the last WRITE that
+    // waited is the one that stays.
+    EXPECT_EQ(read_data, original);
+    EXPECT_EQ(region_bytes(H::kRegionBytes - 4, 4), pattern(4, static_cast<uint8_t>(kWaiting - 1)));
+    EXPECT_EQ(region_bytes(0, H::kRegionBytes - 4), Bytes(original.begin(), original.end() - 4));
+    EXPECT_EQ(h.state(h.rtr()), IBV_QPS_RTR);
+}
+
 // ---- Memory access checks -------------------------------------------------------
 
 // An RDMA request that names memory it may not touch.
