@@ -1,6 +1,6 @@
 // uroce: the user's handle on the emulated devices.
 //
-//   uroce start [--device NAME=IPV4]... [--config FILE] [--udp-port N]
+//   uroce start [UROCED OPTIONS]
 //   uroce stop | status | env
 //   uroce exec -- COMMAND [ARGS...]
 //   uroce stats [DEVICE]
@@ -14,6 +14,7 @@ namespace uroce::tool {
 
 const char* const kUsage =
     "usage: uroce start [--device NAME=IPV4]... [--config FILE] [--udp-port N]\n"
+    "                   [--no-shortcut] [--nice N]\n"
     "       uroce stop\n"
     "       uroce status\n"
     "       uroce env\n"
@@ -23,6 +24,7 @@ const char* const kUsage =
     "       uroce fault DEVICE --clear\n"
     "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
     "\n"
+    "start: runs uroced in the background with these options (see uroced --help).\n"
     "stats: the devices' packet and error counters.\n"
     "fault: faults on DEVICE's outgoing packets. P is a probability (0.05) or a\n"
     "  percentage (5%), US a delay in microseconds; options not given become 0.\n"
