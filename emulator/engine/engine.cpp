@@ -187,13 +187,17 @@ bool Engine::deliver_local(Clock::time_point now) {
 }
 
 bool Engine::run_queue_pairs(Clock::time_point now) {
+    // Answers still waiting in a socket may be the ones a timer waits for:
+    // timers fire only once they are read, or a slow turn of the loop would
+    // retransmit what was acknowledged, and its answers would bury the rest.
+    const bool timers = !network_.backlogged();
     bool any = false;
     for (const auto& device : devices_) {
         for (auto& [qpn, qp] : device->qp_table()) {
             if (qp->type != IBV_QPT_RC) {
                 continue;
             }
-            if (transport::Transport::next_deadline(*qp) <= now) {
+            if (timers && transport::Transport::next_deadline(*qp) <= now) {
                 transport_.run_timers(*device, *qp, now);
             }
             any |= transport_.run_responder(*device, *qp);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -141,6 +142,7 @@ void UdpNetwork::submit() {
 
 bool UdpNetwork::poll(const Receiver& receive) {
     bool any = false;
+    received_.assign(sockets_.size(), 0);
     io_uring_cqe* cqe;
     while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
         auto* buffer = static_cast<Buffer*>(io_uring_cqe_get_data(cqe));
@@ -155,8 +157,11 @@ bool UdpNetwork::poll(const Receiver& receive) {
                     buffer->peer.sin_addr.s_addr, ntohs(buffer->peer.sin_port));
             any = true;
         }
+        ++received_[buffer->socket];
         post_receive(buffer);
     }
+    backlogged_ =
+        std::find(received_.begin(), received_.end(), kReceivesPerSocket) != received_.end();
     return any;
 }
 

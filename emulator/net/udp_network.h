@@ -37,6 +37,9 @@ class UdpNetwork {
 
     // Hands every packet that arrived to `receive`; true when there were any.
     bool poll(const Receiver& receive);
+    // Whether the last poll() used every posted receive of some socket: more
+    // packets may be waiting in it.
+    bool backlogged() const { return backlogged_; }
     void submit();
     int ring_fd() const { return ring_.ring_fd; }
     uint16_t port() const { return port_; }
@@ -55,6 +58,8 @@ class UdpNetwork {
     std::vector<Buffer*> free_;
     Buffer* building_ = nullptr;
     unsigned unsubmitted_ = 0;
+    std::vector<unsigned> received_;  // per socket, in the current poll()
+    bool backlogged_ = false;
 };
 
 }  // namespace uroce

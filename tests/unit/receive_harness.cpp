@@ -291,6 +291,18 @@ void Harness::arrive(std::span<const uint8_t> datagram) {
     engine_->receive_datagram(1, datagram, loopback(kForgerHost), port_);
 }
 
+void Harness::send_udp(std::span<const uint8_t> datagram) {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = loopback(kDeviceHost);
+    to.sin_port = htons(port_);
+    if (sendto(forger_.get(), datagram.data(), datagram.size(), 0,
+               reinterpret_cast<const sockaddr*>(&to),
+               sizeof(to)) != static_cast<ssize_t>(datagram.size())) {
+        throw std::runtime_error(std::string("sendto: ") + strerror(errno));
+    }
+}
+
 void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4) {
     engine_->receive_datagram(1, datagram, src_ipv4.value_or(loopback(kForgerHost)), port_);
     settle();

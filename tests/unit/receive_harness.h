@@ -124,6 +124,9 @@ class ReceiveHarness {
     // Hands a datagram to uroce1's receive path, and no more: what it starts
     // goes on when the engine next runs.
     void arrive(std::span<const uint8_t> datagram);
+    // Sends a datagram from the forger's socket to uroce1's, through the
+    // kernel: the engine reads it when it next polls its sockets.
+    void send_udp(std::span<const uint8_t> datagram);
     // Hands a datagram to uroce1's receive path, then lets the engine run.
     void inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {});
     void send(const wire::PacketHeaders& headers, std::span<const uint8_t> payload = {}) {

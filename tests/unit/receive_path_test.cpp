@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "receive_harness.h"
@@ -873,6 +875,44 @@ class OutstandingTest : public ReceivePathTest {
         return true;
     }
 };
+
+// The acknowledgement a timer waits for may sit in the socket behind many
+// other packets when the timer comes due: the engine reads them all before
+// it lets the timer retransmit, so that a slow turn of its loop does not
+// send again what was acknowledged.
+TEST_F(ReceivePathTest, AcknowledgementsWaitingInTheSocketAreReadBeforeTimersFire) {
+    constexpr uint32_t kFirst = H::kSqPsn;
+    constexpr int kStale = 64;  // the engine's posted receives per socket
+    queues::SendWqe wqe{};
+    wqe.wr_id = 9;
+    wqe.opcode = IBV_WR_SEND;
+    wqe.send_flags = IBV_SEND_SIGNALED;
+    h.post_send(h.rts(), wqe, 0, 16);
+    h.settle();
+    ASSERT_EQ(answers(), Lines{hex_psn("RC_SEND_ONLY", kFirst, " len=16")});
+    mark();
+    // timeout 14: 4.096 us * 2^14 = 67 ms; the timer is overdue after this.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    wire::PacketHeaders stale = request(Operation::kAck, h.rts().qpn, kFirst - 1);
+    stale.aeth = wire::Aeth::ack(0);
+    for (int i = 0; i < kStale; ++i) {
+        h.send_udp(h.build(stale));
+    }
+    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst);
+    ack.aeth = wire::Aeth::ack(1);
+    h.send_udp(h.build(ack));
+    // The kernel completes the engine's receives as this thread leaves it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    h.settle();
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 9u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(answers(), Lines{}) << "nothing was sent again";
+    EXPECT_EQ(
+        moved(),
+        (Counters{{"rcvd_pkts", kStale + 1}, {"duplicate_response", kStale}, {"completions", 1}}));
+}
 
 TEST_F(OutstandingTest, ReadResponsesOutsideTheReadsPsnsAreIgnored) {
     post(1, IBV_WR_RDMA_READ, 2048, 100);
