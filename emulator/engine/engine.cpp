@@ -14,6 +14,9 @@ using transport::Clock;
 
 // How long the loop keeps polling after the last work before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// How often a busy loop looks at the control plane: each look is a syscall
+// (epoll_wait), which the data path should not pay on every turn.
+constexpr auto kControlPoll = std::chrono::microseconds(20);
 
 std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
     std::array<uint8_t, 4> b;
@@ -271,8 +274,11 @@ void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint
 }
 
 bool Engine::run_once() {
-    io_.poll();
     const auto now = Clock::now();
+    if (now - last_control_poll_ >= kControlPoll) {
+        io_.poll();
+        last_control_poll_ = now;
+    }
     bool busy = network_.poll(
         [this](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint16_t src_port) {
             receive_datagram(index, bytes, src_ipv4, src_port);

@@ -92,6 +92,7 @@ class Engine : public transport::PacketOutput {
     bool doorbell_armed_ = false;
     bool network_armed_ = false;
     bool timer_armed_ = false;
+    transport::Clock::time_point last_control_poll_{};
 };
 
 }  // namespace uroce
