@@ -76,7 +76,7 @@ void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& h
         return;
     }
     ++from.stats().sent_pkts;
-    transmit(from, dest_ipv4, std::move(bytes), Clock::now());
+    transmit(from, dest_ipv4, std::move(bytes));
 }
 
 std::vector<uint8_t> Engine::spare_buffer() {
@@ -90,8 +90,7 @@ std::vector<uint8_t> Engine::spare_buffer() {
 
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
-void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes,
-                      Clock::time_point now) {
+void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
     from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, network_.port(),
                         network_.port());
     if (!from.faults().active()) {
@@ -110,7 +109,8 @@ void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& b
     for (int copy = 0; copy < verdict.copies; ++copy) {
         std::vector<uint8_t> packet = copy + 1 < verdict.copies ? bytes : std::move(bytes);
         if (verdict.delay.count() > 0) {
-            held_.emplace(now + verdict.delay, HeldPacket{&from, dest_ipv4, std::move(packet)});
+            held_.emplace(Clock::now() + verdict.delay,
+                          HeldPacket{&from, dest_ipv4, std::move(packet)});
         } else {
             deliver(from, dest_ipv4, std::move(packet));
         }
@@ -279,10 +279,10 @@ bool Engine::run_once() {
         io_.poll();
         last_control_poll_ = now;
     }
-    bool busy = network_.poll(
-        [this](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint16_t src_port) {
-            receive_datagram(index, bytes, src_ipv4, src_port);
-        });
+    bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
+                                          uint32_t src_ipv4, uint16_t src_port) {
+        receive(*devices_.at(index), bytes, src_ipv4, true, src_port, now);
+    });
     busy |= release_held(now);
     busy |= deliver_local(now);
     busy |= run_queue_pairs(now);

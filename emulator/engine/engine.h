@@ -64,8 +64,7 @@ class Engine : public transport::PacketOutput {
     };
 
     std::vector<uint8_t> spare_buffer();
-    void transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes,
-                  transport::Clock::time_point now);
+    void transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
     void deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
     bool run_queue_pairs(transport::Clock::time_point now);
