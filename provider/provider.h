@@ -23,9 +23,10 @@ struct ProviderContext {
 
 struct ProviderCq {
     verbs_cq ibv;
-    std::mutex lock;  // pollers, and the ring's replacement by resize_cq
-    SharedRing ring;  // Cqe entries, then queues::CqState
-    ibv_wc current;   // ibv_cq_ex: the completion being read
+    std::mutex lock;                       // pollers, and the ring's replacement by resize_cq
+    SharedRing ring;                       // Cqe entries, then queues::CqState
+    ibv_wc current;                        // ibv_cq_ex: the completion being read
+    std::atomic<uint32_t> empty_polls{0};  // in a row, since the last completion
 };
 
 struct ProviderQp {

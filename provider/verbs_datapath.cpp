@@ -1,6 +1,7 @@
 // The data path: work requests posted to the shared rings, completions
 // polled from them. No system call here except the doorbell, and that only
 // while the daemon says it is going to sleep. Each queue has its own lock.
+#include <sched.h>
 #include <string.h>
 
 #include <algorithm>
@@ -167,6 +168,19 @@ void take(SharedRing& ring, ibv_wc& wc) {
     ring.advance();
 }
 
+// A poller that keeps finding its CQ empty gives its CPU away now and then
+// (sched_yield): the daemon, and the peer it waits for, may need that CPU
+// when programs spin on more CQs than there are cores. Polls that find
+// completions never make a syscall.
+constexpr uint32_t kEmptyPollsBeforeYield = 64;
+
+void found_empty(ProviderCq& cq) {
+    if (cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1 >= kEmptyPollsBeforeYield) {
+        cq.empty_polls.store(0, std::memory_order_relaxed);
+        sched_yield();
+    }
+}
+
 // ibv_cq_ex: makes the next completion the current one. Called with the lock.
 int next_completion(ProviderCq& cq) {
     uint32_t ready;
@@ -192,6 +206,11 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
     const int error = next_completion(*cq);
     if (error) {
         cq->lock.unlock();
+    }
+    if (error == ENOENT) {
+        found_empty(*cq);
+    } else {
+        cq->empty_polls.store(0, std::memory_order_relaxed);
     }
     return error;
 }
@@ -295,17 +314,25 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
     ProviderCq* cq = to_cq(ibcq);
-    std::lock_guard lock(cq->lock);
     uint32_t ready;
-    if (!completions(*cq, ready)) {
-        return -EIO;
+    uint32_t count;
+    {
+        std::lock_guard lock(cq->lock);
+        if (!completions(*cq, ready)) {
+            return -EIO;
+        }
+        count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
+        for (uint32_t i = 0; i < count; ++i) {
+            take(cq->ring, wc[i]);
+        }
+        if (count) {
+            cq->ring.publish();
+        }
     }
-    const uint32_t count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
-    for (uint32_t i = 0; i < count; ++i) {
-        take(cq->ring, wc[i]);
-    }
-    if (count) {
-        cq->ring.publish();
+    if (ready) {
+        cq->empty_polls.store(0, std::memory_order_relaxed);
+    } else {
+        found_empty(*cq);
     }
     return static_cast<int>(count);
 }
