@@ -12,7 +12,7 @@ namespace uroce {
 namespace {
 
 constexpr unsigned kRingEntries = 1024;
-constexpr unsigned kReceivesPerSocket = 64;
+constexpr unsigned kBatchSize = 32;    // datagrams per recvmmsg
 constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
 constexpr int kSocketBufferBytes = 8 << 20;
 
@@ -30,7 +30,14 @@ struct UdpNetwork::Buffer {
     void prepare(size_t size);
 };
 
-UdpNetwork::UdpNetwork(uint16_t port) : port_(port) {
+struct UdpNetwork::Batch {
+    mmsghdr headers[kBatchSize];
+    iovec iovs[kBatchSize];
+    sockaddr_in peers[kBatchSize];
+    uint8_t data[kBatchSize][kBufferBytes];
+};
+
+UdpNetwork::UdpNetwork(uint16_t port) : port_(port), batch_(std::make_unique<Batch>()) {
     if (int error = io_uring_queue_init(kRingEntries, &ring_, 0); error < 0) {
         throw std::runtime_error(std::string("io_uring: ") + strerror(-error));
     }
@@ -64,12 +71,10 @@ Result UdpNetwork::open(in_addr address) {
         }
     }
     sockets_.push_back(std::move(fd));
-    for (unsigned i = 0; i < kReceivesPerSocket; ++i) {
-        Buffer* buffer = take_buffer();
-        buffer->kind = Kind::kReceive;
-        buffer->socket = sockets_.size() - 1;
-        post_receive(buffer);
-    }
+    Buffer* buffer = take_buffer();
+    buffer->kind = Kind::kReceive;
+    buffer->socket = sockets_.size() - 1;
+    post_receive(buffer);
     submit();
     return ok();
 }
@@ -140,9 +145,40 @@ void UdpNetwork::submit() {
     }
 }
 
+unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive) {
+    Batch& b = *batch_;
+    unsigned taken = 0;
+    while (taken < limit) {
+        const unsigned want = std::min(kBatchSize, limit - taken);
+        for (unsigned i = 0; i < want; ++i) {
+            b.iovs[i] = {b.data[i], kBufferBytes};
+            b.headers[i] = {};
+            b.headers[i].msg_hdr.msg_name = &b.peers[i];
+            b.headers[i].msg_hdr.msg_namelen = sizeof(b.peers[i]);
+            b.headers[i].msg_hdr.msg_iov = &b.iovs[i];
+            b.headers[i].msg_hdr.msg_iovlen = 1;
+        }
+        const int n = recvmmsg(sockets_[index].get(), b.headers, want, MSG_DONTWAIT, nullptr);
+        if (n <= 0) {
+            break;
+        }
+        for (int i = 0; i < n; ++i) {
+            if (!(b.headers[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+                receive(index, {b.data[i], b.headers[i].msg_len}, b.peers[i].sin_addr.s_addr,
+                        ntohs(b.peers[i].sin_port));
+            }
+        }
+        taken += static_cast<unsigned>(n);
+        if (static_cast<unsigned>(n) < want) {
+            break;
+        }
+    }
+    return taken;
+}
+
 bool UdpNetwork::poll(const Receiver& receive) {
     bool any = false;
-    received_.assign(sockets_.size(), 0);
+    backlogged_ = false;
     io_uring_cqe* cqe;
     while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
         auto* buffer = static_cast<Buffer*>(io_uring_cqe_get_data(cqe));
@@ -153,15 +189,19 @@ bool UdpNetwork::poll(const Receiver& receive) {
             continue;
         }
         if (result > 0) {
-            receive(buffer->socket, {buffer->data, static_cast<size_t>(result)},
-                    buffer->peer.sin_addr.s_addr, ntohs(buffer->peer.sin_port));
+            if (!(buffer->msg.msg_flags & MSG_TRUNC)) {
+                receive(buffer->socket, {buffer->data, static_cast<size_t>(result)},
+                        buffer->peer.sin_addr.s_addr, ntohs(buffer->peer.sin_port));
+            }
             any = true;
         }
-        ++received_[buffer->socket];
+        // More may have come with it: take them now, then wait again.
+        const unsigned limit = kMaxReceivesPerPoll - 1;
+        const unsigned drained = drain(buffer->socket, limit, receive);
+        any |= drained > 0;
+        backlogged_ |= drained == limit;
         post_receive(buffer);
     }
-    backlogged_ =
-        std::find(received_.begin(), received_.end(), kReceivesPerSocket) != received_.end();
     return any;
 }
 

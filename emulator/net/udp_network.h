@@ -1,6 +1,8 @@
-// RoCEv2 over UDP: one socket per device on its address, all I/O through
-// one io_uring. Receives are kept posted; sends complete asynchronously
-// and give their buffers back when they do.
+// RoCEv2 over UDP: one socket per device on its address. Sends go through
+// one io_uring and give their buffers back when they complete. Each socket
+// keeps one receive posted on the ring; when it completes, the socket is
+// drained with recvmmsg (one receive per socket: several would all be woken
+// by every datagram).
 #pragma once
 
 #include <liburing.h>
@@ -35,10 +37,13 @@ class UdpNetwork {
     // Sends the first `size` bytes of the last send_buffer() from socket `index`.
     void send(size_t index, uint32_t dest_ipv4, size_t size);
 
+    // Datagrams one poll() takes from a socket, at most.
+    static constexpr unsigned kMaxReceivesPerPoll = 256;
+
     // Hands every packet that arrived to `receive`; true when there were any.
     bool poll(const Receiver& receive);
-    // Whether the last poll() used every posted receive of some socket: more
-    // packets may be waiting in it.
+    // Whether the last poll() stopped at kMaxReceivesPerPoll on some socket:
+    // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
     void submit();
     int ring_fd() const { return ring_.ring_fd; }
@@ -46,9 +51,13 @@ class UdpNetwork {
 
   private:
     struct Buffer;
+    struct Batch;
     io_uring_sqe* next_sqe();
     void post_receive(Buffer* buffer);
     Buffer* take_buffer();
+    // Hands the datagrams waiting in socket `index` to `receive`, up to
+    // `limit`; returns how many.
+    unsigned drain(size_t index, unsigned limit, const Receiver& receive);
 
     uint16_t port_;
     io_uring ring_{};
@@ -58,7 +67,7 @@ class UdpNetwork {
     std::vector<Buffer*> free_;
     Buffer* building_ = nullptr;
     unsigned unsubmitted_ = 0;
-    std::vector<unsigned> received_;  // per socket, in the current poll()
+    std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;
 };
 

@@ -882,7 +882,7 @@ class OutstandingTest : public ReceivePathTest {
 // send again what was acknowledged.
 TEST_F(ReceivePathTest, AcknowledgementsWaitingInTheSocketAreReadBeforeTimersFire) {
     constexpr uint32_t kFirst = H::kSqPsn;
-    constexpr int kStale = 64;  // the engine's posted receives per socket
+    constexpr int kStale = UdpNetwork::kMaxReceivesPerPoll;
     queues::SendWqe wqe{};
     wqe.wr_id = 9;
     wqe.opcode = IBV_WR_SEND;
