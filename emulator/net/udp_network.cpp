@@ -1,6 +1,7 @@
 #include "net/udp_network.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -16,13 +17,13 @@ constexpr unsigned kBatchSize = 32;    // datagrams per recvmmsg
 constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
 constexpr int kSocketBufferBytes = 8 << 20;
 
-enum class Kind : uint8_t { kReceive, kSend };
+// A completion's user data: a send's Buffer (aligned, so bit 0 clear), or a
+// socket's readiness, (index << 1) | 1.
+constexpr uint64_t kReadable = 1;
 
 }  // namespace
 
 struct UdpNetwork::Buffer {
-    Kind kind = Kind::kSend;
-    size_t socket = 0;
     sockaddr_in peer{};
     iovec iov{};
     msghdr msg{};
@@ -71,10 +72,7 @@ Result UdpNetwork::open(in_addr address) {
         }
     }
     sockets_.push_back(std::move(fd));
-    Buffer* buffer = take_buffer();
-    buffer->kind = Kind::kReceive;
-    buffer->socket = sockets_.size() - 1;
-    post_receive(buffer);
+    watch(sockets_.size() - 1);
     submit();
     return ok();
 }
@@ -109,11 +107,10 @@ void UdpNetwork::Buffer::prepare(size_t size) {
     msg.msg_iovlen = 1;
 }
 
-void UdpNetwork::post_receive(Buffer* buffer) {
-    buffer->prepare(sizeof(buffer->data));
+void UdpNetwork::watch(size_t index) {
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_recvmsg(sqe, sockets_[buffer->socket].get(), &buffer->msg, 0);
-    io_uring_sqe_set_data(sqe, buffer);
+    io_uring_prep_poll_add(sqe, sockets_[index].get(), POLLIN);
+    io_uring_sqe_set_data64(sqe, (uint64_t{index} << 1) | kReadable);
 }
 
 std::span<uint8_t> UdpNetwork::send_buffer() {
@@ -126,8 +123,6 @@ std::span<uint8_t> UdpNetwork::send_buffer() {
 void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size) {
     Buffer* buffer = building_;
     building_ = nullptr;
-    buffer->kind = Kind::kSend;
-    buffer->socket = index;
     buffer->peer = {};
     buffer->peer.sin_family = AF_INET;
     buffer->peer.sin_addr.s_addr = dest_ipv4;
@@ -181,26 +176,17 @@ bool UdpNetwork::poll(const Receiver& receive) {
     backlogged_ = false;
     io_uring_cqe* cqe;
     while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
-        auto* buffer = static_cast<Buffer*>(io_uring_cqe_get_data(cqe));
-        const int result = cqe->res;
+        const uint64_t data = io_uring_cqe_get_data64(cqe);
         io_uring_cqe_seen(&ring_, cqe);
-        if (buffer->kind == Kind::kSend) {
-            free_.push_back(buffer);  // a failed send is a lost packet
+        if (!(data & kReadable)) {
+            free_.push_back(reinterpret_cast<Buffer*>(data));  // a failed send is a lost packet
             continue;
         }
-        if (result > 0) {
-            if (!(buffer->msg.msg_flags & MSG_TRUNC)) {
-                receive(buffer->socket, {buffer->data, static_cast<size_t>(result)},
-                        buffer->peer.sin_addr.s_addr, ntohs(buffer->peer.sin_port));
-            }
-            any = true;
-        }
-        // More may have come with it: take them now, then wait again.
-        const unsigned limit = kMaxReceivesPerPoll - 1;
-        const unsigned drained = drain(buffer->socket, limit, receive);
-        any |= drained > 0;
-        backlogged_ |= drained == limit;
-        post_receive(buffer);
+        const size_t index = data >> 1;
+        const unsigned taken = drain(index, kMaxReceivesPerPoll, receive);
+        any |= taken > 0;
+        backlogged_ |= taken == kMaxReceivesPerPoll;
+        watch(index);
     }
     return any;
 }

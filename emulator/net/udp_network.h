@@ -1,8 +1,8 @@
 // RoCEv2 over UDP: one socket per device on its address. Sends go through
-// one io_uring and give their buffers back when they complete. Each socket
-// keeps one receive posted on the ring; when it completes, the socket is
-// drained with recvmmsg (one receive per socket: several would all be woken
-// by every datagram).
+// one io_uring and give their buffers back when they complete. The ring
+// also says when a socket is readable; it is then drained with recvmmsg.
+// (Receives posted on the ring, several per socket, were all woken by
+// every datagram.)
 #pragma once
 
 #include <liburing.h>
@@ -53,7 +53,8 @@ class UdpNetwork {
     struct Buffer;
     struct Batch;
     io_uring_sqe* next_sqe();
-    void post_receive(Buffer* buffer);
+    // Asks the ring to report when socket `index` is readable.
+    void watch(size_t index);
     Buffer* take_buffer();
     // Hands the datagrams waiting in socket `index` to `receive`, up to
     // `limit`; returns how many.
