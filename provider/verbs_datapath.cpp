@@ -347,12 +347,15 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
     std::atomic<uint32_t>& arm = static_cast<queues::CqState*>(cq->ring.extra())->arm;
     if (!solicited_only) {
         arm.store(queues::kCqArmedAny, std::memory_order_seq_cst);
-        return 0;
+    } else {
+        // Asking for solicited completions only does not narrow an arm for
+        // any completion (as in the kernel's rxe).
+        uint32_t disarmed = queues::kCqDisarmed;
+        arm.compare_exchange_strong(disarmed, queues::kCqArmedSolicited, std::memory_order_seq_cst);
     }
-    // Asking for solicited completions only does not narrow an arm for any
-    // completion (as in the kernel's rxe).
-    uint32_t disarmed = queues::kCqDisarmed;
-    arm.compare_exchange_strong(disarmed, queues::kCqArmedSolicited, std::memory_order_seq_cst);
+    // Pairs with the daemon's fence between adding a completion and reading
+    // the arm: the next poll sees the completion, or the daemon the arm.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     return 0;
 }
 

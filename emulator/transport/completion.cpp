@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
 namespace uroce {
 
 void EventPipe::post(uint64_t element, uint32_t event_type) const {
@@ -30,6 +32,11 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
         return;
     }
     auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
+    // Pairs with ibv_req_notify_cq (store the arm, then poll): either the
+    // application sees this completion or we see its arm. Without the fence
+    // the load may pass the ring's store, both sides miss, and a program
+    // waiting for the event waits forever.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t armed = arm.load(std::memory_order_acquire);
     const bool wanted =
         armed == queues::kCqArmedAny ||
