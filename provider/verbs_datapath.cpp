@@ -174,8 +174,11 @@ void take(SharedRing& ring, ibv_wc& wc) {
 // completions never make a syscall.
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 
-void found_empty(ProviderCq& cq) {
-    if (cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1 >= kEmptyPollsBeforeYield) {
+void count_poll(ProviderCq& cq, bool found) {
+    if (found) {
+        cq.empty_polls.store(0, std::memory_order_relaxed);
+    } else if (cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1 >=
+               kEmptyPollsBeforeYield) {
         cq.empty_polls.store(0, std::memory_order_relaxed);
         sched_yield();
     }
@@ -207,11 +210,7 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
     if (error) {
         cq->lock.unlock();
     }
-    if (error == ENOENT) {
-        found_empty(*cq);
-    } else {
-        cq->empty_polls.store(0, std::memory_order_relaxed);
-    }
+    count_poll(*cq, error != ENOENT);
     return error;
 }
 
@@ -329,11 +328,7 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
             cq->ring.publish();
         }
     }
-    if (ready) {
-        cq->empty_polls.store(0, std::memory_order_relaxed);
-    } else {
-        found_empty(*cq);
-    }
+    count_poll(*cq, ready > 0);
     return static_cast<int>(count);
 }
 
