@@ -158,22 +158,26 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
                                                     : to.stats().rcvd_malformed);
         return;
     }
-    if (packet.info->transport() != wire::Transport::kRc) {
+    const wire::Transport transport = packet.info->transport();
+    if (transport != wire::Transport::kRc && transport != wire::Transport::kUc &&
+        transport != wire::Transport::kUd) {
         ++to.stats().rcvd_malformed;
         return;
     }
     auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
-    if (it == to.qp_table().end() || it->second->type != IBV_QPT_RC) {
+    if (it == to.qp_table().end() || transport::wire_transport(it->second->type) != transport) {
         ++to.stats().rcvd_unknown_qp;
         return;
     }
     Qp& qp = *it->second;
     // A connected QP listens only to its peer.
-    if (qp.attr.qp_state < IBV_QPS_RTR || transport::destination_ipv4(qp) != src_ipv4) {
+    const bool connected = qp.type != IBV_QPT_UD;
+    if (qp.attr.qp_state < IBV_QPS_RTR ||
+        (connected && transport::destination_ipv4(qp) != src_ipv4)) {
         ++to.stats().rcvd_dropped;
         return;
     }
-    transport_.receive(to, qp, packet, src_ipv4, now);
+    transport_.receive(to, qp, packet, src_ipv4, to.config().address.s_addr, now);
 }
 
 bool Engine::deliver_local(Clock::time_point now) {
@@ -197,7 +201,7 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     bool any = false;
     for (const auto& device : devices_) {
         for (auto& [qpn, qp] : device->qp_table()) {
-            if (qp->type != IBV_QPT_RC) {
+            if (!transport::wire_transport(qp->type)) {
                 continue;
             }
             if (timers && transport::Transport::next_deadline(*qp) <= now) {

@@ -117,8 +117,9 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
         if (!w.started) {
             break;
         }
-        if (w.is_read_or_atomic() ? !w.done
-                                  : !w.local_only() && wire::psn_before(acked_psn, w.last_psn())) {
+        if (w.is_read_or_atomic()
+                ? !w.done
+                : !w.sends_nothing() && wire::psn_before(acked_psn, w.last_psn())) {
             break;
         }
         if (w.is_read_or_atomic()) {
@@ -305,14 +306,25 @@ bool Transport::flush(Device& device, Qp& qp) {
     r.next_to_send = 0;
     r.reads_in_flight = 0;
     r.retransmit_at = r.rnr_resume_at = kNever;
-    InboundMessage& m = qp.responder.message;
+    ResponderState& s = qp.responder;
+    InboundMessage& m = s.message;
     if (m.active && m.is_send) {
-        complete_recv(qp, m.recv.wr_id, IBV_WC_WR_FLUSH_ERR);
+        complete_recv(qp, m.receive.wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
         did = true;
     }
     m = {};
-    qp.responder.reply.reset();
-    qp.responder.waiting.clear();
+    if (s.unused_receive) {
+        complete_recv(qp, s.unused_receive->wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
+        s.unused_receive.reset();
+        did = true;
+    }
+    // A QP on an SRQ takes no more of its WQEs (IBA 11.6.3.2).
+    if (qp.srq && !s.last_wqe_reached) {
+        s.last_wqe_reached = true;
+        qp.events->post(qp.user_handle, IBV_EVENT_QP_LAST_WQE_REACHED);
+    }
+    s.reply.reset();
+    s.waiting.clear();
     if (qp.recv_queue.entries()) {
         queues::RecvWqe recv;
         while (qp.recv_queue.pending()) {

@@ -13,12 +13,32 @@
 
 #include "memory/regions.h"
 #include "protocol/queues.h"
+#include "wire/opcode.h"
 #include "wire/packet.h"
 
 namespace uroce::transport {
 
 using Clock = std::chrono::steady_clock;
 inline constexpr Clock::time_point kNever = Clock::time_point::max();
+
+// RC and XRC acknowledge, retransmit and NAK; UC and UD send and forget.
+constexpr bool is_reliable(ibv_qp_type type) {
+    return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+}
+
+// The opcode space a QP type's packets use (nullopt: no IBA transport).
+constexpr std::optional<wire::Transport> wire_transport(ibv_qp_type type) {
+    switch (type) {
+        case IBV_QPT_RC:
+            return wire::Transport::kRc;
+        case IBV_QPT_UC:
+            return wire::Transport::kUc;
+        case IBV_QPT_UD:
+            return wire::Transport::kUd;
+        default:
+            return std::nullopt;
+    }
+}
 
 // A send WQE taken from the send queue, until it completes.
 struct SendWork {
@@ -36,13 +56,21 @@ struct SendWork {
     std::vector<std::byte> staged;       // message bytes read ahead of sending them
     uint64_t staged_offset = 0;
     std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
+    // UD: where the address handle points, resolved when the WQE is taken.
+    uint32_t dest_ipv4 = 0;
+    uint32_t dest_qpn = 0;
+    uint32_t qkey = 0;
+    // UD: longer than the MTU. No packet leaves, and the WQE completes
+    // without error (IBA C10-93.1.1).
+    bool oversize = false;
 
     uint32_t last_psn() const;
     bool is_read_or_atomic() const {
         return wqe.opcode == IBV_WR_RDMA_READ || wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
     }
-    bool local_only() const { return wqe.opcode == IBV_WR_LOCAL_INV; }
+    // Completes without a packet on the wire.
+    bool sends_nothing() const { return wqe.opcode == IBV_WR_LOCAL_INV || oversize; }
 };
 
 // The largest message: the port's max_msg_sz.
@@ -76,14 +104,19 @@ struct ResponderResource {
     uint64_t original = 0;  // atomic: the value before the operation
 };
 
+// A receive WQE the responder took off its queue, with its scatter list.
+struct TakenReceive {
+    queues::RecvWqe wqe{};
+    std::vector<ibv_sge> sges;
+};
+
 // The message the responder is receiving.
 struct InboundMessage {
     bool active = false;
     bool is_send = false;
-    queues::RecvWqe recv{};  // send: the receive WQE it fills
-    Extent target;           // where its data goes
-    uint64_t offset = 0;     // bytes placed so far
-    bool from_srq = false;
+    TakenReceive receive;  // send, write with immediate: the receive WQE it consumes
+    Extent target;         // where its data goes
+    uint64_t offset = 0;   // bytes placed so far
 };
 
 // A READ being answered: its response packets go out a burst at a time
@@ -108,6 +141,13 @@ struct ResponderState {
     uint32_t expected_psn = 0;
     uint32_t msn = 0;
     bool nak_sent = false;  // a PSN sequence NAK waits for the right PSN
+    // UC: a packet went missing, the rest of the message is dropped until
+    // the next first or only packet.
+    bool dropping = false;
+    // UC: the receive WQE of a dropped message, which the next one fills
+    // (a message that never arrived consumes none).
+    std::optional<TakenReceive> unused_receive;
+    bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED reported
     bool comm_established = false;
     InboundMessage message;
     std::deque<ResponderResource> resources;  // at most max_dest_rd_atomic

@@ -26,8 +26,10 @@ bool in_window(const RequesterState& r, uint32_t psn) {
     return wire::psn_diff(psn, r.unacked_psn) < static_cast<int32_t>(kMaxUnackedPsns);
 }
 
-uint32_t mtu_bytes(const Qp& qp) {
-    return 128u << qp.attr.path_mtu;
+// The largest payload of a packet: the path MTU, or for UD (which has no
+// path) the port's.
+uint32_t mtu_bytes(const Device& device, const Qp& qp) {
+    return 128u << (qp.type == IBV_QPT_UD ? device.port_attr().active_mtu : qp.attr.path_mtu);
 }
 
 Operation send_operation(const SendWork& w, uint32_t index) {
@@ -68,21 +70,39 @@ Operation send_operation(const SendWork& w, uint32_t index) {
     }
 }
 
-bool known_opcode(uint32_t opcode) {
+// What each QP type may post (ibv_post_send(3)): UC has no READs or
+// atomics, UD only sends.
+bool allowed_opcode(ibv_qp_type type, uint32_t opcode) {
     switch (opcode) {
         case IBV_WR_SEND:
         case IBV_WR_SEND_WITH_IMM:
-        case IBV_WR_SEND_WITH_INV:
+            return true;
         case IBV_WR_RDMA_WRITE:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_LOCAL_INV:
+            return type != IBV_QPT_UD;
+        case IBV_WR_SEND_WITH_INV:
         case IBV_WR_RDMA_READ:
         case IBV_WR_ATOMIC_CMP_AND_SWP:
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        case IBV_WR_LOCAL_INV:
-            return true;
+            return is_reliable(type);
         default:
             return false;
     }
+}
+
+// A UD WQE's destination, from the address handle it names; false when
+// the handle is not one of the client's, or belongs to another PD.
+bool address_datagram(const Qp& qp, SendWork& w) {
+    const std::shared_ptr<Ah> ah = qp.ahs ? qp.ahs->find(w.wqe.ah) : nullptr;
+    if (!ah || ah->pd.get() != qp.pd.get()) {
+        return false;
+    }
+    memcpy(&w.dest_ipv4, &ah->attr.grh.dgid.raw[12], sizeof(w.dest_ipv4));
+    w.dest_qpn = w.wqe.remote_qpn & wire::kQpnMask;
+    // A Q_Key with the high bit set asks for the QP's own (IBA 10.2.4.2).
+    w.qkey = (w.wqe.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.wqe.remote_qkey;
+    return true;
 }
 
 }  // namespace
@@ -99,7 +119,7 @@ uint32_t destination_ipv4(const Qp& qp) {
 
 // Copies WQEs out of the shared send queue; a WQE the provider could not
 // have written (bad sizes, unknown opcode) fails with a local QP error.
-bool Transport::take_work(Device&, Qp& qp) {
+bool Transport::take_work(Device& device, Qp& qp) {
     bool took = false;
     std::vector<std::byte>& entry = scratch_;
     entry.resize(qp.send_queue.entry_size());
@@ -110,7 +130,7 @@ bool Transport::take_work(Device&, Qp& qp) {
         const std::byte* data = entry.data() + queues::kSendWqeFixed;
         const size_t room = entry.size() - queues::kSendWqeFixed;
         const bool is_inline = w.wqe.send_flags & IBV_SEND_INLINE;
-        if (!known_opcode(w.wqe.opcode) ||
+        if (!allowed_opcode(qp.type, w.wqe.opcode) ||
             (is_inline
                  ? w.wqe.inline_length > room
                  : w.wqe.num_sge > qp.cap.max_send_sge || w.wqe.num_sge * sizeof(ibv_sge) > room)) {
@@ -133,9 +153,13 @@ bool Transport::take_work(Device&, Qp& qp) {
         if (!w.error && atomic && (w.length != 8 || (w.wqe.remote_addr & 7))) {
             w.error = w.length != 8 ? IBV_WC_LOC_LEN_ERR : IBV_WC_REM_INV_REQ_ERR;
         }
-        w.packets = w.local_only() || atomic
-                        ? 1
-                        : std::max<uint32_t>(1, (w.length + mtu_bytes(qp) - 1) / mtu_bytes(qp));
+        if (!w.error && qp.type == IBV_QPT_UD && !address_datagram(qp, w)) {
+            w.error = IBV_WC_LOC_QP_OP_ERR;
+        }
+        const uint32_t mtu = mtu_bytes(device, qp);
+        w.oversize = qp.type == IBV_QPT_UD && w.length > mtu;
+        w.packets =
+            w.sends_nothing() || atomic ? 1 : std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
         qp.requester.window.push_back(std::move(w));
         took = true;
     }
@@ -143,18 +167,20 @@ bool Transport::take_work(Device&, Qp& qp) {
 }
 
 void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index) {
-    const uint32_t mtu = mtu_bytes(qp);
+    const uint32_t mtu = mtu_bytes(device, qp);
     const Operation operation = send_operation(w, index);
-    const uint8_t opcode = wire::make_opcode(wire::Transport::kRc, operation);
+    const uint8_t opcode = wire::make_opcode(*wire_transport(qp.type), operation);
     const wire::OpcodeInfo& info = *wire::opcode_info(opcode);
     const bool last = index + 1 == w.packets;
+    const bool datagram = qp.type == IBV_QPT_UD;
 
     wire::PacketHeaders h{};
     h.bth.opcode = opcode;
-    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.dest_qp = datagram ? w.dest_qpn : qp.attr.dest_qp_num;
     h.bth.psn = wire::psn_add(w.first_psn, index);
     h.bth.solicited = last && (w.wqe.send_flags & IBV_SEND_SOLICITED);
-    h.bth.ack_req = last || (index + 1) % kAckRequestInterval == 0;
+    h.bth.ack_req = is_reliable(qp.type) && (last || (index + 1) % kAckRequestInterval == 0);
+    h.deth = {w.qkey, qp.qpn};
     h.reth = {w.wqe.remote_addr, w.wqe.rkey, static_cast<uint32_t>(w.length)};
     h.immdt.imm = ntohl(w.wqe.imm_data);
     h.ieth.rkey = w.wqe.imm_data;  // the rkey to invalidate shares the field
@@ -178,7 +204,7 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
             }
         }
     }
-    output_.send(device, destination_ipv4(qp), h, payload);
+    output_.send(device, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
 }
 
 // The message bytes [offset, offset + bytes), read from the application a
@@ -209,6 +235,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
         return did;  // waiting out an RNR NAK
     }
     const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
+    const bool reliable = is_reliable(qp.type);
     while (r.next_to_send < r.window.size()) {
         SendWork& w = r.window[r.next_to_send];
         if (w.error) {
@@ -221,10 +248,10 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             if ((w.wqe.send_flags & IBV_SEND_FENCE) && r.reads_in_flight) {
                 break;
             }
-            if (!w.local_only() && !in_window(r, r.next_psn)) {
+            if (reliable && !w.sends_nothing() && !in_window(r, r.next_psn)) {
                 break;
             }
-            if (!w.local_only() && w.inline_data.empty()) {
+            if (!w.sends_nothing() && w.inline_data.empty()) {
                 const int access = w.wqe.opcode == IBV_WR_RDMA_READ ||
                                            w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                                            w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD
@@ -237,7 +264,10 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
                 }
             }
             w.started = true;
-            if (w.local_only()) {
+            if (w.oversize) {
+                ++device.stats().ud_oversize;
+            }
+            if (w.sends_nothing()) {
                 w.done = true;
                 ++r.next_to_send;
                 continue;
@@ -251,17 +281,20 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
         }
         const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
         while (w.sent < request_packets && !w.error &&
-               in_window(r, wire::psn_add(w.first_psn, w.sent))) {
+               (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
             send_packet(device, qp, w, w.sent++);
             did = true;
         }
         if (w.error || w.sent < request_packets) {
             break;  // the rest when acknowledgements open the window
         }
+        if (!reliable) {
+            r.unacked_psn = r.next_psn;  // nothing is acknowledged: sent is done
+        }
         ++r.next_to_send;
         did = true;
     }
-    if (r.retransmit_at == kNever && r.next_psn != r.unacked_psn) {
+    if (reliable && r.retransmit_at == kNever && r.next_psn != r.unacked_psn) {
         const auto timeout = wire::local_ack_timeout(qp.attr.timeout);
         if (timeout) {
             r.retransmit_at = now + *timeout;
@@ -276,7 +309,7 @@ void Transport::restart_from(Qp& qp, uint32_t psn) {
     RequesterState& r = qp.requester;
     for (size_t i = 0; i < r.window.size(); ++i) {
         SendWork& w = r.window[i];
-        if (!w.started || w.done || w.local_only()) {
+        if (!w.started || w.done || w.sends_nothing()) {
             continue;
         }
         if (wire::psn_before(w.last_psn(), psn)) {

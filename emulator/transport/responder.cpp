@@ -6,6 +6,7 @@
 
 #include "memory/process_memory.h"
 #include "transport/completion.h"
+#include "transport/receive_queue.h"
 #include "transport/transport.h"
 #include "wire/psn.h"
 
@@ -38,22 +39,6 @@ uint32_t mtu_bytes(const Qp& qp) {
     return 128u << qp.attr.path_mtu;
 }
 
-// Takes the next receive WQE of the QP (or its SRQ) with its scatter list,
-// or returns false when none is posted.
-bool take_receive(Qp& qp, queues::RecvWqe& recv, std::vector<ibv_sge>& sges) {
-    Ring& ring = qp.srq ? qp.srq->ring : qp.recv_queue;
-    if (!ring.pending()) {
-        return false;
-    }
-    std::vector<std::byte> entry(ring.entry_size());
-    ring.pop(entry);
-    memcpy(&recv, entry.data(), sizeof(recv));
-    const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);
-    const auto* first = reinterpret_cast<const ibv_sge*>(entry.data() + queues::kRecvWqeFixed);
-    sges.assign(first, first + std::min<size_t>(recv.num_sge, room));
-    return true;
-}
-
 // A READ of `reth` starting at `psn`: its responses take one PSN each.
 ResponderResource read_request(const Qp& qp, uint32_t psn, const wire::Reth& reth) {
     const uint64_t mtu = mtu_bytes(qp);
@@ -70,6 +55,45 @@ void forget_unplaced(InboundMessage& m, const wire::ParsedPacket& packet) {
     }
 }
 
+// UC: a message that cannot complete is dropped, and so is the rest of it
+// up to the next first or only packet; a receive WQE it took stays for the
+// next message.
+void drop_message(Device& device, Qp& qp) {
+    ResponderState& s = qp.responder;
+    if (s.message.active && s.message.is_send) {
+        s.unused_receive = std::move(s.message.receive);
+    }
+    s.message = {};
+    s.dropping = true;
+    ++device.stats().rcvd_msg_dropped;
+}
+
+// UC keeps no retransmission state: a packet is taken when it continues the
+// message under way in sequence, or starts a message; a gap drops the
+// message it falls in. The responder follows the sender's PSNs either way.
+bool accept_unreliable(Device& device, Qp& qp, const wire::ParsedPacket& packet) {
+    ResponderState& s = qp.responder;
+    const bool gap = packet.hdr.bth.psn != s.expected_psn;
+    s.expected_psn = wire::psn_add(packet.hdr.bth.psn, 1);
+    if (gap) {
+        ++device.stats().out_of_seq_request;
+    }
+    if (starts_message(packet.info->position)) {
+        if (s.message.active) {
+            drop_message(device, qp);  // its last packet never came
+        }
+        s.dropping = false;
+        return true;
+    }
+    if (gap || s.dropping || !s.message.active) {
+        if (!s.dropping) {
+            drop_message(device, qp);
+        }
+        return false;
+    }
+    return true;
+}
+
 // Writes a packet's payload where the message has got to; 0 or an errno.
 int place(const InboundMessage& m, std::span<const std::byte> payload) {
     return payload.empty()
@@ -77,14 +101,10 @@ int place(const InboundMessage& m, std::span<const std::byte> payload) {
                : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
 }
 
-bool has_receive(Qp& qp) {
-    return (qp.srq ? qp.srq->ring : qp.recv_queue).pending() > 0;
-}
-
 void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
                       ibv_wc_status status) {
     ibv_wc wc{};
-    wc.wr_id = m.recv.wr_id;
+    wc.wr_id = m.receive.wqe.wr_id;
     wc.status = status;
     wc.qp_num = qp.qpn;
     wc.src_qp = qp.attr.dest_qp_num;
@@ -106,6 +126,9 @@ void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket&
 
 void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth,
                             uint32_t dest_ipv4) {
+    if (!is_reliable(qp.type)) {
+        return;  // UC answers nothing
+    }
     wire::PacketHeaders h{};
     h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
@@ -118,6 +141,10 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
 // does, the packets behind it are dropped without a sequence NAK, which would
 // spend the requester's retries on what is only a wait.
 void Transport::rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4) {
+    if (!is_reliable(qp.type)) {
+        drop_message(device, qp);  // UC cannot ask for the message again
+        return;
+    }
     ++device.stats().send_rnr_err;
     qp.responder.nak_sent = true;
     acknowledge(device, qp, psn, wire::Aeth::rnr_nak(qp.responder.msn, qp.attr.min_rnr_timer),
@@ -142,6 +169,10 @@ bool Transport::memory_failed(Device& device, Qp& qp, int error, uint32_t psn, w
 // QP and move it to ERR (IBA class B/C/D errors).
 void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
                                 ibv_event_type event, uint32_t dest_ipv4) {
+    if (!is_reliable(qp.type)) {
+        drop_message(device, qp);  // UC: the message is lost, the QP stays (IBA class E)
+        return;
+    }
     acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
     qp.events->post(qp.user_handle, event);
     qp.attr.qp_state = IBV_QPS_ERR;
@@ -149,7 +180,15 @@ void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakC
 }
 
 void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                        Clock::time_point now) {
+                        uint32_t dest_ipv4, Clock::time_point now) {
+    if (qp.type == IBV_QPT_UD) {
+        if (takes_requests(qp.attr.qp_state)) {
+            receive_datagram(device, qp, packet, src_ipv4, dest_ipv4);
+        } else {
+            ++device.stats().rcvd_dropped;
+        }
+        return;
+    }
     if (packet.info->direction() == wire::Direction::kResponse) {
         if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
             on_response(device, qp, packet, now);
@@ -205,12 +244,15 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const int32_t distance = wire::psn_diff(psn, s.expected_psn);
-    if (distance < 0) {
+    if (!is_reliable(qp.type)) {
+        if (!accept_unreliable(device, qp, packet)) {
+            return;
+        }
+    } else if (distance < 0) {
         ++device.stats().duplicate_request;
         answer_duplicate(device, qp, packet, src_ipv4);
         return;
-    }
-    if (distance > 0) {
+    } else if (distance > 0) {
         ++device.stats().out_of_seq_request;
         if (!s.nak_sent) {
             s.nak_sent = true;
@@ -272,15 +314,14 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     InboundMessage& m = s.message;
     const uint32_t psn = packet.hdr.bth.psn;
     if (starts_message(packet.info->position)) {
-        std::vector<ibv_sge> sges;
-        if (!take_receive(qp, m.recv, sges)) {
+        if (!take_receive(qp, m.receive)) {
             rnr_nak(device, qp, psn, src_ipv4);
             return;
         }
         m.active = true;
         m.is_send = true;
         m.offset = 0;
-        if (resolve_local(device, qp.pd.get(), sges, IBV_ACCESS_LOCAL_WRITE, m.target) !=
+        if (resolve_local(device, qp.pd.get(), m.receive.sges, IBV_ACCESS_LOCAL_WRITE, m.target) !=
             AccessFault::kNone) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
@@ -362,8 +403,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
         if (with_imm) {
-            std::vector<ibv_sge> sges;
-            take_receive(qp, m.recv, sges);
+            take_receive(qp, m.receive);
             complete_receive(qp, m, packet, IBV_WC_SUCCESS);
         }
         m = {};

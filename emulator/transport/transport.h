@@ -1,8 +1,9 @@
-// The RC transport, split as in the kernel's Soft-RoCE: the requester turns
-// send WQEs into request packets (requester.cpp), the completer turns
-// acknowledgements and responses into completions and retransmissions
-// (completer.cpp), the responder executes incoming requests and answers
-// them (responder.cpp). All of it runs on the data-plane thread.
+// The IBA transports (RC, UC, UD), split as in the kernel's Soft-RoCE: the
+// requester turns send WQEs into request packets (requester.cpp), the
+// completer turns acknowledgements and responses into completions and
+// retransmissions (completer.cpp), the responder executes incoming requests
+// and answers them (responder.cpp; UD's datagrams in datagram.cpp). All of
+// it runs on the data-plane thread.
 #pragma once
 
 #include <stdint.h>
@@ -38,9 +39,10 @@ class Transport {
     bool run_responder(Device& device, Qp& qp);
     // Retransmission and RNR timers that are due.
     void run_timers(Device& device, Qp& qp, Clock::time_point now);
-    // An incoming packet for `qp`, already parsed and checked.
+    // An incoming packet for `qp`, already parsed and checked, sent from
+    // `src_ipv4` to `dest_ipv4` (the device's address, or a multicast group).
     void receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                 Clock::time_point now);
+                 uint32_t dest_ipv4, Clock::time_point now);
     // The earliest timer of the QP, kNever when none runs.
     static Clock::time_point next_deadline(const Qp& qp);
 
@@ -75,6 +77,9 @@ class Transport {
     void rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4);
     bool memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
                        uint32_t dest_ipv4);
+    // datagram.cpp
+    void receive_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                          uint32_t src_ipv4, uint32_t dest_ipv4);
 
     PacketOutput& output_;
     std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way

@@ -15,6 +15,7 @@
 #include "queues/ring.h"
 #include "transport/qp_state.h"
 #include "util/unique_fd.h"
+#include "verbs/handle_table.h"
 
 namespace uroce {
 
@@ -165,6 +166,8 @@ struct Qp : Object {
     Ref<Xrcd> xrcd;
     Ref<RwqIndTable> ind_table;
     std::set<std::pair<std::array<uint8_t, 16>, uint16_t>> mcast_groups;
+    // UD: the creating client's address handles, which its WQEs name.
+    const HandleTable<Ah>* ahs = nullptr;
     transport::RequesterState requester;
     transport::ResponderState responder;
 };

@@ -228,6 +228,7 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     qp->recv_cq = Ref<Cq>(recv_cq);
     qp->srq = Ref<Srq>(srq);
     qp->xrcd = Ref<Xrcd>(xrcd);
+    qp->ahs = &ahs_;
     qps_.add(qp);
     device_.qp_table()[qp->qpn] = qp.get();
     ++device_.counts().qp;

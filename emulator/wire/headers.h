@@ -26,6 +26,9 @@ inline constexpr size_t kCnpReservedBytes = 16;
 inline constexpr size_t kIcrcBytes = 4;
 
 inline constexpr uint16_t kDefaultPkey = 0xffff;
+// QP numbers are 24 bits; the highest addresses a multicast group.
+inline constexpr uint32_t kQpnMask = 0x00ffffff;
+inline constexpr uint32_t kMulticastQpn = 0x00ffffff;
 
 // Base Transport Header.
 struct Bth {

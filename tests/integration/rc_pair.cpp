@@ -110,9 +110,16 @@ void RcSide::open(const std::string& device, const RcOptions& options) {
     cq_.reset(ibv_create_cq(context(), options.cqe, cq_context(), channel(), 0));
     ASSERT_TRUE(cq_) << "ibv_create_cq: " << strerror(errno);
     ibv_qp_init_attr init{};
+    if (options.srq_wr) {
+        ibv_srq_init_attr srq_init{};
+        srq_init.attr = {options.srq_wr, 1, 0};
+        srq_.reset(ibv_create_srq(pd(), &srq_init));
+        ASSERT_TRUE(srq_) << "ibv_create_srq: " << strerror(errno);
+        init.srq = srq();
+    }
     init.send_cq = init.recv_cq = cq();
     init.cap = options.cap;
-    init.qp_type = IBV_QPT_RC;
+    init.qp_type = options.qp_type;
     init.sq_sig_all = options.sq_sig_all;
     qp_.reset(ibv_create_qp(pd(), &init));
     ASSERT_TRUE(qp_) << "ibv_create_qp: " << strerror(errno);
@@ -125,13 +132,27 @@ void RcSide::connect(const ibv_gid& peer_gid, uint32_t peer_qpn, const RcOptions
     attr.qp_state = IBV_QPS_INIT;
     attr.port_num = 1;
     attr.qp_access_flags = options.qp_access;
+    attr.qkey = options.qkey;
+    const bool ud = options.qp_type == IBV_QPT_UD;
     ASSERT_EQ(ibv_modify_qp(qp(), &attr,
-                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS)),
               0)
         << "to INIT: " << strerror(errno);
     if (state == IBV_QPS_INIT) {
         return;
     }
+    if (ud) {
+        ASSERT_NO_FATAL_FAILURE(modify_state(IBV_QPS_RTR));
+        if (state == IBV_QPS_RTS) {
+            attr.qp_state = IBV_QPS_RTS;
+            attr.sq_psn = options.psn;
+            ASSERT_EQ(ibv_modify_qp(qp(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN), 0)
+                << "to RTS: " << strerror(errno);
+        }
+        return;
+    }
+    const bool rc = options.qp_type == IBV_QPT_RC;
     attr.qp_state = IBV_QPS_RTR;
     attr.ah_attr.is_global = 1;
     attr.ah_attr.port_num = 1;
@@ -142,10 +163,11 @@ void RcSide::connect(const ibv_gid& peer_gid, uint32_t peer_qpn, const RcOptions
     attr.rq_psn = options.psn;
     attr.max_dest_rd_atomic = options.max_rd_atomic;
     attr.min_rnr_timer = options.min_rnr_timer;
-    ASSERT_EQ(ibv_modify_qp(qp(), &attr,
-                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0)
+    ASSERT_EQ(
+        ibv_modify_qp(qp(), &attr,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0)),
+        0)
         << "to RTR: " << strerror(errno);
     if (state == IBV_QPS_RTR) {
         return;
@@ -157,8 +179,10 @@ void RcSide::connect(const ibv_gid& peer_gid, uint32_t peer_qpn, const RcOptions
     attr.rnr_retry = options.rnr_retry;
     attr.max_rd_atomic = options.max_rd_atomic;
     ASSERT_EQ(ibv_modify_qp(qp(), &attr,
-                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+                            IBV_QP_STATE | IBV_QP_SQ_PSN |
+                                (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                          IBV_QP_MAX_QP_RD_ATOMIC
+                                    : 0)),
               0)
         << "to RTS: " << strerror(errno);
 }
@@ -191,6 +215,12 @@ void RcSide::post_recv(uint64_t wr_id, std::span<ibv_sge> sges) const {
     ibv_recv_wr wr{wr_id, nullptr, sges.data(), static_cast<int>(sges.size())};
     ibv_recv_wr* bad = nullptr;
     ASSERT_EQ(ibv_post_recv(qp(), &wr, &bad), 0) << "ibv_post_recv: " << strerror(errno);
+}
+
+void RcSide::post_srq_recv(uint64_t wr_id, ibv_sge sge) const {
+    ibv_recv_wr wr{wr_id, nullptr, &sge, 1};
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_srq_recv(srq(), &wr, &bad), 0) << "ibv_post_srq_recv: " << strerror(errno);
 }
 
 std::vector<ibv_wc> RcSide::poll(size_t count) const {

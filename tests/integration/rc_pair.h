@@ -26,6 +26,9 @@ inline constexpr int kRemoteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_
                                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
 struct RcOptions {
+    ibv_qp_type qp_type = IBV_QPT_RC;  // or UC, or UD (whose "peer" only names a destination)
+    uint32_t qkey = 0x11111111;        // UD
+    uint32_t srq_wr = 0;               // receives through an SRQ of this size
     ibv_qp_cap cap{64, 64, 4, 4, 64};
     ibv_mtu path_mtu = IBV_MTU_1024;
     uint8_t timeout = 14;
@@ -90,6 +93,7 @@ class RcSide {
     void post_recv(uint64_t wr_id, std::span<ibv_sge> sges) const;
     void post_recv(uint64_t wr_id, ibv_sge sge) const { post_recv(wr_id, std::span(&sge, 1)); }
     void post_recv(uint64_t wr_id) const { post_recv(wr_id, std::span<ibv_sge>()); }
+    void post_srq_recv(uint64_t wr_id, ibv_sge sge) const;
     // `count` completions, or a test failure with what came by the deadline.
     std::vector<ibv_wc> poll(size_t count) const;
     ibv_wc poll_one() const;
@@ -109,6 +113,7 @@ class RcSide {
     ibv_pd* pd() const { return pd_.get(); }
     ibv_cq* cq() const { return cq_.get(); }
     ibv_qp* qp() const { return qp_.get(); }
+    ibv_srq* srq() const { return srq_.get(); }
     ibv_comp_channel* channel() const { return channel_.get(); }
     uint32_t qpn() const { return qp_->qp_num; }
     const ibv_gid& gid() const { return gid_; }
@@ -124,6 +129,7 @@ class RcSide {
     std::vector<std::unique_ptr<Buffer>> buffers_;  // go before the PD
     ChannelPtr channel_;
     CqPtr cq_;
+    SrqPtr srq_;
     QpPtr qp_;
     ibv_gid gid_{};
     ibv_qp_cap cap_{};

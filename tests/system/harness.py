@@ -13,7 +13,7 @@
   emulator/device/stats.h and the daemon's counter report;
 - ``run_server_client``: a pair of programs that meet on a TCP port
   (ibv_rc_pingpong, perftest), server first;
-- ``run_rc_pingpong``: a pair of ``ibv_rc_pingpong`` programs, server and client.
+- ``run_pingpong``: a pair of rdma-core pingpong examples, server and client.
 
 Paths come from the environment that tests/system/CMakeLists.txt sets:
 UROCED, UROCE_PROVIDER (the RDMAV_DRIVERS prefix), UROCE_BRIDGE,
@@ -799,14 +799,14 @@ def run_server_client(env, server_args, client_args, port, timeout=RUN_TIMEOUT, 
                      client_end - client_start))
 
 
-def run_rc_pingpong(env, server_device, client_device, iters, size, timeout=RUN_TIMEOUT,
-                    log=lambda: "", extra_args=()):
-    """Runs ibv_rc_pingpong's server on server_device and its client on
-    client_device (GID index 0: RoCE v2), exchanging their addresses on a
-    TCP port of their own; `extra_args` go to both (-e, -c, ...). Returns
-    (server, client) PingPongSide; fails the test when they do not finish
-    in `timeout` seconds."""
-    program = require_program("ibv_rc_pingpong")
+def run_pingpong(env, server_device, client_device, iters, size, program="ibv_rc_pingpong",
+                 timeout=RUN_TIMEOUT, log=lambda: "", extra_args=()):
+    """Runs a pingpong example's server (ibv_rc_pingpong, ibv_uc_pingpong,
+    ...) on server_device and its client on client_device (GID index 0: RoCE
+    v2), exchanging their addresses on a TCP port of their own; `extra_args`
+    go to both (-e, -c, ...). Returns (server, client) PingPongSide; fails
+    the test when they do not finish in `timeout` seconds."""
+    program = require_program(program)
     port = free_tcp_port()
     common = ["-g", "0", "-n", str(iters), "-s", str(size), "-p", str(port), *extra_args]
     pair = run_server_client(env, [program, "-d", server_device, *common],

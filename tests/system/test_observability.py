@@ -458,8 +458,8 @@ class TrafficTest(ObservabilityTestCase):
         return int(self.daemon.args[self.daemon.args.index("--udp-port") + 1])
 
     def pingpong(self, iters, timeout):
-        server, client = harness.run_rc_pingpong(self.daemon.env(), "uroce0", "uroce1", iters,
-                                                 64, timeout=timeout, log=self.daemon.log)
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", iters, 64,
+                                              timeout=timeout, log=self.daemon.log)
         for side in (server, client):
             self.assertEqual(side.returncode, 0, "ibv_rc_pingpong on %s failed:\n%s\n%s" % (
                 side.device, side.output, self.daemon.log()))

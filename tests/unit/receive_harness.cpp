@@ -139,6 +139,10 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
     modify(rts_, IBV_QPS_RTS, kAllRemote);
     modify(init_, IBV_QPS_INIT, kAllRemote);
     modify(no_access_, IBV_QPS_RTR, 0);
+    uc_ = create_qp(IBV_QPT_UC);
+    ud_ = create_qp(IBV_QPT_UD);
+    modify(uc_, IBV_QPS_RTR, IBV_ACCESS_REMOTE_WRITE);
+    modify(ud_, IBV_QPS_RTR, 0);
 }
 
 Harness::~ReceiveHarness() = default;
@@ -150,10 +154,10 @@ uint32_t Harness::reg_mr(uint32_t pd, int access, bool want_rkey) {
     return want_rkey ? reply.rkey : reply.lkey;
 }
 
-Harness::QueuePair Harness::create_qp() {
+Harness::QueuePair Harness::create_qp(ibv_qp_type type) {
     rpc::CreateQpRequest req{};
     req.user_handle = next_user_handle_++;
-    req.qp_type = IBV_QPT_RC;
+    req.qp_type = type;
     req.sq_sig_all = 1;
     req.pd = pd_;
     req.send_cq = cq_;
@@ -163,6 +167,7 @@ Harness::QueuePair Harness::create_qp() {
     ReplyFds fds;
     check(context_->create_qp(req, reply, fds), "create_qp");
     QueuePair qp;
+    qp.type = type;
     qp.handle = reply.handle;
     qp.qpn = reply.qpn;
     // Reply fds: the send ring, then the receive ring.
@@ -188,16 +193,22 @@ void Harness::modify(QueuePair& qp, ibv_qp_state to, int qp_access) {
     if (to == IBV_QPS_RESET) {
         return;
     }
-    req.attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+    const bool ud = qp.type == IBV_QPT_UD;
+    const bool rc = qp.type == IBV_QPT_RC;
+    req.attr_mask =
+        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     a.qp_access_flags = static_cast<unsigned>(qp_access);
+    a.qkey = kQkey;
     check(context_->modify_qp(req, none), "modify_qp to INIT");
     if (to == IBV_QPS_INIT) {
         return;
     }
-    req.attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    req.attr_mask = ud ? IBV_QP_STATE
+                       : IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                             IBV_QP_RQ_PSN |
+                             (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0);
     a.qp_state = IBV_QPS_RTR;
     a.ah_attr.is_global = 1;
     a.ah_attr.port_num = 1;
@@ -214,8 +225,9 @@ void Harness::modify(QueuePair& qp, ibv_qp_state to, int qp_access) {
     if (to == IBV_QPS_RTR) {
         return;
     }
-    req.attr_mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+    req.attr_mask =
+        IBV_QP_STATE | IBV_QP_SQ_PSN |
+        (rc ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC : 0);
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 14;
     a.retry_cnt = 3;

@@ -1,8 +1,8 @@
 // A daemon's receive path in one process, for feeding it forged packets:
 // an Engine with two devices (uroce0 on 127.0.0.1, uroce1 on 127.0.0.2) on a
 // free UDP port, and on uroce1 a client Context (this process) with two PDs,
-// a CQ, memory regions over one buffer that guard bytes surround, and RC QPs
-// in every state whose peer is the "forger", 127.0.0.9. The forger's UDP
+// a CQ, memory regions over one buffer that guard bytes surround, RC QPs in
+// every state and a UC QP whose peer is the "forger", 127.0.0.9, and a UD QP. The forger's UDP
 // socket receives what the device answers. Used by receive_path_test and by
 // the receive_fuzz libFuzzer target; knows nothing of GoogleTest.
 #pragma once
@@ -68,9 +68,10 @@ class ReceiveHarness {
     static constexpr int kAllRemote =
         IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
-    // One RC QP of the context, with its queues mapped as the provider maps
+    // One QP of the context, with its queues mapped as the provider maps
     // them.
     struct QueuePair {
+        ibv_qp_type type = IBV_QPT_RC;
         uint32_t handle = 0;
         uint32_t qpn = 0;
         SharedRing send_queue;
@@ -96,6 +97,10 @@ class ReceiveHarness {
     QueuePair& reset() { return reset_; }
     QueuePair& init() { return init_; }
     QueuePair& no_access() { return no_access_; }
+    // A UC QP in RTR (remote write allowed), and a UD QP in RTR with Q_Key kQkey.
+    QueuePair& uc() { return uc_; }
+    QueuePair& ud() { return ud_; }
+    static constexpr uint32_t kQkey = 0x11111111;
     ibv_qp_state state(const QueuePair& qp);
     // RESET -> INIT -> RTR (-> RTS) again with the harness's attributes.
     void reconnect(QueuePair& qp, ibv_qp_state to, int qp_access = kAllRemote);
@@ -149,7 +154,7 @@ class ReceiveHarness {
     std::vector<uint32_t> async_events();
 
   private:
-    QueuePair create_qp();
+    QueuePair create_qp(ibv_qp_type type = IBV_QPT_RC);
     void modify(QueuePair& qp, ibv_qp_state to, int qp_access);
     uint32_t reg_mr(uint32_t pd, int access, bool want_rkey);
 
@@ -174,7 +179,7 @@ class ReceiveHarness {
     uint32_t write_only_rkey_ = 0;
     uint32_t other_pd_rkey_ = 0;
     uint64_t next_user_handle_ = 1;
-    QueuePair rtr_, rts_, reset_, init_, no_access_;
+    QueuePair rtr_, rts_, reset_, init_, no_access_, uc_, ud_;
 };
 
 }  // namespace uroce::test

@@ -288,9 +288,12 @@ TEST_F(ReceivePathTest, EveryOpcodeByteIsHandledAndUnknownOnesCountAsMalformed) 
         const auto opcode = static_cast<uint8_t>(op);
         h.inject(any_opcode(h, opcode, kNoSuchQp, kPsn));
         const wire::OpcodeInfo* info = wire::opcode_info(opcode);
-        // Only RC packets reach the QP lookup; every other kind is refused.
-        ++expected[info && info->transport() == wire::Transport::kRc ? "rcvd_unknown_qp"
-                                                                     : "rcvd_malformed"];
+        // Only RC, UC and UD packets reach the QP lookup; every other kind is
+        // refused.
+        const bool routed = info && (info->transport() == wire::Transport::kRc ||
+                                     info->transport() == wire::Transport::kUc ||
+                                     info->transport() == wire::Transport::kUd);
+        ++expected[routed ? "rcvd_unknown_qp" : "rcvd_malformed"];
     }
     EXPECT_EQ(moved(), expected);
     EXPECT_EQ(answers(), Lines{});
@@ -958,6 +961,108 @@ TEST_F(OutstandingTest, ReadResponseDoesNotAnswerAnAtomic) {
     respond(Operation::kReadResponseOnly, kFirst, pattern(8, 30));
     EXPECT_TRUE(region_untouched());
     EXPECT_TRUE(no_success(2));
+}
+
+// ---- UC: no answers, and a gap loses only the message it falls in ---------
+
+wire::PacketHeaders uc_request(Operation op, uint32_t qpn, uint32_t psn) {
+    wire::PacketHeaders hdr = request(op, qpn, psn);
+    hdr.bth.opcode = wire::make_opcode(wire::Transport::kUc, op);
+    return hdr;
+}
+
+TEST_F(ReceivePathTest, UcGapDropsTheRestOfTheMessageAndTheNextOneReusesItsReceive) {
+    const uint32_t qpn = h.uc().qpn;
+    h.post_recv(h.uc(), 5, 0, 1024);
+    h.send(uc_request(Operation::kSendFirst, qpn, kPsn), pattern(H::kMtuBytes, 1));
+    h.send(uc_request(Operation::kSendMiddle, qpn, kPsn + 2), pattern(H::kMtuBytes, 2));
+    h.send(uc_request(Operation::kSendLast, qpn, kPsn + 3), pattern(10, 3));
+    EXPECT_TRUE(h.poll_cq().empty());
+    EXPECT_EQ(moved(),
+              (Counters{{"rcvd_pkts", 3}, {"out_of_seq_request", 1}, {"rcvd_msg_dropped", 1}}));
+    // The next message starts wherever the sender has got to, and fills the
+    // receive WQE the lost one had taken.
+    h.send(uc_request(Operation::kSendOnly, qpn, kPsn + 9), pattern(20, 4));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 5u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wcs[0].byte_len, 20u);
+    EXPECT_EQ(region_bytes(0, 20), pattern(20, 4));
+    EXPECT_EQ(answers(), Lines{});  // UC acknowledges nothing, even when asked
+}
+
+TEST_F(ReceivePathTest, UcMessageWhoseLastPacketIsLostGivesWayToTheNextFirst) {
+    const uint32_t qpn = h.uc().qpn;
+    wire::PacketHeaders first = uc_request(Operation::kWriteFirst, qpn, kPsn);
+    first.reth = {h.region_va(), h.rkey(), 2 * H::kMtuBytes};
+    h.send(first, pattern(H::kMtuBytes, 5));
+    wire::PacketHeaders only = uc_request(Operation::kWriteOnly, qpn, kPsn + 2);
+    only.reth = {h.region_va() + 4096, h.rkey(), 16};
+    h.send(only, pattern(16, 6));
+    EXPECT_EQ(region_bytes(4096, 16), pattern(16, 6));
+    EXPECT_EQ(value(moved(), "rcvd_msg_dropped"), 1u);
+    EXPECT_EQ(answers(), Lines{});
+    EXPECT_EQ(h.state(h.uc()), IBV_QPS_RTR);
+}
+
+TEST_F(ReceivePathTest, UcSendWithoutAReceiveIsDroppedNotNaked) {
+    const uint32_t qpn = h.uc().qpn;
+    h.send(uc_request(Operation::kSendFirst, qpn, kPsn), pattern(H::kMtuBytes, 1));
+    h.send(uc_request(Operation::kSendLast, qpn, kPsn + 1), pattern(8, 1));
+    EXPECT_EQ(answers(), Lines{});
+    EXPECT_EQ(value(moved(), "rcvd_msg_dropped"), 1u);
+    h.post_recv(h.uc(), 6, 0, 64);
+    h.send(uc_request(Operation::kSendOnly, qpn, kPsn + 2), pattern(8, 2));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 6u);
+    EXPECT_EQ(wcs[0].byte_len, 8u);
+}
+
+// ---- UD: Q_Key, GRH, and a receive that is too small ------------------------
+
+wire::PacketHeaders ud_send(uint32_t qpn, uint32_t qkey) {
+    wire::PacketHeaders hdr{};
+    hdr.bth.opcode = wire::make_opcode(wire::Transport::kUd, Operation::kSendOnly);
+    hdr.bth.dest_qp = qpn;
+    hdr.deth = {qkey, H::kForgerQpn};
+    return hdr;
+}
+
+TEST_F(ReceivePathTest, UdDatagramIsPlacedAfterAGrhThatNamesTheSender) {
+    h.post_recv(h.ud(), 8, 0, 40 + 64);
+    h.send(ud_send(h.ud().qpn, H::kQkey), pattern(64, 7));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wcs[0].byte_len, 40u + 64);
+    EXPECT_EQ(wcs[0].src_qp, H::kForgerQpn);
+    EXPECT_EQ(wcs[0].wc_flags, unsigned{IBV_WC_GRH});
+    EXPECT_EQ(region_bytes(40, 64), pattern(64, 7));
+    const uint32_t forger = loopback(H::kForgerHost);
+    EXPECT_EQ(memcmp(h.region() + 20 + 12, &forger, 4), 0);  // the IPv4 source
+    EXPECT_EQ(answers(), Lines{});
+}
+
+TEST_F(ReceivePathTest, UdWrongQkeyIsDroppedBeforeItTakesAReceive) {
+    h.post_recv(h.ud(), 8, 0, 40 + 64);
+    h.send(ud_send(h.ud().qpn, H::kQkey ^ 1), pattern(64, 7));
+    EXPECT_TRUE(h.poll_cq().empty());
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 1}, {"rcvd_qkey_err", 1}}));
+    EXPECT_TRUE(region_untouched());
+    h.send(ud_send(h.ud().qpn, H::kQkey), pattern(8, 7));
+    EXPECT_EQ(h.poll_cq().size(), 1u);
+}
+
+TEST_F(ReceivePathTest, UdReceiveTooSmallForGrhAndPayloadFailsWithoutWriting) {
+    h.post_recv(h.ud(), 8, 0, 40 + 63);
+    h.send(ud_send(h.ud().qpn, H::kQkey), pattern(64, 7));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_LOC_LEN_ERR);
+    EXPECT_TRUE(region_untouched());
+    EXPECT_EQ(h.state(h.ud()), IBV_QPS_RTR);
 }
 
 }  // namespace

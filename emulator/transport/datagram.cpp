@@ -1,0 +1,67 @@
+// The UD responder: each datagram is a whole message. Its Q_Key must be the
+// QP's; it fills one receive WQE with a GRH and its payload, or is lost
+// (UD has no RNR NAK); nothing is answered.
+#include <arpa/inet.h>
+
+#include "memory/process_memory.h"
+#include "transport/completion.h"
+#include "transport/receive_queue.h"
+#include "transport/transport.h"
+#include "wire/grh.h"
+
+namespace uroce::transport {
+namespace {
+
+// The TTL the GRH reports: the default hop limit, as no socket tells the
+// sender's.
+constexpr uint8_t kHopLimit = 64;
+
+}  // namespace
+
+void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                                 uint32_t src_ipv4, uint32_t dest_ipv4) {
+    // rxe's check_keys(): a wrong Q_Key is dropped and counted.
+    if (packet.hdr.deth.qkey != qp.attr.qkey) {
+        ++device.stats().rcvd_qkey_err;
+        return;
+    }
+    TakenReceive receive;
+    if (!take_receive(qp, receive)) {
+        ++device.stats().rcvd_msg_dropped;
+        return;
+    }
+    ibv_wc wc{};
+    wc.wr_id = receive.wqe.wr_id;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp.qpn;
+    wc.src_qp = packet.hdr.deth.src_qp;
+    wc.wc_flags = IBV_WC_GRH;
+    wc.byte_len = static_cast<uint32_t>(wire::kGrhBytes + packet.payload.size());
+    if (packet.info->has(wire::ExtHeader::kImmDt)) {
+        wc.wc_flags |= IBV_WC_WITH_IMM;
+        wc.imm_data = htonl(packet.hdr.immdt.imm);
+    }
+    Extent target;
+    if (resolve_local(device, qp.pd.get(), receive.sges, IBV_ACCESS_LOCAL_WRITE, target) !=
+        AccessFault::kNone) {
+        wc.status = IBV_WC_LOC_PROT_ERR;
+    } else if (target.length < wc.byte_len) {
+        wc.status = IBV_WC_LOC_LEN_ERR;  // the QP stays usable (IBA class D, as rxe)
+    } else {
+        const auto grh = wire::ipv4_grh(
+            src_ipv4, dest_ipv4, wire::packet_size(*packet.info, packet.payload.size()), kHopLimit);
+        std::vector<std::byte>& message = scratch_;
+        message.resize(wc.byte_len);
+        memcpy(message.data(), grh.data(), grh.size());
+        memcpy(message.data() + grh.size(), packet.payload.data(), packet.payload.size());
+        if (write_process(target.pid, message, slice(target, 0, wc.byte_len)) != 0) {
+            wc.status = IBV_WC_LOC_PROT_ERR;
+        }
+    }
+    if (wc.status == IBV_WC_SUCCESS) {
+        ++device.stats().rdma_recvs;
+    }
+    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited);
+}
+
+}  // namespace uroce::transport
