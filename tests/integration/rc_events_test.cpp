@@ -1,6 +1,8 @@
 // Events of the RC data path: completion channels with ibv_req_notify_cq(3)
 // armed for any or for solicited completions, and IBV_EVENT_COMM_EST
 // (ibv_get_async_event(3)).
+#include <poll.h>
+
 #include "rc_pair.h"
 
 namespace uroce::test {
@@ -101,6 +103,27 @@ TEST(RcEventsCommEst, FirstPacketInRtrReportsCommunicationEstablished) {
     EXPECT_EQ(b.poll_one().status, IBV_WC_SUCCESS);
     EXPECT_TRUE(same_bytes(target.bytes(), source.bytes()));
     EXPECT_EQ(b.state(), IBV_QPS_RTR);
+}
+
+// A QP on an SRQ that leaves service (ERR) reports that it takes no more of
+// the SRQ's WQEs: IBV_EVENT_QP_LAST_WQE_REACHED, once. The SRQ keeps its
+// WQEs for the other QPs.
+class RcSrqEventsTest : public RcTest {};
+
+TEST_F(RcSrqEventsTest, QpOnAnSrqReportsItsLastWqeWhenItFails) {
+    RcOptions options;
+    options.srq_wr = 8;
+    ASSERT_NO_FATAL_FAILURE(connect_pair(options));
+    Buffer& target = b_.buffer(64, kRemoteAccess, 2);
+    ASSERT_NO_FATAL_FAILURE(b_.post_srq_recv(1, target.sge(0, 64)));
+    ASSERT_NO_FATAL_FAILURE(b_.modify_state(IBV_QPS_ERR));
+    const ibv_async_event event = b_.async_event();
+    EXPECT_EQ(event.event_type, IBV_EVENT_QP_LAST_WQE_REACHED)
+        << ibv_event_type_str(event.event_type);
+    EXPECT_EQ(event.element.qp, b_.qp());
+    b_.expect_empty();  // the SRQ's receive is not flushed with the QP
+    pollfd more{b_.context()->async_fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&more, 1, 100), 0) << "a second event";
 }
 
 }  // namespace
