@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <stdexcept>
@@ -22,6 +23,29 @@ std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
     std::array<uint8_t, 4> b;
     memcpy(b.data(), &ipv4, 4);
     return b;
+}
+
+bool is_multicast(uint32_t ipv4) {
+    return IN_MULTICAST(ntohl(ipv4));
+}
+
+// Whether a UD QP joined the group of RoCE v2 multicast address `group_ipv4`
+// (its GID ::ffff:a.b.c.d, any LID).
+bool joined(const Qp& qp, uint32_t group_ipv4) {
+    std::array<uint8_t, 16> gid{};
+    gid[10] = gid[11] = 0xff;
+    memcpy(&gid[12], &group_ipv4, 4);
+    const auto it = qp.mcast_groups.lower_bound({gid, 0});
+    return it != qp.mcast_groups.end() && it->first == gid;
+}
+
+bool has_member(Device& device, uint32_t group_ipv4) {
+    for (const auto& [qpn, qp] : device.qp_table()) {
+        if (joined(*qp, group_ipv4)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace
@@ -118,8 +142,20 @@ void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& b
 }
 
 void Engine::deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
+    const uint32_t src_ipv4 = from.config().address.s_addr;
+    // The emulated fabric is this daemon's devices: a multicast packet
+    // reaches each device with a member of the group, whatever the path.
+    if (is_multicast(dest_ipv4)) {
+        for (const auto& device : devices_) {
+            if (has_member(*device, dest_ipv4)) {
+                local_.push_back({device.get(), src_ipv4, dest_ipv4, bytes});
+            }
+        }
+        spare_.push_back(std::move(bytes));
+        return;
+    }
     if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
-        local_.push_back({local, from.config().address.s_addr, std::move(bytes)});
+        local_.push_back({local, src_ipv4, dest_ipv4, std::move(bytes)});
         return;
     }
     const std::span<uint8_t> buffer = network_.send_buffer();
@@ -141,10 +177,10 @@ bool Engine::release_held(Clock::time_point now) {
     return any;
 }
 
-void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
-                     uint16_t src_port, Clock::time_point now) {
+void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                     uint32_t dest_ipv4, bool from_udp, uint16_t src_port, Clock::time_point now) {
     ++to.stats().rcvd_pkts;
-    to.trace().record(bytes, src_ipv4, to.config().address.s_addr, src_port, network_.port());
+    to.trace().record(bytes, src_ipv4, dest_ipv4, src_port, network_.port());
     wire::ParsedPacket packet;
     const wire::ParseError error =
         from_udp ? wire::parse_packet(bytes,
@@ -164,6 +200,10 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
         ++to.stats().rcvd_malformed;
         return;
     }
+    if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
+        receive_multicast(to, packet, src_ipv4, dest_ipv4, now);
+        return;
+    }
     auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
     if (it == to.qp_table().end() || transport::wire_transport(it->second->type) != transport) {
         ++to.stats().rcvd_unknown_qp;
@@ -177,7 +217,23 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
         ++to.stats().rcvd_dropped;
         return;
     }
-    transport_.receive(to, qp, packet, src_ipv4, to.config().address.s_addr, now);
+    transport_.receive(to, qp, packet, src_ipv4, dest_ipv4, now);
+}
+
+// A datagram to a multicast group goes to every UD QP of the device that
+// joined it.
+void Engine::receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                               uint32_t group_ipv4, Clock::time_point now) {
+    bool delivered = false;
+    for (auto& [qpn, qp] : to.qp_table()) {
+        if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR && joined(*qp, group_ipv4)) {
+            transport_.receive(to, *qp, packet, src_ipv4, group_ipv4, now);
+            delivered = true;
+        }
+    }
+    if (!delivered) {
+        ++to.stats().rcvd_unknown_qp;
+    }
 }
 
 bool Engine::deliver_local(Clock::time_point now) {
@@ -186,7 +242,8 @@ bool Engine::deliver_local(Clock::time_point now) {
     for (size_t n = local_.size(); n > 0; --n) {
         LocalPacket packet = std::move(local_.front());
         local_.pop_front();
-        receive(*packet.to, packet.bytes, packet.src_ipv4, false, network_.port(), now);
+        receive(*packet.to, packet.bytes, packet.src_ipv4, packet.dest_ipv4, false, network_.port(),
+                now);
         spare_.push_back(std::move(packet.bytes));
         any = true;
     }
@@ -274,7 +331,8 @@ void Engine::sleep() {
 
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port) {
-    receive(*devices_.at(index), bytes, src_ipv4, true, src_port, Clock::now());
+    Device& to = *devices_.at(index);
+    receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, Clock::now());
 }
 
 bool Engine::run_once() {
@@ -285,7 +343,8 @@ bool Engine::run_once() {
     }
     bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
                                           uint32_t src_ipv4, uint16_t src_port) {
-        receive(*devices_.at(index), bytes, src_ipv4, true, src_port, now);
+        Device& to = *devices_.at(index);
+        receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, now);
     });
     busy |= release_held(now);
     busy |= deliver_local(now);

@@ -54,6 +54,7 @@ class Engine : public transport::PacketOutput {
     struct LocalPacket {
         Device* to;
         uint32_t src_ipv4;
+        uint32_t dest_ipv4;  // the device's address, or a multicast group's
         std::vector<uint8_t> bytes;
     };
 
@@ -69,8 +70,10 @@ class Engine : public transport::PacketOutput {
     bool release_held(transport::Clock::time_point now);
     bool run_queue_pairs(transport::Clock::time_point now);
     bool deliver_local(transport::Clock::time_point now);
-    void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, bool from_udp,
-                 uint16_t src_port, transport::Clock::time_point now);
+    void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,
+                 bool from_udp, uint16_t src_port, transport::Clock::time_point now);
+    void receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                           uint32_t group_ipv4, transport::Clock::time_point now);
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();

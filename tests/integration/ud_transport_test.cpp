@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "rc_pair.h"
@@ -234,6 +235,59 @@ TEST_F(UdTransportTest, AddressHandleOfAnotherPdFailsTheWorkRequest) {
     const ibv_wc wc = a_.poll_one();
     EXPECT_EQ(wc.status, IBV_WC_LOC_QP_OP_ERR) << ibv_wc_status_str(wc.status);
     EXPECT_EQ(a_.state(), IBV_QPS_ERR);
+}
+
+// The emulated fabric delivers a datagram sent to a multicast group to every
+// UD QP attached to it, on every device, the sender's own included.
+TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
+    ibv_gid group{};
+    group.raw[10] = group.raw[11] = 0xff;
+    const uint8_t address[4] = {239, 1, 2, 3};
+    memcpy(&group.raw[12], address, 4);
+    ASSERT_EQ(ibv_attach_mcast(a_.qp(), &group, 0), 0) << strerror(errno);
+    ASSERT_EQ(ibv_attach_mcast(b_.qp(), &group, 0), 0) << strerror(errno);
+    Buffer& out = a_.buffer(48, IBV_ACCESS_LOCAL_WRITE, 4);
+    Buffer& in_a = a_.buffer(2 * (kGrh + 48), IBV_ACCESS_LOCAL_WRITE, 0);
+    Buffer& in_b = b_.buffer(kGrh + 48, IBV_ACCESS_LOCAL_WRITE, 0);
+    ASSERT_NO_FATAL_FAILURE(a_.post_recv(11, in_a.sge(0, kGrh + 48)));
+    ASSERT_NO_FATAL_FAILURE(a_.post_recv(12, in_a.sge(kGrh + 48, kGrh + 48)));
+    ASSERT_NO_FATAL_FAILURE(b_.post_recv(21, in_b.sge(0, kGrh + 48)));
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.port_num = 1;
+    attr.grh.dgid = group;
+    AhPtr ah(ibv_create_ah(a_.pd(), &attr));
+    ASSERT_TRUE(ah) << strerror(errno);
+    ibv_sge sge = out.sge(0, 48);
+    ibv_send_wr wr = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
+    wr.wr.ud = {ah.get(), 0xffffff, kQkey};
+    a_.post_send(wr);
+
+    const ibv_wc got_b = b_.poll_one();
+    EXPECT_EQ(got_b.status, IBV_WC_SUCCESS) << ibv_wc_status_str(got_b.status);
+    EXPECT_EQ(got_b.wr_id, 21u);
+    EXPECT_EQ(got_b.src_qp, a_.qpn());
+    EXPECT_TRUE(same_bytes(in_b.bytes().subspan(kGrh, 48), out.bytes()));
+    iphdr ip;
+    memcpy(&ip, in_b.data() + 20, sizeof(ip));
+    EXPECT_EQ(memcmp(&ip.daddr, address, 4), 0);  // the group's address
+    std::vector<ibv_wc> got_a = a_.poll(2);       // the send and the copy
+    ASSERT_EQ(got_a.size(), 2u);
+    std::sort(got_a.begin(), got_a.end(),
+              [](const ibv_wc& x, const ibv_wc& y) { return x.wr_id < y.wr_id; });
+    EXPECT_EQ(got_a[0].wr_id, 1u);
+    EXPECT_EQ(got_a[1].wr_id, 11u);
+    EXPECT_EQ(got_a[1].status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(same_bytes(in_a.bytes().subspan(kGrh, 48), out.bytes()));
+
+    ASSERT_EQ(ibv_detach_mcast(b_.qp(), &group, 0), 0) << strerror(errno);
+    wr.wr_id = 2;
+    a_.post_send(wr);
+    got_a = a_.poll(2);
+    ASSERT_EQ(got_a.size(), 2u);
+    b_.expect_empty();
+    // A QP still attached cannot be destroyed (EBUSY, as the kernel says).
+    EXPECT_EQ(ibv_detach_mcast(a_.qp(), &group, 0), 0) << strerror(errno);
 }
 
 TEST_F(UdTransportTest, OnlySendsMayBePosted) {
