@@ -1,6 +1,7 @@
 """python3-pyverbs, unmodified, drives a uroce device through libibverbs and
 the provider; the daemon's status shows what it holds."""
 
+import os
 import unittest
 
 import harness
@@ -67,6 +68,14 @@ class PyverbsTest(harness.DaemonTestCase):
         status = self.daemon.status()
         self.assertEqual(status.client_count, 0, status.text)
         self.assertEqual(status.clients, [], status.text)
+
+    def test_ud_send_and_reply_through_an_ah_from_the_completion(self):
+        """pyverbs_scripts/ud_send.py: UD between uroce0 and uroce1 with an AH,
+        the GRH, source QP, immediate and payload checked, and a reply
+        through ibv_create_ah_from_wc."""
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "ud_send.py")
+        result = self.run_ok([harness.PYTHON, script])
+        self.assertEqual(result.stdout.strip(), "ud ok", result.stderr)
 
     def test_opening_an_unknown_device_fails(self):
         """Context(name='nosuch') raises instead of opening something."""
