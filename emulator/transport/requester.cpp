@@ -21,6 +21,10 @@ constexpr uint32_t kAckRequestInterval = 16;
 // a window that keeps a long message from flooding the responder's socket
 // and bounds what go-back-N sends again.
 constexpr uint32_t kMaxUnackedPsns = 128;
+// UC and UD have no acknowledgements to pace them: a QP sends at most this
+// many packets per engine turn, and the engine reads its sockets between
+// turns, so that a long UC message does not overflow the receiver's socket.
+constexpr uint32_t kUnreliableBurst = 32;
 
 bool in_window(const RequesterState& r, uint32_t psn) {
     return wire::psn_diff(psn, r.unacked_psn) < static_cast<int32_t>(kMaxUnackedPsns);
@@ -236,7 +240,8 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
     }
     const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
     const bool reliable = is_reliable(qp.type);
-    while (r.next_to_send < r.window.size()) {
+    uint32_t budget = reliable ? UINT32_MAX : kUnreliableBurst;
+    while (r.next_to_send < r.window.size() && budget > 0) {
         SendWork& w = r.window[r.next_to_send];
         if (w.error) {
             break;  // completes in order, then fails the QP
@@ -280,13 +285,14 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             }
         }
         const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
-        while (w.sent < request_packets && !w.error &&
+        while (w.sent < request_packets && !w.error && budget > 0 &&
                (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
             send_packet(device, qp, w, w.sent++);
+            --budget;
             did = true;
         }
         if (w.error || w.sent < request_packets) {
-            break;  // the rest when acknowledgements open the window
+            break;  // the rest when acknowledgements open the window, or next turn
         }
         if (!reliable) {
             r.unacked_psn = r.next_psn;  // nothing is acknowledged: sent is done

@@ -4,6 +4,7 @@ perftest run between uroce0 (server) and uroce1 (client), GID index 0.
 - ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong (RC QPs sharing an
   SRQ) -g 0 -c, polling and -e; UC with multi-packet messages, UD up to the
   MTU (4096); UC and UD also over real UDP.
+- The UC and UD bandwidth tests again over real UDP.
 - perftest -c UC (ib_send_bw, ib_write_bw, ib_send_lat, ib_write_lat) and
   -c UD (ib_send_bw, ib_send_lat, up to the MTU) with -a, the sends again
   with -e; RC ib_send_bw and ib_send_lat through an SRQ (--use-srq).
@@ -101,6 +102,24 @@ class PerftestUcUdTest(PerftestCases, DaemonPerTest):
 
     def test_rc_ib_send_lat_through_an_srq(self):
         self.check_perftest("ib_send_lat", "--use-srq")
+
+
+class PerftestUcUdUdpTest(PerftestCases, DaemonPerTest):
+    """UC and UD bandwidth with every packet through the daemon's UDP
+    sockets: with no acknowledgements to pace them, senders are paced per
+    engine turn so that nothing overflows the receiving socket (a lost UC
+    or UD message would leave perftest's server waiting)."""
+
+    daemon_args = ("--no-shortcut",)
+
+    def test_uc_ib_send_bw(self):
+        self.check_perftest("ib_send_bw", "-c", "UC")
+
+    def test_uc_ib_write_bw(self):
+        self.check_perftest("ib_write_bw", "-c", "UC")
+
+    def test_ud_ib_send_bw(self):
+        self.check_perftest("ib_send_bw", "-c", "UD", max_size=MTU)
 
 
 if __name__ == "__main__":
