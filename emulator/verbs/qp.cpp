@@ -1,5 +1,6 @@
 // Queue pairs: creation with capability rounding, the modify state machine
 // (rules in qp/), query, destroy, and multicast attachment.
+#include <linux/capability.h>
 #include <string.h>
 
 #include <bit>
@@ -7,6 +8,7 @@
 #include "qp/qp_attr_check.h"
 #include "qp/qp_transitions.h"
 #include "transport/transport.h"
+#include "util/capabilities.h"
 #include "verbs/context.h"
 
 namespace uroce {
@@ -19,6 +21,7 @@ constexpr uint32_t kKnownQpComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 constexpr int kAllQpAttrs = (IBV_QP_DEST_QPN << 1) - 1;
 constexpr size_t kSgeSize = 16;  // struct ibv_sge: inline data shares its room
+constexpr uint32_t kControlledQkey = 0x80000000u;
 
 uint32_t round_wr(uint32_t requested, uint32_t max) {
     return requested == 0 ? 0 : std::min<uint32_t>(std::bit_ceil(requested + 1) - 1, max);
@@ -278,6 +281,13 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     }
     if (mask & IBV_QP_RATE_LIMIT) {
         return fail(EOPNOTSUPP, "QP rate limits are not supported");
+    }
+    // A Q_Key with the high bit set is a controlled one (IBA 10.2.4.2): as
+    // in the kernel's modify_qp, only a process with CAP_NET_RAW sets it.
+    if ((mask & IBV_QP_QKEY) && (req.attr.qkey & kControlledQkey) &&
+        !has_capability(pid_, CAP_NET_RAW)) {
+        return fail(EPERM, "Q_Key 0x%x has the high bit set: only CAP_NET_RAW may set it",
+                    req.attr.qkey);
     }
     const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);

@@ -2,6 +2,8 @@
 // of ibv_modify_qp(3) with ibv_query_qp(3), and multicast attachment.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "daemon_fixture.h"
@@ -205,6 +207,41 @@ TEST_F(QpTest, MulticastAttachment) {
     QpPtr rc = create_rc();
     ASSERT_TRUE(rc);
     EXPECT_EQ(ibv_attach_mcast(rc.get(), &group, 0), EINVAL);
+}
+
+// A Q_Key with the high bit set is a controlled one: ibv_modify_qp(3) sets
+// it only for a process with CAP_NET_RAW (EPERM otherwise, as the kernel's
+// modify_qp), and an EPERM changes nothing.
+TEST_F(QpTest, ControlledQkeyNeedsCapNetRaw) {
+    ibv_qp_cap cap = kCap;
+    QpPtr ud = create_qp(IBV_QPT_UD, cap);
+    ASSERT_TRUE(ud);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = 1;
+    attr.qkey = 0x80010000;
+    const int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    ASSERT_EQ(syscall(SYS_capget, &header, caps), 0) << strerror(errno);
+    if (!(caps[0].permitted & (1u << CAP_NET_RAW))) {
+        GTEST_FAIL() << "the test needs CAP_NET_RAW in its permitted set (run as root)";
+    }
+    const __user_cap_data_struct saved[2] = {caps[0], caps[1]};
+    caps[0].effective &= ~(1u << CAP_NET_RAW);
+    ASSERT_EQ(syscall(SYS_capset, &header, caps), 0) << strerror(errno);
+    const int without = ibv_modify_qp(ud.get(), &attr, mask);
+    ASSERT_EQ(syscall(SYS_capset, &header, saved), 0) << strerror(errno);
+    EXPECT_EQ(without, EPERM);
+    ibv_qp_attr now{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(ud.get(), &now, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(now.qp_state, IBV_QPS_RESET);
+
+    EXPECT_EQ(ibv_modify_qp(ud.get(), &attr, mask), 0) << strerror(errno);
+    ASSERT_EQ(ibv_query_qp(ud.get(), &now, IBV_QP_QKEY, &init), 0);
+    EXPECT_EQ(now.qkey, 0x80010000u);
 }
 
 // The attributes of a full RC walk, connected to a QP on uroce1.

@@ -1,0 +1,14 @@
+// What a client process may do beyond an ordinary user, as the kernel's
+// verbs ask capable() for it: read from /proc, since the daemon is not the
+// process that calls the verb.
+#pragma once
+
+#include <sys/types.h>
+
+namespace uroce {
+
+// Whether capability `cap` (CAP_NET_RAW, ...) is in the effective set of
+// process `pid`; false when that cannot be read.
+bool has_capability(pid_t pid, int cap);
+
+}  // namespace uroce
