@@ -346,6 +346,16 @@ uint64_t counter(const std::string& device, const std::string& name) {
     return it == counters.end() ? 0 : it->second;
 }
 
+uint64_t counter_after(const std::string& device, const std::string& name, uint64_t before) {
+    const auto deadline = Clock::now() + kDeadline;
+    uint64_t now = counter(device, name);
+    while (now == before && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        now = counter(device, name);
+    }
+    return now;
+}
+
 FaultGuard::FaultGuard(std::vector<std::string> devices, double drop, double duplicate,
                        double reorder)
     : devices_(std::move(devices)) {

@@ -166,6 +166,8 @@ void link(std::span<ibv_send_wr> wrs);
 
 // Counters of a device, to compare before and after.
 uint64_t counter(const std::string& device, const std::string& name);
+// The counter once it has moved from `before` (or at the deadline).
+uint64_t counter_after(const std::string& device, const std::string& name, uint64_t before);
 
 // Faults on the packets `devices` send, until the guard goes.
 class FaultGuard {
