@@ -4,6 +4,8 @@
 #include <endian.h>
 #include <string.h>
 
+#include "wire/ipv4_gid.h"
+
 namespace uroce {
 namespace {
 
@@ -105,9 +107,8 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     // GID 0: the RoCEv2 IPv4-mapped address; GID 1: the IPv6 link-local
     // address built from the node GUID.
     ibv_gid v4{};
-    v4.raw[10] = 0xff;
-    v4.raw[11] = 0xff;
-    memcpy(&v4.raw[12], &config.address.s_addr, 4);
+    const auto mapped = wire::ipv4_mapped_gid(config.address.s_addr);
+    memcpy(v4.raw, mapped.data(), mapped.size());
     ibv_gid link_local{};
     link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
     link_local.global.interface_id = htobe64(node_guid_);

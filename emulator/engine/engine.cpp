@@ -1,11 +1,11 @@
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <stdexcept>
 
+#include "wire/ipv4_gid.h"
 #include "wire/packet.h"
 
 namespace uroce {
@@ -32,9 +32,7 @@ bool is_multicast(uint32_t ipv4) {
 // Whether a UD QP joined the group of RoCE v2 multicast address `group_ipv4`
 // (its GID ::ffff:a.b.c.d, any LID).
 bool joined(const Qp& qp, uint32_t group_ipv4) {
-    std::array<uint8_t, 16> gid{};
-    gid[10] = gid[11] = 0xff;
-    memcpy(&gid[12], &group_ipv4, 4);
+    const auto gid = wire::ipv4_mapped_gid(group_ipv4);
     const auto it = qp.mcast_groups.lower_bound({gid, 0});
     return it != qp.mcast_groups.end() && it->first == gid;
 }

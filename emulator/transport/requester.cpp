@@ -7,6 +7,7 @@
 
 #include "memory/process_memory.h"
 #include "transport/transport.h"
+#include "wire/ipv4_gid.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
 
@@ -102,10 +103,10 @@ bool address_datagram(const Qp& qp, SendWork& w) {
     if (!ah || ah->pd.get() != qp.pd.get()) {
         return false;
     }
-    memcpy(&w.dest_ipv4, &ah->attr.grh.dgid.raw[12], sizeof(w.dest_ipv4));
+    w.dest_ipv4 = wire::gid_ipv4(ah->attr.grh.dgid.raw);
     w.dest_qpn = w.wqe.remote_qpn & wire::kQpnMask;
     // A Q_Key with the high bit set asks for the QP's own (IBA 10.2.4.2).
-    w.qkey = (w.wqe.remote_qkey & 0x80000000u) ? qp.attr.qkey : w.wqe.remote_qkey;
+    w.qkey = (w.wqe.remote_qkey & wire::kControlledQkey) ? qp.attr.qkey : w.wqe.remote_qkey;
     return true;
 }
 
@@ -116,9 +117,7 @@ uint32_t SendWork::last_psn() const {
 }
 
 uint32_t destination_ipv4(const Qp& qp) {
-    uint32_t address;
-    memcpy(&address, &qp.attr.ah_attr.grh.dgid.raw[12], sizeof(address));
-    return address;
+    return wire::gid_ipv4(qp.attr.ah_attr.grh.dgid.raw);
 }
 
 // Copies WQEs out of the shared send queue; a WQE the provider could not

@@ -10,6 +10,7 @@
 #include "transport/transport.h"
 #include "util/capabilities.h"
 #include "verbs/context.h"
+#include "wire/headers.h"
 
 namespace uroce {
 namespace {
@@ -21,7 +22,6 @@ constexpr uint32_t kKnownQpComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
                                   IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 constexpr int kAllQpAttrs = (IBV_QP_DEST_QPN << 1) - 1;
 constexpr size_t kSgeSize = 16;  // struct ibv_sge: inline data shares its room
-constexpr uint32_t kControlledQkey = 0x80000000u;
 
 uint32_t round_wr(uint32_t requested, uint32_t max) {
     return requested == 0 ? 0 : std::min<uint32_t>(std::bit_ceil(requested + 1) - 1, max);
@@ -284,7 +284,7 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     }
     // A Q_Key with the high bit set is a controlled one (IBA 10.2.4.2): as
     // in the kernel's modify_qp, only a process with CAP_NET_RAW sets it.
-    if ((mask & IBV_QP_QKEY) && (req.attr.qkey & kControlledQkey) &&
+    if ((mask & IBV_QP_QKEY) && (req.attr.qkey & wire::kControlledQkey) &&
         !has_capability(pid_, CAP_NET_RAW)) {
         return fail(EPERM, "Q_Key 0x%x has the high bit set: only CAP_NET_RAW may set it",
                     req.attr.qkey);

@@ -46,6 +46,11 @@ struct Bth {
     friend bool operator==(const Bth&, const Bth&) = default;
 };
 
+// A Q_Key with this bit set is a controlled one (IBA 10.2.4.2): only a
+// privileged consumer sets it on a QP, and in a work request it stands for
+// the QP's own.
+inline constexpr uint32_t kControlledQkey = 0x80000000u;
+
 // Datagram ETH (UD).
 struct Deth {
     uint32_t qkey = 0;
