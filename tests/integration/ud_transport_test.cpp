@@ -24,21 +24,21 @@ RcOptions ud_options() {
     return options;
 }
 
+// An address handle on `pd` for `dgid` (a peer's GID, or a multicast group).
+AhPtr address(ibv_pd* pd, const ibv_gid& dgid) {
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.port_num = 1;
+    attr.grh.dgid = dgid;
+    attr.grh.hop_limit = 64;
+    AhPtr ah(ibv_create_ah(pd, &attr));
+    EXPECT_TRUE(ah) << "ibv_create_ah: " << strerror(errno);
+    return ah;
+}
+
 class UdTransportTest : public RcTest {
   protected:
     void SetUp() override { ASSERT_NO_FATAL_FAILURE(connect_pair(ud_options())); }
-
-    // An address handle on `from`'s PD for `to`'s GID.
-    AhPtr address(const RcSide& from, const RcSide& to) {
-        ibv_ah_attr attr{};
-        attr.is_global = 1;
-        attr.port_num = 1;
-        attr.grh.dgid = to.gid();
-        attr.grh.hop_limit = 64;
-        AhPtr ah(ibv_create_ah(from.pd(), &attr));
-        EXPECT_TRUE(ah) << "ibv_create_ah: " << strerror(errno);
-        return ah;
-    }
 
     // Sends `length` bytes of `buffer` from a to b's QP with `qkey`.
     void send(Buffer& buffer, uint32_t length, ibv_ah* ah, uint32_t qkey, uint64_t wr_id = 1,
@@ -62,7 +62,7 @@ TEST_F(UdTransportTest, DatagramArrivesAfterAGrhWithSourceQpAndImmediate) {
     Buffer& out = a_.buffer(1000, IBV_ACCESS_LOCAL_WRITE, 7);
     Buffer& in = b_.buffer(kGrh + 1000 + 64, IBV_ACCESS_LOCAL_WRITE, 0);
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(9, in.sge(0, static_cast<uint32_t>(in.size()))));
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 1000, ah.get(), kQkey, 1, IBV_WR_SEND_WITH_IMM, 0xabcdef01));
     expect_sent(1);
 
@@ -100,7 +100,7 @@ TEST_F(UdTransportTest, ReplyGoesThroughAnAddressMadeFromTheCompletion) {
     Buffer& back = a_.buffer(kGrh + 64, IBV_ACCESS_LOCAL_WRITE, 0);
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(1, in.sge(0, kGrh + 64)));
     ASSERT_NO_FATAL_FAILURE(a_.post_recv(2, back.sge(0, kGrh + 64)));
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 64, ah.get(), kQkey));
     expect_sent(1);
     ibv_wc wc = b_.poll_one();
@@ -135,7 +135,7 @@ TEST_F(UdTransportTest, WrongQkeyIsDroppedAndCounted) {
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(1, in.sge(0, kGrh + 32)));
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(2, in.sge(kGrh + 32, kGrh + 32)));
     const uint64_t before = counter("uroce1", "rcvd_qkey_err");
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 32, ah.get(), kQkey + 1, 1));
     ASSERT_NO_FATAL_FAILURE(send(out, 16, ah.get(), kQkey, 2));
     expect_sent(1);
@@ -153,7 +153,7 @@ TEST_F(UdTransportTest, HighBitQkeyInTheRequestSendsTheQpsQkey) {
     Buffer& out = a_.buffer(32, IBV_ACCESS_LOCAL_WRITE, 1);
     Buffer& in = b_.buffer(kGrh + 32, IBV_ACCESS_LOCAL_WRITE, 0);
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(1, in.sge(0, kGrh + 32)));
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 32, ah.get(), 0x80000000u | 0x1234, 1));
     expect_sent(1);
     const ibv_wc wc = b_.poll_one();
@@ -168,7 +168,7 @@ TEST_F(UdTransportTest, MessageLongerThanTheMtuCompletesWithoutBeingSent) {
     Buffer& in = b_.buffer(kGrh + kMtu + 1, IBV_ACCESS_LOCAL_WRITE, 0);
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(1, in.sge(0, kGrh + kMtu + 1)));
     const uint64_t before = counter("uroce0", "ud_oversize");
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, kMtu + 1, ah.get(), kQkey, 1));
     ASSERT_NO_FATAL_FAILURE(send(out, kMtu, ah.get(), kQkey, 2));
     expect_sent(1);
@@ -184,7 +184,7 @@ TEST_F(UdTransportTest, TooSmallReceiveFailsAloneAndTheQpGoesOn) {
     Buffer& in = b_.buffer(kGrh + 100, IBV_ACCESS_LOCAL_WRITE, 0);
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(1, in.sge(0, kGrh + 99)));
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(2, in.sge(0, kGrh + 100)));
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 100, ah.get(), kQkey, 1));
     ASSERT_NO_FATAL_FAILURE(send(out, 100, ah.get(), kQkey, 2));
     expect_sent(1);
@@ -204,7 +204,7 @@ TEST_F(UdTransportTest, DatagramWithoutAReceiveIsLost) {
     Buffer& out = a_.buffer(64, IBV_ACCESS_LOCAL_WRITE, 1);
     Buffer& in = b_.buffer(kGrh + 64, IBV_ACCESS_LOCAL_WRITE, 0);
     const uint64_t before = counter("uroce1", "rcvd_msg_dropped");
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_NO_FATAL_FAILURE(send(out, 64, ah.get(), kQkey, 1));
     expect_sent(1);
     // The drop is counted once the datagram has arrived.
@@ -219,12 +219,8 @@ TEST_F(UdTransportTest, AddressHandleOfAnotherPdFailsTheWorkRequest) {
     Buffer& out = a_.buffer(8, IBV_ACCESS_LOCAL_WRITE, 1);
     PdPtr other(ibv_alloc_pd(a_.context()));
     ASSERT_TRUE(other);
-    ibv_ah_attr attr{};
-    attr.is_global = 1;
-    attr.port_num = 1;
-    attr.grh.dgid = b_.gid();
-    AhPtr ah(ibv_create_ah(other.get(), &attr));
-    ASSERT_TRUE(ah) << strerror(errno);
+    AhPtr ah = address(other.get(), b_.gid());
+    ASSERT_TRUE(ah);
     ASSERT_NO_FATAL_FAILURE(send(out, 8, ah.get(), kQkey, 1));
     const ibv_wc wc = a_.poll_one();
     EXPECT_EQ(wc.status, IBV_WC_LOC_QP_OP_ERR) << ibv_wc_status_str(wc.status);
@@ -236,8 +232,8 @@ TEST_F(UdTransportTest, AddressHandleOfAnotherPdFailsTheWorkRequest) {
 TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
     ibv_gid group{};
     group.raw[10] = group.raw[11] = 0xff;
-    const uint8_t address[4] = {239, 1, 2, 3};
-    memcpy(&group.raw[12], address, 4);
+    const uint8_t group_ipv4[4] = {239, 1, 2, 3};
+    memcpy(&group.raw[12], group_ipv4, 4);
     ASSERT_EQ(ibv_attach_mcast(a_.qp(), &group, 0), 0) << strerror(errno);
     ASSERT_EQ(ibv_attach_mcast(b_.qp(), &group, 0), 0) << strerror(errno);
     Buffer& out = a_.buffer(48, IBV_ACCESS_LOCAL_WRITE, 4);
@@ -246,12 +242,8 @@ TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
     ASSERT_NO_FATAL_FAILURE(a_.post_recv(11, in_a.sge(0, kGrh + 48)));
     ASSERT_NO_FATAL_FAILURE(a_.post_recv(12, in_a.sge(kGrh + 48, kGrh + 48)));
     ASSERT_NO_FATAL_FAILURE(b_.post_recv(21, in_b.sge(0, kGrh + 48)));
-    ibv_ah_attr attr{};
-    attr.is_global = 1;
-    attr.port_num = 1;
-    attr.grh.dgid = group;
-    AhPtr ah(ibv_create_ah(a_.pd(), &attr));
-    ASSERT_TRUE(ah) << strerror(errno);
+    AhPtr ah = address(a_.pd(), group);
+    ASSERT_TRUE(ah);
     ibv_sge sge = out.sge(0, 48);
     ibv_send_wr wr = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
     wr.wr.ud = {ah.get(), 0xffffff, kQkey};
@@ -264,8 +256,8 @@ TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
     EXPECT_TRUE(same_bytes(in_b.bytes().subspan(kGrh, 48), out.bytes()));
     iphdr ip;
     memcpy(&ip, in_b.data() + 20, sizeof(ip));
-    EXPECT_EQ(memcmp(&ip.daddr, address, 4), 0);  // the group's address
-    std::vector<ibv_wc> got_a = a_.poll(2);       // the send and the copy
+    EXPECT_EQ(memcmp(&ip.daddr, group_ipv4, 4), 0);  // the group's address
+    std::vector<ibv_wc> got_a = a_.poll(2);          // the send and the copy
     ASSERT_EQ(got_a.size(), 2u);
     std::sort(got_a.begin(), got_a.end(),
               [](const ibv_wc& x, const ibv_wc& y) { return x.wr_id < y.wr_id; });
@@ -286,7 +278,7 @@ TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
 
 TEST_F(UdTransportTest, OnlySendsMayBePosted) {
     Buffer& out = a_.buffer(8, IBV_ACCESS_LOCAL_WRITE, 1);
-    AhPtr ah = address(a_, b_);
+    AhPtr ah = address(a_.pd(), b_.gid());
     for (ibv_wr_opcode opcode :
          {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
         ibv_sge sge = out.sge(0, 8);
@@ -316,11 +308,7 @@ TEST_F(UdSrqTest, DatagramsThroughAnSrqFireItsLimitOnce) {
     limit.srq_limit = 6;
     ASSERT_EQ(ibv_modify_srq(b_.srq(), &limit, IBV_SRQ_LIMIT), 0) << strerror(errno);
     ibv_sge sge = out.sge(0, 16);
-    ibv_ah_attr attr{};
-    attr.is_global = 1;
-    attr.port_num = 1;
-    attr.grh.dgid = b_.gid();
-    AhPtr ah(ibv_create_ah(a_.pd(), &attr));
+    AhPtr ah = address(a_.pd(), b_.gid());
     ASSERT_TRUE(ah);
     for (uint64_t i = 0; i < 2; ++i) {
         ibv_send_wr wr = make_wr(i, IBV_WR_SEND, std::span(&sge, 1));
