@@ -30,7 +30,7 @@ void* Ring::extra() const {
 }
 
 uint32_t Ring::pending() {
-    if (broken_) {
+    if (broken_ || entries_ == 0) {  // broken, or a queue the QP does not have
         return 0;
     }
     const uint32_t produced = header()->producer.value.load(std::memory_order_acquire);
@@ -61,6 +61,9 @@ void Ring::take(std::span<std::byte> out) {
 }
 
 void Ring::release(uint32_t count) {
+    if (count == 0) {
+        return;  // also on a queue the QP does not have
+    }
     released_ += count;
     header()->consumer.value.store(released_, std::memory_order_release);
 }
