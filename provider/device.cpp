@@ -52,6 +52,7 @@ const verbs_context_ops kContextOps = [] {
     ops.modify_qp = modify_qp;
     ops.modify_srq = modify_srq;
     ops.modify_wq = modify_wq;
+    ops.open_qp = open_qp;
     ops.open_xrcd = open_xrcd;
     ops.poll_cq = poll_cq;
     ops.post_recv = post_recv;

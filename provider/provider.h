@@ -97,6 +97,7 @@ ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*);
 int modify_qp(ibv_qp*, ibv_qp_attr*, int);
 int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
 int destroy_qp(ibv_qp*);
+ibv_qp* open_qp(ibv_context*, ibv_qp_open_attr*);
 int attach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
 int detach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
 

@@ -178,6 +178,48 @@ int destroy_qp(ibv_qp* qp) {
     return 0;
 }
 
+// An XRC_TGT QP created elsewhere in the same XRC domain: a handle with no
+// queues of its own, checked as ibv_cmd_open_qp() checks it.
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+    constexpr uint32_t kNeeded =
+        IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    if ((attr->comp_mask & kNeeded) != kNeeded || !attr->xrcd) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto* qp = new (std::nothrow) ProviderQp{};
+    if (!qp) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    auto* xrcd = reinterpret_cast<verbs_xrcd*>(attr->xrcd);
+    rpc::OpenQpReply reply;
+    if (int error =
+            client_of(context).call(rpc::OpenQpRequest{reinterpret_cast<uintptr_t>(&qp->ibv.qp),
+                                                       xrcd->handle, attr->qp_num, attr->qp_type},
+                                    &reply)) {
+        delete qp;
+        report(context, "open_qp", error);
+        return nullptr;
+    }
+    ibv_qp& ibqp = qp->ibv.qp;
+    ibqp.context = context;
+    ibqp.qp_context = attr->qp_context;
+    ibqp.handle = reply.handle;
+    ibqp.qp_num = attr->qp_num;
+    ibqp.qp_type = attr->qp_type;
+    ibqp.state = IBV_QPS_UNKNOWN;
+    pthread_mutex_init(&ibqp.mutex, nullptr);
+    pthread_cond_init(&ibqp.cond, nullptr);
+    qp->ibv.comp_mask = VERBS_QP_XRCD;
+    qp->ibv.xrcd = xrcd;
+    return &ibqp;
+}
+
 int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
     if (int error = client_of(qp->context)
                         .call_op(rpc::Op::kAttachMcast, rpc::McastRequest{qp->handle, lid, *gid})) {

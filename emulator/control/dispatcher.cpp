@@ -90,6 +90,7 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kModifyQp, verb(&Context::modify_qp));
     set(Op::kQueryQp, verb(&Context::query_qp));
     set(Op::kDestroyQp, verb(&Context::destroy_qp));
+    set(Op::kOpenQp, verb(&Context::open_qp));
     set(Op::kCreateWq, verb(&Context::create_wq));
     set(Op::kModifyWq, verb(&Context::modify_wq));
     set(Op::kDestroyWq, verb(&Context::destroy_wq));

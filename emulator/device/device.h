@@ -23,6 +23,7 @@ namespace uroce {
 struct XrcdDomain;
 struct Qp;
 struct Mr;
+struct Srq;
 
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
@@ -59,6 +60,8 @@ class Device {
     IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // Every QP of the device by number, for the packets addressed to it.
     std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
+    // Every SRQ of the device by number, for the XRC requests that name one.
+    std::unordered_map<uint32_t, std::weak_ptr<Srq>>& srq_table() { return srq_table_; }
     // Memory regions by key index (the key's upper 24 bits).
     std::unordered_map<uint32_t, Mr*>& mr_table() { return mr_table_; }
     const Mr* find_mr(uint32_t key_index) const {
@@ -93,6 +96,7 @@ class Device {
     FaultInjector faults_;
     PcapWriter trace_;
     std::unordered_map<uint32_t, Qp*> qp_table_;
+    std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
     std::unordered_map<uint32_t, Mr*> mr_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };

@@ -24,6 +24,7 @@ namespace uroce {
     X(duplicate_response, "stale responses ignored")                                   \
     X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
     X(rcvd_qkey_err, "UD packets whose Q_Key is not the QP's (dropped)")               \
+    X(rcvd_xrc_srq_err, "XRC requests naming no XRC SRQ of the QP's domain (NAKed)")   \
     X(rcvd_msg_dropped, "UC/UD messages lost: a PSN gap, no receive WQE, an error")    \
     X(ud_oversize, "UD sends longer than the MTU (completed, not sent)")               \
     X(rcvd_backlog_full, "requests dropped: too many waiting behind a READ response")  \

@@ -194,7 +194,7 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
     }
     const wire::Transport transport = packet.info->transport();
     if (transport != wire::Transport::kRc && transport != wire::Transport::kUc &&
-        transport != wire::Transport::kUd) {
+        transport != wire::Transport::kUd && transport != wire::Transport::kXrc) {
         ++to.stats().rcvd_malformed;
         return;
     }

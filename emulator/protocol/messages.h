@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 3;
+inline constexpr uint16_t kVersion = 4;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -54,6 +54,7 @@ enum class Op : uint16_t {
     kModifyQp,
     kQueryQp,
     kDestroyQp,
+    kOpenQp,
     kCreateWq,
     kModifyWq,
     kDestroyWq,
@@ -325,6 +326,17 @@ struct CreateAhReply {
     uint32_t handle;
 };
 
+// ibv_open_qp: an XRC_TGT QP by number, in an XRC domain.
+struct OpenQpRequest {
+    uint64_t user_handle;
+    uint32_t xrcd;
+    uint32_t qpn;
+    uint32_t qp_type;
+};
+struct OpenQpReply {
+    uint32_t handle;
+};
+
 // fd[0], when has_fd: the file that names a shared XRC domain.
 struct OpenXrcdRequest {
     uint32_t comp_mask;  // enum ibv_xrcd_init_attr_mask
@@ -403,6 +415,7 @@ UROCE_RPC(kQueryQp, QueryQpRequest, QueryQpReply)
 UROCE_RPC(kCreateWq, CreateWqRequest, CreateWqReply)
 UROCE_RPC(kModifyWq, ModifyWqRequest, Empty)
 UROCE_RPC(kCreateRwqIndTable, CreateRwqIndTableRequest, CreateRwqIndTableReply)
+UROCE_RPC(kOpenQp, OpenQpRequest, OpenQpReply)
 UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)

@@ -259,6 +259,17 @@ std::string check_qp_transition(ibv_qp_state cur, ibv_qp_state next, ibv_qp_type
     return {};
 }
 
+int drop_ignored_qp_attrs(ibv_qp_type type, int attr_mask) {
+    switch (type) {
+        case IBV_QPT_XRC_SEND:
+            return attr_mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+        case IBV_QPT_XRC_RECV:
+            return attr_mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+        default:
+            return attr_mask;
+    }
+}
+
 const char* qp_state_name(ibv_qp_state state) {
     static constexpr const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
     return known_state(state) ? kNames[state] : "UNKNOWN";

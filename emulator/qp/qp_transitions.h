@@ -27,6 +27,11 @@ QpTransitionRule qp_transition_rule(ibv_qp_state cur, ibv_qp_state next, ibv_qp_
 std::string check_qp_transition(ibv_qp_state cur, ibv_qp_state next, ibv_qp_type type,
                                 int attr_mask);
 
+// The attr_mask without the bits the kernel's uverbs modify_qp ignores for
+// the type before any check (its modify_qp_mask()): an XRC_INI QP has no
+// responder, an XRC_TGT QP no requester, so their attributes mean nothing.
+int drop_ignored_qp_attrs(ibv_qp_type type, int attr_mask);
+
 // "RESET" ... "ERR"; "UNKNOWN" for anything else.
 const char* qp_state_name(ibv_qp_state state);
 // "RC", "UC", "UD", "RAW_PACKET", "XRC_INI", "XRC_TGT" (kernel names for the

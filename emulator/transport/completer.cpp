@@ -8,6 +8,7 @@
 
 #include "memory/process_memory.h"
 #include "transport/completion.h"
+#include "transport/receive_queue.h"
 #include "transport/transport.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
@@ -98,7 +99,9 @@ void complete_recv(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
     wc.status = status;
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = qp.qpn;
-    post_completion(*qp.recv_cq.get(), wc, false);
+    if (Cq* cq = receive_cq(qp)) {
+        post_completion(*cq, wc, false);
+    }
 }
 
 }  // namespace
@@ -321,7 +324,7 @@ bool Transport::flush(Device& device, Qp& qp) {
     // A QP on an SRQ takes no more of its WQEs (IBA 11.6.3.2).
     if (qp.srq && !s.last_wqe_reached) {
         s.last_wqe_reached = true;
-        qp.events->post(qp.user_handle, IBV_EVENT_QP_LAST_WQE_REACHED);
+        qp.post_event(IBV_EVENT_QP_LAST_WQE_REACHED);
     }
     s.reply.reset();
     s.waiting.clear();

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -15,6 +16,10 @@
 #include "protocol/queues.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
+
+namespace uroce {
+struct Srq;
+}
 
 namespace uroce::transport {
 
@@ -35,6 +40,9 @@ constexpr std::optional<wire::Transport> wire_transport(ibv_qp_type type) {
             return wire::Transport::kUc;
         case IBV_QPT_UD:
             return wire::Transport::kUd;
+        case IBV_QPT_XRC_SEND:
+        case IBV_QPT_XRC_RECV:
+            return wire::Transport::kXrc;
         default:
             return std::nullopt;
     }
@@ -148,6 +156,9 @@ struct ResponderState {
     // (a message that never arrived consumes none).
     std::optional<TakenReceive> unused_receive;
     bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED reported
+    // XRC_TGT: the XRC SRQ the request being executed named (its XRCETH),
+    // whose WQEs, PD and CQ serve it. Weak: destroying the SRQ is not held up.
+    std::weak_ptr<Srq> xrc_srq;
     bool comm_established = false;
     InboundMessage message;
     std::deque<ResponderResource> resources;  // at most max_dest_rd_atomic

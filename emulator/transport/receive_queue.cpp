@@ -5,8 +5,10 @@
 namespace uroce::transport {
 namespace {
 
-Ring& receive_ring(Qp& qp) {
-    return qp.srq ? qp.srq->ring : qp.recv_queue;
+// The SRQ the QP's receives come from now, or null for its own queue. The
+// XRC SRQ's table keeps it alive for as long as this runs (one thread).
+Srq* receive_srq(const Qp& qp) {
+    return qp.type == IBV_QPT_XRC_RECV ? qp.responder.xrc_srq.lock().get() : qp.srq.get();
 }
 
 // An armed SRQ whose posted WQEs fall below its limit reports it once and
@@ -20,8 +22,23 @@ void check_srq_limit(Srq& srq) {
 
 }  // namespace
 
+bool select_xrc_srq(Device& device, Qp& qp, uint32_t srq_num) {
+    auto it = device.srq_table().find(srq_num);
+    std::shared_ptr<Srq> srq = it == device.srq_table().end() ? nullptr : it->second.lock();
+    if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd->domain != qp.xrc_domain) {
+        qp.responder.xrc_srq.reset();
+        return false;
+    }
+    qp.responder.xrc_srq = srq;
+    return true;
+}
+
 bool has_receive(Qp& qp) {
-    return qp.responder.unused_receive || receive_ring(qp).pending() > 0;
+    if (qp.responder.unused_receive) {
+        return true;
+    }
+    Srq* srq = receive_srq(qp);
+    return (srq ? srq->ring : qp.recv_queue).pending() > 0;
 }
 
 bool take_receive(Qp& qp, TakenReceive& out) {
@@ -30,7 +47,8 @@ bool take_receive(Qp& qp, TakenReceive& out) {
         qp.responder.unused_receive.reset();
         return true;
     }
-    Ring& ring = receive_ring(qp);
+    Srq* srq = receive_srq(qp);
+    Ring& ring = srq ? srq->ring : qp.recv_queue;
     if (!ring.pending()) {
         return false;
     }
@@ -40,10 +58,26 @@ bool take_receive(Qp& qp, TakenReceive& out) {
     const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);
     const auto* first = reinterpret_cast<const ibv_sge*>(entry.data() + queues::kRecvWqeFixed);
     out.sges.assign(first, first + std::min<size_t>(out.wqe.num_sge, room));
-    if (qp.srq) {
-        check_srq_limit(*qp.srq.get());
+    if (srq) {
+        check_srq_limit(*srq);
     }
     return true;
+}
+
+Cq* receive_cq(const Qp& qp) {
+    if (qp.type != IBV_QPT_XRC_RECV) {
+        return qp.recv_cq.get();
+    }
+    Srq* srq = receive_srq(qp);
+    return srq ? srq->cq.get() : nullptr;
+}
+
+const Pd* request_pd(const Qp& qp) {
+    if (qp.type != IBV_QPT_XRC_RECV) {
+        return qp.pd.get();
+    }
+    Srq* srq = receive_srq(qp);
+    return srq ? srq->pd.get() : nullptr;
 }
 
 }  // namespace uroce::transport

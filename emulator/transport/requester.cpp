@@ -184,6 +184,7 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
     h.bth.solicited = last && (w.wqe.send_flags & IBV_SEND_SOLICITED);
     h.bth.ack_req = is_reliable(qp.type) && (last || (index + 1) % kAckRequestInterval == 0);
     h.deth = {w.qkey, qp.qpn};
+    h.xrceth.xrc_srq = w.wqe.remote_srqn & wire::kQpnMask;
     h.reth = {w.wqe.remote_addr, w.wqe.rkey, static_cast<uint32_t>(w.length)};
     h.immdt.imm = ntohl(w.wqe.imm_data);
     h.ieth.rkey = w.wqe.imm_data;  // the rkey to invalidate shares the field

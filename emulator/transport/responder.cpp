@@ -119,7 +119,14 @@ void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket&
         wc.wc_flags |= IBV_WC_WITH_INV;
         wc.invalidated_rkey = packet.hdr.ieth.rkey;
     }
-    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited);
+    if (Cq* cq = receive_cq(qp)) {
+        post_completion(*cq, wc, packet.hdr.bth.solicited);
+    }
+}
+
+// Answers leave in the QP's own opcode space (RC or XRC).
+uint8_t answer_opcode(const Qp& qp, Operation op) {
+    return wire::make_opcode(*wire_transport(qp.type), op);
 }
 
 }  // namespace
@@ -130,7 +137,7 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
         return;  // UC answers nothing
     }
     wire::PacketHeaders h{};
-    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAck);
+    h.bth.opcode = answer_opcode(qp, Operation::kAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
@@ -174,7 +181,7 @@ void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakC
         return;
     }
     acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
-    qp.events->post(qp.user_handle, event);
+    qp.post_event(event);
     qp.attr.qp_state = IBV_QPS_ERR;
     qp.attr.cur_qp_state = IBV_QPS_ERR;
 }
@@ -189,7 +196,14 @@ void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet
         }
         return;
     }
-    if (packet.info->direction() == wire::Direction::kResponse) {
+    const bool is_response = packet.info->direction() == wire::Direction::kResponse;
+    // An XRC_INI QP only sends requests; an XRC_TGT QP only answers them.
+    if ((qp.type == IBV_QPT_XRC_SEND && !is_response) ||
+        (qp.type == IBV_QPT_XRC_RECV && is_response)) {
+        ++device.stats().rcvd_dropped;
+        return;
+    }
+    if (is_response) {
         if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
             on_response(device, qp, packet, now);
         }
@@ -203,7 +217,7 @@ void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet
     ResponderState& s = qp.responder;
     if (state == IBV_QPS_RTR && !s.comm_established) {
         s.comm_established = true;
-        qp.events->post(qp.user_handle, IBV_EVENT_COMM_EST);
+        qp.post_event(IBV_EVENT_COMM_EST);
     }
     if (s.reply || !s.waiting.empty()) {
         if (s.waiting.size() == kMaxWaiting) {
@@ -243,6 +257,15 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
                            uint32_t src_ipv4) {
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
+    // XRC: every request names the XRC SRQ that serves it, which must be in
+    // the QP's XRC domain.
+    if (qp.type == IBV_QPT_XRC_RECV &&
+        !select_xrc_srq(device, qp, packet.hdr.xrceth.xrc_srq & wire::kQpnMask)) {
+        ++device.stats().rcvd_xrc_srq_err;
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
     const int32_t distance = wire::psn_diff(psn, s.expected_psn);
     if (!is_reliable(qp.type)) {
         if (!accept_unreliable(device, qp, packet)) {
@@ -321,8 +344,8 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         m.active = true;
         m.is_send = true;
         m.offset = 0;
-        if (resolve_local(device, qp.pd.get(), m.receive.sges, IBV_ACCESS_LOCAL_WRITE, m.target) !=
-            AccessFault::kNone) {
+        if (resolve_local(device, request_pd(qp), m.receive.sges, IBV_ACCESS_LOCAL_WRITE,
+                          m.target) != AccessFault::kNone) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
             responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
@@ -379,7 +402,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
         m = {};
         m.active = true;
         if (reth.dma_length &&
-            resolve_remote(device, qp.pd.get(), reth.rkey, reth.va, reth.dma_length,
+            resolve_remote(device, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                            IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
             m = {};
             responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError,
@@ -421,8 +444,9 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
     ResponderState& s = qp.responder;
     const wire::Reth& reth = request.reth;
     Extent source;
-    if (reth.dma_length && resolve_remote(device, qp.pd.get(), reth.rkey, reth.va, reth.dma_length,
-                                          IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
+    if (reth.dma_length &&
+        resolve_remote(device, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
+                       IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
         responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
                         IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
         return;
@@ -467,7 +491,7 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
                              : i + 1 == packets ? Operation::kReadResponseLast
                                                 : Operation::kReadResponseMiddle;
         wire::PacketHeaders h{};
-        h.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
+        h.bth.opcode = answer_opcode(qp, op);
         h.bth.dest_qp = qp.attr.dest_qp_num;
         h.bth.psn = wire::psn_add(request.psn, i);
         h.aeth = wire::Aeth::ack(s.msn);
@@ -489,7 +513,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
         return;
     }
     Extent target;
-    if (resolve_remote(device, qp.pd.get(), a.rkey, a.va, sizeof(uint64_t),
+    if (resolve_remote(device, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
                        IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
         responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
                         src_ipv4);
@@ -521,7 +545,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     s.expected_psn = wire::psn_add(psn, 1);
     s.msn = wire::psn_add(s.msn, 1);
     wire::PacketHeaders h{};
-    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAtomicAck);
+    h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = wire::Aeth::ack(s.msn);
@@ -550,7 +574,7 @@ void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacke
                 continue;
             }
             wire::PacketHeaders h{};
-            h.bth.opcode = wire::make_opcode(wire::Transport::kRc, Operation::kAtomicAck);
+            h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
             h.bth.dest_qp = qp.attr.dest_qp_num;
             h.bth.psn = psn;
             h.aeth = wire::Aeth::ack(s.msn);

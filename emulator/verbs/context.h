@@ -57,6 +57,7 @@ class Context {
     Result modify_qp(const rpc::ModifyQpRequest&, rpc::Empty&);
     Result query_qp(const rpc::QueryQpRequest&, rpc::QueryQpReply&);
     Result destroy_qp(const rpc::HandleRequest&, rpc::Empty&);
+    Result open_qp(const rpc::OpenQpRequest&, rpc::OpenQpReply&);
 
     Result create_wq(const rpc::CreateWqRequest&, rpc::CreateWqReply&);
     Result modify_wq(const rpc::ModifyWqRequest&, rpc::Empty&);

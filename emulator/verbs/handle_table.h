@@ -16,6 +16,12 @@ class HandleTable {
         objects_.emplace(object->handle, object);
         return object;
     }
+    // Another handle to an object that already has one (an XRC_TGT QP that
+    // ibv_open_qp opens): the object's own `handle` stays its first.
+    uint32_t add_another(std::shared_ptr<T> object) {
+        objects_.emplace(next_, std::move(object));
+        return next_++;
+    }
     std::shared_ptr<T> find(uint32_t handle) const {
         auto it = objects_.find(handle);
         return it == objects_.end() ? nullptr : it->second;

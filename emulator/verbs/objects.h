@@ -147,9 +147,18 @@ struct Ah : Object {
     ibv_ah_attr attr{};
 };
 
-struct Qp : Object {
-    std::shared_ptr<EventPipe> events;
+// A client's handle to a QP: the creator's, and for an XRC_TGT QP one more
+// per ibv_open_qp. Every holder hears the QP's async events; the QP lives
+// until the last holder destroys its handle (as the kernel's shared QPs).
+struct QpHolder {
+    std::shared_ptr<EventPipe> events;  // the holder's client
+    uint32_t handle = 0;                // the QP's handle in that client
     uint64_t user_handle = 0;
+    Ref<Xrcd> xrcd;  // XRC_TGT: the holder's own handle of the QP's domain
+};
+
+struct Qp : Object, std::enable_shared_from_this<Qp> {
+    std::vector<QpHolder> holders;
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t qpn = 0;
     bool sq_sig_all = false;
@@ -163,13 +172,19 @@ struct Qp : Object {
     Ref<Cq> send_cq;
     Ref<Cq> recv_cq;
     Ref<Srq> srq;
-    Ref<Xrcd> xrcd;
+    std::shared_ptr<XrcdDomain> xrc_domain;  // XRC_TGT
     Ref<RwqIndTable> ind_table;
     std::set<std::pair<std::array<uint8_t, 16>, uint16_t>> mcast_groups;
     // UD: the creating client's address handles, which its WQEs name.
     const HandleTable<Ah>* ahs = nullptr;
     transport::RequesterState requester;
     transport::ResponderState responder;
+
+    void post_event(ibv_event_type event) const {
+        for (const QpHolder& holder : holders) {
+            holder.events->post(holder.user_handle, event);
+        }
+    }
 };
 
 }  // namespace uroce

@@ -217,8 +217,6 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     if (!qpn) {
         return fail(ENOMEM, "no QP numbers left");
     }
-    qp->user_handle = req.user_handle;
-    qp->events = events_;
     qp->type = type;
     qp->qpn = *qpn;
     qp->sq_sig_all = req.sq_sig_all != 0;
@@ -230,9 +228,10 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     qp->send_cq = Ref<Cq>(send_cq);
     qp->recv_cq = Ref<Cq>(recv_cq);
     qp->srq = Ref<Srq>(srq);
-    qp->xrcd = Ref<Xrcd>(xrcd);
-    qp->ahs = &ahs_;
+    qp->xrc_domain = xrcd ? xrcd->domain : nullptr;
+    qp->ahs = type == IBV_QPT_UD ? &ahs_ : nullptr;
     qps_.add(qp);
+    qp->holders.push_back({events_, qp->handle, req.user_handle, Ref<Xrcd>(xrcd)});
     device_.qp_table()[qp->qpn] = qp.get();
     ++device_.counts().qp;
     reply = {qp->handle,
@@ -253,7 +252,7 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     if (!qp) {
         return fail(EINVAL, "no QP with handle %u", req.handle);
     }
-    const int mask = req.attr_mask;
+    const int mask = drop_ignored_qp_attrs(qp->type, req.attr_mask);
     if (mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)) {
         return fail(EINVAL, "unknown QP attribute mask bits 0x%x",
                     mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT));
@@ -320,10 +319,37 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "QP %u is still attached to %zu multicast groups", qp->qpn,
                     qp->mcast_groups.size());
     }
+    std::erase_if(qp->holders, [&](const QpHolder& holder) {
+        return holder.events == events_ && holder.handle == req.handle;
+    });
+    qps_.erase(req.handle);
+    if (!qp->holders.empty()) {
+        return ok();  // an XRC_TGT QP that other handles still hold
+    }
     device_.qpns().release(qp->qpn);
     device_.qp_table().erase(qp->qpn);
-    qps_.erase(req.handle);
     --device_.counts().qp;
+    return ok();
+}
+
+// As the kernel's ib_open_qp(): another handle to an XRC_TGT QP that was
+// created in the same XRC domain, by this client or another.
+Result Context::open_qp(const rpc::OpenQpRequest& req, rpc::OpenQpReply& reply) {
+    if (req.qp_type != IBV_QPT_XRC_RECV) {
+        return fail(EINVAL, "only XRC_TGT QPs can be opened, not %s",
+                    qp_type_name(static_cast<ibv_qp_type>(req.qp_type)));
+    }
+    auto xrcd = xrcds_.find(req.xrcd);
+    if (!xrcd) {
+        return fail(EINVAL, "no XRC domain with handle %u", req.xrcd);
+    }
+    auto it = device_.qp_table().find(req.qpn);
+    Qp* qp = it == device_.qp_table().end() ? nullptr : it->second;
+    if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrc_domain != xrcd->domain) {
+        return fail(EINVAL, "no XRC_TGT QP 0x%x in that XRC domain", req.qpn);
+    }
+    reply.handle = qps_.add_another(qp->shared_from_this());
+    qp->holders.push_back({events_, reply.handle, req.user_handle, Ref<Xrcd>(xrcd)});
     return ok();
 }
 

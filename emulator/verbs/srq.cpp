@@ -80,6 +80,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     srq->cq = Ref<Cq>(cq);
     srq->srq_num = *srq_num;
     srqs_.add(srq);
+    device_.srq_table()[srq->srq_num] = srq;
     ++device_.counts().srq;
     reply = {srq->handle, srq->srq_num, srq->attr, srq->ring.entries(), srq->ring.entry_size()};
     fds.push_back(srq->ring.fd());
@@ -147,6 +148,7 @@ Result Context::destroy_srq(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "SRQ %u is still used by %d QPs", req.handle, srq->users);
     }
     device_.srq_nums().release(srq->srq_num);
+    device_.srq_table().erase(srq->srq_num);
     srqs_.erase(req.handle);
     --device_.counts().srq;
     return ok();

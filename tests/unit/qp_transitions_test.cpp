@@ -421,6 +421,28 @@ TEST(qpTransitionEnums, UnknownStateIsRefused) {
     EXPECT_STREQ(qp_state_name(state), "UNKNOWN");
 }
 
+// perftest -c XRC and ibv_xsrq_pingpong pass responder attributes for the
+// XRC_INI QP and requester ones for the XRC_TGT QP; the kernel drops them
+// before checking the transition.
+TEST(qpIgnoredAttrs, XrcSidesDropTheOtherSidesAttributes) {
+    constexpr int kRtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                         IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+    EXPECT_EQ(drop_ignored_qp_attrs(IBV_QPT_XRC_SEND, kRtr),
+              kRtr & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER));
+    EXPECT_EQ(check_qp_transition(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_XRC_SEND,
+                                  drop_ignored_qp_attrs(IBV_QPT_XRC_SEND, kRtr)),
+              "");
+    EXPECT_NE(check_qp_transition(IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPT_XRC_SEND, kRtr), "");
+    constexpr int kRts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT |
+                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+    EXPECT_EQ(drop_ignored_qp_attrs(IBV_QPT_XRC_RECV, kRts),
+              IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN);
+    // Nothing is dropped for the other types.
+    for (ibv_qp_type type : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_RAW_PACKET}) {
+        EXPECT_EQ(drop_ignored_qp_attrs(type, kRtr | kRts), kRtr | kRts) << type;
+    }
+}
+
 TEST(qpNames, StatesTypesAndMasks) {
     std::set<std::string> states;
     for (const auto& [name, state] : kStateByName) {

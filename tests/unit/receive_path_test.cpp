@@ -288,11 +288,12 @@ TEST_F(ReceivePathTest, EveryOpcodeByteIsHandledAndUnknownOnesCountAsMalformed) 
         const auto opcode = static_cast<uint8_t>(op);
         h.inject(any_opcode(h, opcode, kNoSuchQp, kPsn));
         const wire::OpcodeInfo* info = wire::opcode_info(opcode);
-        // Only RC, UC and UD packets reach the QP lookup; every other kind is
-        // refused.
+        // Only RC, UC, UD and XRC packets reach the QP lookup; every other
+        // kind (CNPs) is refused.
         const bool routed = info && (info->transport() == wire::Transport::kRc ||
                                      info->transport() == wire::Transport::kUc ||
-                                     info->transport() == wire::Transport::kUd);
+                                     info->transport() == wire::Transport::kUd ||
+                                     info->transport() == wire::Transport::kXrc);
         ++expected[routed ? "rcvd_unknown_qp" : "rcvd_malformed"];
     }
     EXPECT_EQ(moved(), expected);
