@@ -77,6 +77,16 @@ class PyverbsTest(harness.DaemonTestCase):
         result = self.run_ok([harness.PYTHON, script])
         self.assertEqual(result.stdout.strip(), "ud ok", result.stderr)
 
+    def test_xrc_between_two_processes(self):
+        """pyverbs_scripts/xrc_two_processes.py: one XRC_TGT QP serves the
+        XRC SRQs of two processes sharing an XRC domain through a file: a
+        multi-packet SEND to each, and an RDMA WRITE into the second
+        process's memory, all with data checks."""
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts",
+                              "xrc_two_processes.py")
+        result = self.run_ok([harness.PYTHON, script])
+        self.assertEqual(result.stdout.strip(), "xrc ok", result.stderr)
+
     def test_opening_an_unknown_device_fails(self):
         """Context(name='nosuch') raises instead of opening something."""
         answer = self.client.call("open", "nosuch")
