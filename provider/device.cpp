@@ -23,6 +23,7 @@ void free_context(ibv_context* ibctx);
 
 const verbs_context_ops kContextOps = [] {
     verbs_context_ops ops{};
+    ops.advise_mr = advise_mr;
     ops.alloc_mw = alloc_mw;
     ops.alloc_pd = alloc_pd;
     ops.attach_mcast = attach_mcast;

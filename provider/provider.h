@@ -75,6 +75,7 @@ ibv_pd* alloc_pd(ibv_context*);
 int dealloc_pd(ibv_pd*);
 ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
 int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);
+int advise_mr(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
 int dereg_mr(verbs_mr*);
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
 int dealloc_mw(ibv_mw*);

@@ -97,6 +97,21 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
     return 0;
 }
 
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+              uint32_t num_sge) {
+    rpc::AdviseMrRequest request{pd->handle, advice, flags, num_sge, {}};
+    if (num_sge > rpc::kMaxAdviseSges || (num_sge && !sg_list)) {
+        return EINVAL;
+    }
+    std::copy_n(sg_list, num_sge, request.sges);
+    rpc::Empty none;
+    if (int error = client_of(pd->context).call(request, &none)) {
+        report(pd->context, "advise_mr", error);
+        return error;
+    }
+    return 0;
+}
+
 int dereg_mr(verbs_mr* vmr) {
     ibv_context* context = vmr->ibv_mr.context;
     if (int error =

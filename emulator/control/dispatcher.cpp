@@ -66,6 +66,7 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kDeallocPd, verb(&Context::dealloc_pd));
     set(Op::kRegMr, verb(&Context::reg_mr));
     set(Op::kReregMr, verb(&Context::rereg_mr));
+    set(Op::kAdviseMr, verb(&Context::advise_mr));
     set(Op::kDeregMr, verb(&Context::dereg_mr));
     set(Op::kAllocMw, verb(&Context::alloc_mw));
     set(Op::kDeallocMw, verb(&Context::dealloc_mw));

@@ -85,8 +85,18 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.local_ca_ack_delay = 15;
     a.phys_port_cnt = kPortCount;
     // Registration never pins memory: the daemon reaches application memory
-    // only when an operation touches it, so every MR is on-demand.
-    attr_.odp_caps.general_caps = IBV_ODP_SUPPORT;
+    // only when an operation touches it, so every MR is on-demand, for every
+    // operation of every transport, and one MR may cover the whole address
+    // space (implicit ODP).
+    attr_.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    constexpr uint32_t kSendRecv = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+    constexpr uint32_t kRdmaAtomic =
+        IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+    attr_.odp_caps.per_transport_caps.rc_odp_caps =
+        kSendRecv | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr_.odp_caps.per_transport_caps.uc_odp_caps = kSendRecv | IBV_ODP_SUPPORT_WRITE;
+    attr_.odp_caps.per_transport_caps.ud_odp_caps = kSendRecv | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr_.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV;
     attr_.max_wq_type_rq = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;

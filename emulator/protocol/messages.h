@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 4;
+inline constexpr uint16_t kVersion = 5;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -39,6 +39,7 @@ enum class Op : uint16_t {
     kRegMr,
     kReregMr,
     kDeregMr,
+    kAdviseMr,
     kAllocMw,
     kDeallocMw,
     kCreateCompChannel,
@@ -154,6 +155,16 @@ struct ReregMrRequest {
 struct ReregMrReply {
     uint32_t lkey;
     uint32_t rkey;
+};
+
+// ibv_advise_mr: at most kMaxAdviseSges ranges per call.
+inline constexpr uint32_t kMaxAdviseSges = 64;
+struct AdviseMrRequest {
+    uint32_t pd;
+    uint32_t advice;  // enum ibv_advise_mr_advice
+    uint32_t flags;   // enum ibv_advise_mr_flag
+    uint32_t num_sge;
+    ibv_sge sges[kMaxAdviseSges];
 };
 
 struct AllocMwRequest {
@@ -402,6 +413,7 @@ UROCE_RPC(kQueryDevice, QueryDeviceRequest, QueryDeviceReply)
 UROCE_RPC(kQueryPort, QueryPortRequest, QueryPortReply)
 UROCE_RPC(kRegMr, RegMrRequest, RegMrReply)
 UROCE_RPC(kReregMr, ReregMrRequest, ReregMrReply)
+UROCE_RPC(kAdviseMr, AdviseMrRequest, Empty)
 UROCE_RPC(kAllocMw, AllocMwRequest, AllocMwReply)
 UROCE_RPC(kCreateCompChannel, CreateCompChannelRequest, Empty)
 UROCE_RPC(kDestroyCompChannel, DestroyCompChannelRequest, Empty)

@@ -39,6 +39,7 @@ class Context {
     Result reg_mr(const rpc::RegMrRequest&, rpc::RegMrReply&);
     Result rereg_mr(const rpc::ReregMrRequest&, rpc::ReregMrReply&);
     Result dereg_mr(const rpc::HandleRequest&, rpc::Empty&);
+    Result advise_mr(const rpc::AdviseMrRequest&, rpc::Empty&);
     Result alloc_mw(const rpc::AllocMwRequest&, rpc::AllocMwReply&);
     Result dealloc_mw(const rpc::HandleRequest&, rpc::Empty&);
 

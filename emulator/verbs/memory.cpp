@@ -1,6 +1,7 @@
 // Protection domains, memory regions and memory windows.
 #include <sys/mman.h>
 
+#include "memory/regions.h"
 #include "verbs/context.h"
 
 namespace uroce {
@@ -76,6 +77,12 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
     if (Result r = check_access(req.access); !r) {
         return r;
     }
+    // addr 0 and SIZE_MAX bytes: implicit ODP, the whole address space.
+    if (req.addr == 0 && req.length == UINT64_MAX && !(req.access & IBV_ACCESS_ON_DEMAND)) {
+        return fail(EINVAL,
+                    "the whole address space is registered only on demand "
+                    "(IBV_ACCESS_ON_DEMAND: implicit ODP)");
+    }
     if (Result r = check_range(req.addr, req.length, req.hca_va); !r) {
         return r;
     }
@@ -101,6 +108,49 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
     device_.mr_table()[mr->key_index] = mr.get();
     ++device_.counts().mr;
     reply = {mr->handle, mr->lkey, mr->rkey};
+    return ok();
+}
+
+// ibv_advise_mr(3). Prefetching reads the ranges, which faults their pages
+// into the application as its first access by an operation would (the
+// daemon pins nothing); it is always done before returning, as with
+// IBV_ADVISE_MR_FLAG_FLUSH.
+Result Context::advise_mr(const rpc::AdviseMrRequest& req, rpc::Empty&) {
+    auto pd = pds_.find(req.pd);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
+    }
+    if (req.advice != IBV_ADVISE_MR_ADVICE_PREFETCH &&
+        req.advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+        req.advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+        return fail(EOPNOTSUPP, "advice %u is not supported", req.advice);
+    }
+    if (req.flags & ~IBV_ADVISE_MR_FLAG_FLUSH) {
+        return fail(EINVAL, "unknown advise flags 0x%x", req.flags & ~IBV_ADVISE_MR_FLAG_FLUSH);
+    }
+    if (req.num_sge == 0 || req.num_sge > rpc::kMaxAdviseSges) {
+        return fail(EINVAL, "%u ranges: 1 to %u are allowed", req.num_sge, rpc::kMaxAdviseSges);
+    }
+    const int access =
+        req.advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ? IBV_ACCESS_LOCAL_WRITE : 0;
+    Extent ranges;
+    if (AccessFault fault =
+            resolve_local(device_, pd.get(), std::span(req.sges, req.num_sge), access, ranges);
+        fault != AccessFault::kNone) {
+        return fail(EFAULT, "a range to prefetch: %s", access_fault_text(fault));
+    }
+    if (req.advice == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+        return ok();  // only what is present would be mapped: nothing to do
+    }
+    constexpr uint64_t kChunk = 64 * 1024;
+    std::vector<std::byte> chunk(std::min(kChunk, ranges.length));
+    for (uint64_t offset = 0; offset < ranges.length; offset += kChunk) {
+        const uint64_t bytes = std::min(kChunk, ranges.length - offset);
+        if (read_process(ranges.pid, slice(ranges, offset, bytes), std::span(chunk).first(bytes)) !=
+            0) {
+            return fail(EFAULT, "part of a range to prefetch is not mapped in the process");
+        }
+    }
     return ok();
 }
 

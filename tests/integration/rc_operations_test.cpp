@@ -1,6 +1,8 @@
 // Every RC operation between two devices, with the bytes checked: what the
 // target range received, and that nothing around it changed.
 #include <arpa/inet.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -525,6 +527,35 @@ TEST_F(RcOperationsTest, AtomicsReturnTheOriginalValue) {
         EXPECT_TRUE(same_bytes(local.bytes().subspan(word * 8, 8),
                                std::span(local_guards).subspan(word * 8, 8)));
     }
+}
+
+// Implicit ODP: one MR over the whole address space on each side. Its
+// rkey reaches any mapped address; an unmapped one is a remote access
+// error, and its lkey gathers from anywhere mapped.
+TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
+    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
+    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    std::vector<uint8_t> source = pattern(12, 5000);  // plain, never registered by itself
+    std::vector<uint8_t> target(5000);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), 5000, whole_a->lkey};
+    ibv_send_wr write = make_wr(1, IBV_WR_RDMA_WRITE, std::span(&sge, 1));
+    write.wr.rdma = {reinterpret_cast<uintptr_t>(target.data()), whole_b->rkey};
+    a_.post_send(write);
+    expect_sent(a_.poll_one(), 1, IBV_WR_RDMA_WRITE);
+    EXPECT_TRUE(same_bytes(target, source));
+
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* hole = mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(hole, MAP_FAILED);
+    ASSERT_EQ(munmap(hole, page), 0);
+    write.wr_id = 2;
+    write.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(hole);
+    a_.post_send(write);
+    const ibv_wc failed = a_.poll_one();
+    EXPECT_EQ(failed.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(failed.status);
 }
 
 // IBV_WR_LOCAL_INV touches no wire; it completes as IBV_WC_LOCAL_INV, in

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <vector>
@@ -69,6 +70,115 @@ TEST_F(MemoryTest, OnDemandPagingAgreesWithOdpCaps) {
     } else {
         EXPECT_EQ(error_of(mr), EOPNOTSUPP) << "ODP registered, but odp_caps do not offer it";
     }
+}
+
+// The daemon reaches application memory only when an operation touches it,
+// so every operation of every transport works on ODP memory, and one MR may
+// cover the whole address space.
+TEST_F(MemoryTest, OdpCapsClaimEveryOperationAndImplicitOdp) {
+    const ibv_odp_caps& odp = device_attr_.odp_caps;
+    EXPECT_EQ(odp.general_caps, IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT);
+    constexpr uint32_t kSendRecv = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+    constexpr uint32_t kRdmaAtomic =
+        IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
+    EXPECT_EQ(odp.per_transport_caps.rc_odp_caps,
+              kSendRecv | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV);
+    EXPECT_EQ(odp.per_transport_caps.uc_odp_caps, kSendRecv | IBV_ODP_SUPPORT_WRITE);
+    EXPECT_EQ(odp.per_transport_caps.ud_odp_caps, kSendRecv | IBV_ODP_SUPPORT_SRQ_RECV);
+    EXPECT_EQ(device_attr_.xrc_odp_caps,
+              IBV_ODP_SUPPORT_SEND | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV);
+}
+
+TEST_F(MemoryTest, TheWholeAddressSpaceRegistersOnlyOnDemand) {
+    MrPtr implicit(
+        ibv_reg_mr(pd(), nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+    ASSERT_TRUE(implicit) << strerror(errno);
+    EXPECT_EQ(implicit->length, SIZE_MAX);
+    EXPECT_EQ(error_of(MrPtr(ibv_reg_mr(pd(), nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE))), EINVAL);
+}
+
+// ibv_advise_mr on untouched anonymous memory registered on demand.
+class AdviseMrTest : public MemoryTest {
+  protected:
+    static constexpr size_t kPages = 16;
+    void SetUp() override {
+        MemoryTest::SetUp();
+        page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        region_ = mmap(nullptr, kPages * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        ASSERT_NE(region_, MAP_FAILED) << strerror(errno);
+        mr_.reset(ibv_reg_mr(pd(), region_, kPages * page_,
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+        ASSERT_TRUE(mr_) << strerror(errno);
+    }
+    void TearDown() override {
+        mr_.reset();
+        munmap(region_, kPages * page_);
+        MemoryTest::TearDown();
+    }
+    size_t resident_pages() const {
+        std::vector<unsigned char> pages(kPages);
+        EXPECT_EQ(mincore(region_, kPages * page_, pages.data()), 0) << strerror(errno);
+        size_t resident = 0;
+        for (unsigned char page : pages) {
+            resident += page & 1;
+        }
+        return resident;
+    }
+    int advise(ibv_advise_mr_advice advice, uint32_t flags, ibv_sge sge) {
+        return ibv_advise_mr(pd(), advice, flags, &sge, 1);
+    }
+    ibv_sge whole() const {
+        return {reinterpret_cast<uintptr_t>(region_), static_cast<uint32_t>(kPages * page_),
+                mr_->lkey};
+    }
+
+    size_t page_ = 0;
+    void* region_ = nullptr;
+    MrPtr mr_;
+};
+
+TEST_F(AdviseMrTest, PrefetchFaultsThePagesIn) {
+    ASSERT_EQ(resident_pages(), 0u);
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, whole()), 0);
+    EXPECT_EQ(resident_pages(), 0u);  // NO_FAULT maps only what is present
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, whole()), 0);
+    EXPECT_EQ(resident_pages(), kPages);
+}
+
+// ibv_advise_mr(3)'s errors: an unsupported advice, unknown flags, no
+// range; an invalid lkey, a range outside the MR, or a write prefetch of a
+// read-only MR is EFAULT. None of them touches the memory.
+TEST_F(AdviseMrTest, RefusesWhatTheManPageRefuses) {
+    const ibv_sge range = whole();
+    EXPECT_EQ(advise(static_cast<ibv_advise_mr_advice>(7), 0, range), EOPNOTSUPP);
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 2, range), EINVAL);
+    EXPECT_EQ(ibv_advise_mr(pd(), IBV_ADVISE_MR_ADVICE_PREFETCH, 0, nullptr, 0), EINVAL);
+    ibv_sge bad_key = range;
+    bad_key.lkey ^= 0x100;  // another key index
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 0, bad_key), EFAULT);
+    ibv_sge past_the_end = range;
+    past_the_end.addr += page_;
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 0, past_the_end), EFAULT);
+    MrPtr read_only(ibv_reg_mr(pd(), region_, kPages * page_, IBV_ACCESS_ON_DEMAND));
+    ASSERT_TRUE(read_only) << strerror(errno);
+    ibv_sge read_only_range = range;
+    read_only_range.lkey = read_only->lkey;
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, read_only_range), EFAULT);
+    EXPECT_EQ(resident_pages(), 0u);
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 0, read_only_range), 0);
+}
+
+TEST_F(AdviseMrTest, AnUnmappedRangeOfAnImplicitMrIsAFault) {
+    MrPtr implicit(
+        ibv_reg_mr(pd(), nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+    ASSERT_TRUE(implicit) << strerror(errno);
+    ibv_sge range = whole();
+    range.lkey = implicit->lkey;
+    ASSERT_EQ(munmap(static_cast<char*>(region_) + page_, page_), 0);  // a hole
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 0, range), EFAULT);
+    range.length = static_cast<uint32_t>(page_);  // the first page alone is mapped
+    EXPECT_EQ(advise(IBV_ADVISE_MR_ADVICE_PREFETCH, 0, range), 0);
 }
 
 TEST_F(MemoryTest, DeallocPdWithLiveMrIsBusy) {

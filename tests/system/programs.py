@@ -116,6 +116,9 @@ class PingPongCases:
             # -c: the client compares what it received with what the server
             # wrote and prints one line per bad page (the exit status stays 0).
             self.assertNotIn("invalid data", side.output, context)
+            # Whatever the examples could not do, even when they go on
+            # ("Couldn't prefetch MR ... Continue anyway").
+            self.assertNotIn("Couldn't", side.output, context)
         self.daemon.wait_until_idle()
 
 

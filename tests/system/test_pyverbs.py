@@ -87,6 +87,14 @@ class PyverbsTest(harness.DaemonTestCase):
         result = self.run_ok([harness.PYTHON, script])
         self.assertEqual(result.stdout.strip(), "xrc ok", result.stderr)
 
+    def test_odp_implicit_and_prefetched(self):
+        """pyverbs_scripts/odp.py: RC WRITE, READ and SEND between an implicit
+        ODP MR over plain process memory and an ODP MR prefetched with
+        ibv_advise_mr, with data checks."""
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "odp.py")
+        result = self.run_ok([harness.PYTHON, script])
+        self.assertEqual(result.stdout.strip(), "odp ok", result.stderr)
+
     def test_opening_an_unknown_device_fails(self):
         """Context(name='nosuch') raises instead of opening something."""
         answer = self.client.call("open", "nosuch")

@@ -11,6 +11,9 @@ do.
   and refuse -a) and -n 5 (perftest's minimum), so that the result table
   lists every size; ib_send_bw and ib_send_lat again with -e; the
   bandwidth tests with -a also on real UDP.
+- On-demand paging: ibv_rc_pingpong -o (ODP MR), -O (implicit ODP: one MR
+  over the whole address space) and -P (ibv_advise_mr prefetch); perftest
+  --odp.
 """
 
 import sys
@@ -107,6 +110,37 @@ class PerftestTest(PerftestCases, DaemonPerTest):
                              refusal)
             return
         self.check_perftest("ib_write_lat", "-e")
+
+
+class RcPingPongOdpTest(PingPongCases, DaemonPerTest):
+    """ibv_rc_pingpong checks the ODP caps itself; with -P it prints
+    "Couldn't prefetch MR" when ibv_advise_mr fails."""
+
+    def test_odp(self):
+        self.pingpong(PINGPONG_DEFAULT_SIZE, 300, False, "-o")
+
+    def test_implicit_odp(self):
+        self.pingpong(PINGPONG_DEFAULT_SIZE, 300, False, "-O")
+
+    def test_odp_prefetched(self):
+        self.pingpong(PINGPONG_DEFAULT_SIZE, 300, False, "-o", "-P")
+
+    def test_implicit_odp_prefetched_events(self):
+        self.pingpong(PINGPONG_DEFAULT_SIZE, 300, True, "-O", "-P")
+
+
+class PerftestOdpTest(PerftestCases, DaemonPerTest):
+    def test_ib_send_bw(self):
+        self.check_perftest("ib_send_bw", "--odp")
+
+    def test_ib_write_bw(self):
+        self.check_perftest("ib_write_bw", "--odp")
+
+    def test_ib_read_bw(self):
+        self.check_perftest("ib_read_bw", "--odp")
+
+    def test_ib_send_lat(self):
+        self.check_perftest("ib_send_lat", "--odp")
 
 
 class PerftestUdpTest(PerftestCases, DaemonPerTest):
