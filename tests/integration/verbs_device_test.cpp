@@ -63,6 +63,16 @@ TEST_P(DeviceTest, QueryDeviceAgreesWithQueryDeviceExAndPorts) {
     EXPECT_EQ(port.pkey_tbl_len, attr.max_pkeys);
 }
 
+// What the device claims it does: XRC (ibv_xsrq_pingpong and perftest -c
+// XRC check this flag), but no memory windows until binding works.
+TEST_P(DeviceTest, CapabilityFlagsClaimXrcAndNoMemoryWindows) {
+    ibv_device_attr attr;
+    ASSERT_EQ(ibv_query_device(context_.get(), &attr), 0);
+    EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_XRC);
+    EXPECT_FALSE(attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                          IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+}
+
 TEST_P(DeviceTest, PortBeyondPhysPortCntDoesNotExist) {
     ibv_port_attr port;
     EXPECT_EQ(ibv_query_port(context_.get(), 2, &port), EINVAL);

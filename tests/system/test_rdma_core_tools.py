@@ -48,6 +48,22 @@ class RdmaCoreToolsTest(harness.DaemonTestCase):
                 self.assertRegex(block, r"GID\[\s*0\]:\s*%s, RoCE v2\n" %
                                  re.escape(harness.gid0_for(address)))
 
+    def test_ibv_devinfo_verbose_lists_xrc_and_odp_capabilities(self):
+        """ibv_devinfo -v names XRC among the capability flags, no memory
+        windows, implicit ODP and ODP for every RC operation."""
+        blocks = harness.split_ibv_devinfo(self.run_ok(["ibv_devinfo", "-v"]).stdout)
+        self.assertEqual(sorted(blocks), sorted(DEFAULT_DEVICES))
+        for name, block in blocks.items():
+            with self.subTest(device=name):
+                flags = listed_under(block, "device_cap_flags")
+                self.assertIn("XRC", flags)
+                self.assertFalse([f for f in flags if f.startswith("MEM_WINDOW")], flags)
+                self.assertEqual(listed_under(block, "general_odp_caps"),
+                                 ["ODP_SUPPORT", "ODP_SUPPORT_IMPLICIT"])
+                self.assertEqual(listed_under(block, "rc_odp_caps"),
+                                 ["SUPPORT_SEND", "SUPPORT_RECV", "SUPPORT_WRITE",
+                                  "SUPPORT_READ", "SUPPORT_ATOMIC", "SUPPORT_SRQ"])
+
     def test_ibv_devinfo_for_one_device(self):
         """ibv_devinfo -d uroce1 shows that device only."""
         blocks = harness.split_ibv_devinfo(
@@ -75,6 +91,14 @@ def devinfo_field(block, name):
     if value is None:
         raise AssertionError("no %s in:\n%s" % (name, block))
     return value
+
+
+def listed_under(block, name):
+    """The names ibv_devinfo -v lists one per line under `name:`."""
+    m = re.search(r"^\s*%s:[^\n]*\n((?:\t{5}\S+\n)*)" % re.escape(name), block, flags=re.M)
+    if not m:
+        raise AssertionError("no %s in:\n%s" % (name, block))
+    return m.group(1).split()
 
 
 class NoDaemonTest(unittest.TestCase):
