@@ -199,6 +199,15 @@ class XrcTransportTest : public ::testing::Test {
         ibv_send_wr* bad = nullptr;
         ASSERT_EQ(ibv_post_send(ini_.get(), &wr, &bad), 0) << strerror(errno);
     }
+    // What ibv_open_qp needs to open the target QP in `client`'s XRC domain.
+    ibv_qp_open_attr target_attr(const TargetClient& client) const {
+        ibv_qp_open_attr attr{};
+        attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+        attr.qp_num = tgt_->qp_num;
+        attr.xrcd = client.xrcd.get();
+        attr.qp_type = IBV_QPT_XRC_RECV;
+        return attr;
+    }
     ibv_qp_state state(ibv_qp* qp) {
         ibv_qp_attr attr{};
         ibv_qp_init_attr init{};
@@ -352,11 +361,7 @@ TEST_F(XrcTransportTest, AnSrqOutsideTheQpsDomainIsRefused) {
 TEST_F(XrcTransportTest, AnOpenedTargetQpOutlivesItsCreatorsHandle) {
     TargetClient other;
     ASSERT_NO_FATAL_FAILURE(other.open("uroce1", fd_));
-    ibv_qp_open_attr open_attr{};
-    open_attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-    open_attr.qp_num = tgt_->qp_num;
-    open_attr.xrcd = other.xrcd.get();
-    open_attr.qp_type = IBV_QPT_XRC_RECV;
+    ibv_qp_open_attr open_attr = target_attr(other);
     QpPtr opened(ibv_open_qp(other.context.get(), &open_attr));
     ASSERT_TRUE(opened) << "ibv_open_qp: " << strerror(errno);
     EXPECT_EQ(opened->qp_num, tgt_->qp_num);
@@ -382,11 +387,7 @@ TEST_F(XrcTransportTest, AnOpenedTargetQpOutlivesItsCreatorsHandle) {
 TEST_F(XrcTransportTest, EveryHolderOfTheTargetQpHearsItsEvents) {
     TargetClient other;
     ASSERT_NO_FATAL_FAILURE(other.open("uroce1", fd_));
-    ibv_qp_open_attr open_attr{};
-    open_attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-    open_attr.qp_num = tgt_->qp_num;
-    open_attr.xrcd = other.xrcd.get();
-    open_attr.qp_type = IBV_QPT_XRC_RECV;
+    ibv_qp_open_attr open_attr = target_attr(other);
     QpPtr opened(ibv_open_qp(other.context.get(), &open_attr));
     ASSERT_TRUE(opened) << "ibv_open_qp: " << strerror(errno);
     Buffer& out = initiator_.buffer(8, IBV_ACCESS_LOCAL_WRITE);
@@ -401,11 +402,7 @@ TEST_F(XrcTransportTest, EveryHolderOfTheTargetQpHearsItsEvents) {
 TEST_F(XrcTransportTest, OpenQpRefusesWhatIsNotAnXrcTargetOfTheDomain) {
     TargetClient other;
     ASSERT_NO_FATAL_FAILURE(other.open("uroce1", -1));  // a domain of its own
-    ibv_qp_open_attr open_attr{};
-    open_attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-    open_attr.qp_num = tgt_->qp_num;
-    open_attr.xrcd = other.xrcd.get();
-    open_attr.qp_type = IBV_QPT_XRC_RECV;
+    ibv_qp_open_attr open_attr = target_attr(other);
     errno = 0;
     EXPECT_EQ(ibv_open_qp(other.context.get(), &open_attr), nullptr);
     EXPECT_EQ(errno, EINVAL);  // another domain's QP

@@ -132,7 +132,9 @@ class XsrqPingPongUdpTest(XsrqPingPongTest):
     daemon_args = ("--no-shortcut",)
 
 
-class PerftestXrcTest(PerftestCases, DaemonPerTest):
+class XrcBandwidthCases:
+    """The bandwidth tests, for either path."""
+
     def test_ib_send_bw(self):
         self.check_perftest("ib_send_bw", "-c", "XRC")
 
@@ -142,6 +144,8 @@ class PerftestXrcTest(PerftestCases, DaemonPerTest):
     def test_ib_read_bw(self):
         self.check_perftest("ib_read_bw", "-c", "XRC")
 
+
+class PerftestXrcTest(XrcBandwidthCases, PerftestCases, DaemonPerTest):
     def test_ib_atomic_bw(self):
         self.check_perftest("ib_atomic_bw", "-c", "XRC")
 
@@ -161,17 +165,8 @@ class PerftestXrcTest(PerftestCases, DaemonPerTest):
         self.check_perftest("ib_send_bw", "-c", "XRC", "-e")
 
 
-class PerftestXrcUdpTest(PerftestCases, DaemonPerTest):
+class PerftestXrcUdpTest(XrcBandwidthCases, PerftestCases, DaemonPerTest):
     daemon_args = ("--no-shortcut",)
-
-    def test_ib_send_bw(self):
-        self.check_perftest("ib_send_bw", "-c", "XRC")
-
-    def test_ib_write_bw(self):
-        self.check_perftest("ib_write_bw", "-c", "XRC")
-
-    def test_ib_read_bw(self):
-        self.check_perftest("ib_read_bw", "-c", "XRC")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ ibv_advise_mr. An RDMA WRITE, an RDMA READ back and a SEND, each with its
 data checked. Exits 0 and prints "odp ok" when every check holds."""
 
 import ctypes
-import sys
 
+from checks import check, poll
 from pyverbs import enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
@@ -19,11 +19,6 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 SIZE = 5000  # several packets at the 1024-byte path MTU
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
           e.IBV_ACCESS_ON_DEMAND)
-
-
-def check(condition, what):
-    if not condition:
-        sys.exit("check failed: " + what)
 
 
 def pattern(seed):
@@ -63,11 +58,7 @@ class Side:
               "wr %d: status %d" % (wr.wr_id, wc.status))
 
     def poll(self):
-        for _ in range(2_000_000):
-            n, wcs = self.cq.poll()
-            if n:
-                return wcs[0]
-        sys.exit("no completion")
+        return poll(self.cq)
 
 
 def main():

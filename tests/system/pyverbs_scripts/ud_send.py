@@ -3,8 +3,7 @@ peer's GID 0, a SEND with immediate, and the receive checked (GRH, source
 QP, immediate, payload), then a reply through an address handle made from
 the completion (ibv_create_ah_from_wc). Exits 0 when every check holds."""
 
-import sys
-
+from checks import check, poll
 from pyverbs import enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
@@ -37,16 +36,7 @@ class Side:
         self.qp.post_recv(RecvWR(wr_id, 1, [SGE(self.mr.buf, GRH + SIZE, self.mr.lkey)]))
 
     def poll(self):
-        for _ in range(2_000_000):
-            n, wcs = self.cq.poll()
-            if n:
-                return wcs[0]
-        sys.exit("no completion")
-
-
-def check(condition, what):
-    if not condition:
-        sys.exit("check failed: " + what)
+        return poll(self.cq)
 
 
 def main():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+from checks import check, poll
 from pyverbs import enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
@@ -27,21 +28,8 @@ PSN = 0x42
 REMOTE = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
 
 
-def check(condition, what):
-    if not condition:
-        sys.exit("check failed: " + what)
-
-
 def pattern(seed):
     return bytes((i * seed + 1) & 0xff for i in range(SIZE))
-
-
-def poll(cq):
-    for _ in range(2_000_000):
-        n, wcs = cq.poll()
-        if n:
-            return wcs[0]
-    sys.exit("no completion")
 
 
 class SrqOwner:
