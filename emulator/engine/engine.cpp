@@ -328,9 +328,9 @@ void Engine::sleep() {
 }
 
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                              uint16_t src_port) {
+                              uint16_t src_port, Clock::time_point now) {
     Device& to = *devices_.at(index);
-    receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, Clock::now());
+    receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, now);
 }
 
 bool Engine::run_once() {
@@ -341,8 +341,7 @@ bool Engine::run_once() {
     }
     bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
                                           uint32_t src_ipv4, uint16_t src_port) {
-        Device& to = *devices_.at(index);
-        receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, now);
+        receive_datagram(index, bytes, src_ipv4, src_port, now);
     });
     busy |= release_held(now);
     busy |= deliver_local(now);

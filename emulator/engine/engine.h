@@ -44,9 +44,11 @@ class Engine : public transport::PacketOutput {
 
     // A UDP datagram that arrived for device `index` from src_ipv4:src_port
     // (network order address, host order port): the receive path of the
-    // network, and where tests feed crafted packets in.
+    // network, and where tests feed crafted packets in. `now`: the engine
+    // turn's clock, read once per turn.
     void receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                          uint16_t src_port);
+                          uint16_t src_port,
+                          transport::Clock::time_point now = transport::Clock::now());
     // One turn of the loop without sleeping; true when it did work.
     bool run_once();
 

@@ -208,6 +208,14 @@ class XrcTransportTest : public ::testing::Test {
         attr.qp_type = IBV_QPT_XRC_RECV;
         return attr;
     }
+    // The target QP, opened by `client` (ibv_open_qp); null, with a test
+    // failure, when it cannot be.
+    QpPtr open_target(const TargetClient& client) const {
+        ibv_qp_open_attr attr = target_attr(client);
+        QpPtr opened(ibv_open_qp(client.context.get(), &attr));
+        EXPECT_TRUE(opened) << "ibv_open_qp: " << strerror(errno);
+        return opened;
+    }
     ibv_qp_state state(ibv_qp* qp) {
         ibv_qp_attr attr{};
         ibv_qp_init_attr init{};
@@ -361,9 +369,8 @@ TEST_F(XrcTransportTest, AnSrqOutsideTheQpsDomainIsRefused) {
 TEST_F(XrcTransportTest, AnOpenedTargetQpOutlivesItsCreatorsHandle) {
     TargetClient other;
     ASSERT_NO_FATAL_FAILURE(other.open("uroce1", fd_));
-    ibv_qp_open_attr open_attr = target_attr(other);
-    QpPtr opened(ibv_open_qp(other.context.get(), &open_attr));
-    ASSERT_TRUE(opened) << "ibv_open_qp: " << strerror(errno);
+    QpPtr opened = open_target(other);
+    ASSERT_TRUE(opened);
     EXPECT_EQ(opened->qp_num, tgt_->qp_num);
     EXPECT_EQ(state(opened.get()), IBV_QPS_RTR);
 
@@ -387,9 +394,8 @@ TEST_F(XrcTransportTest, AnOpenedTargetQpOutlivesItsCreatorsHandle) {
 TEST_F(XrcTransportTest, EveryHolderOfTheTargetQpHearsItsEvents) {
     TargetClient other;
     ASSERT_NO_FATAL_FAILURE(other.open("uroce1", fd_));
-    ibv_qp_open_attr open_attr = target_attr(other);
-    QpPtr opened(ibv_open_qp(other.context.get(), &open_attr));
-    ASSERT_TRUE(opened) << "ibv_open_qp: " << strerror(errno);
+    QpPtr opened = open_target(other);
+    ASSERT_TRUE(opened);
     Buffer& out = initiator_.buffer(8, IBV_ACCESS_LOCAL_WRITE);
     ibv_sge sge = out.sge(0, 8);
     ibv_send_wr wr = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
