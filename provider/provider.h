@@ -25,7 +25,7 @@ struct ProviderCq {
     verbs_cq ibv;
     std::mutex lock;                       // pollers, and the ring's replacement by resize_cq
     SharedRing ring;                       // Cqe entries, then queues::CqState
-    ibv_wc current;                        // ibv_cq_ex: the completion being read
+    queues::Cqe current;                   // ibv_cq_ex: the completion being read
     std::atomic<uint32_t> empty_polls{0};  // in a row, since the last completion
 };
 
@@ -70,6 +70,7 @@ int report_ring(ibv_context* context, const char* verb, int error);
 // Context-wide ops, grouped as in the files that implement them.
 int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
 int query_port(ibv_context*, uint8_t, ibv_port_attr*);
+int query_rt_values(ibv_context*, ibv_values_ex*);
 
 ibv_pd* alloc_pd(ibv_context*);
 int dealloc_pd(ibv_pd*);

@@ -193,9 +193,10 @@ int next_completion(ProviderCq& cq) {
     if (!ready) {
         return ENOENT;
     }
-    take(cq.ring, cq.current);
-    cq.ibv.cq_ex.status = cq.current.status;
-    cq.ibv.cq_ex.wr_id = cq.current.wr_id;
+    memcpy(&cq.current, cq.ring.slot(), sizeof(cq.current));
+    cq.ring.advance();
+    cq.ibv.cq_ex.status = cq.current.wc.status;
+    cq.ibv.cq_ex.wr_id = cq.current.wc.wr_id;
     return 0;
 }
 
@@ -225,7 +226,7 @@ void end_poll(ibv_cq_ex* ibcq) {
 }
 
 const ibv_wc& current(ibv_cq_ex* cq) {
-    return to_cq(cq)->current;
+    return to_cq(cq)->current.wc;
 }
 ibv_wc_opcode read_opcode(ibv_cq_ex* cq) {
     return current(cq).opcode;
@@ -257,6 +258,12 @@ uint8_t read_sl(ibv_cq_ex* cq) {
 }
 uint8_t read_dlid_path_bits(ibv_cq_ex* cq) {
     return current(cq).dlid_path_bits;
+}
+uint64_t read_completion_ts(ibv_cq_ex* cq) {
+    return to_cq(cq)->current.timestamp;
+}
+uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
+    return to_cq(cq)->current.wallclock_ns;
 }
 
 }  // namespace
@@ -368,6 +375,8 @@ void set_cq_ex_ops(ibv_cq_ex* cq) {
     cq->read_slid = read_slid;
     cq->read_sl = read_sl;
     cq->read_dlid_path_bits = read_dlid_path_bits;
+    cq->read_completion_ts = read_completion_ts;
+    cq->read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
 }  // namespace uroce

@@ -4,6 +4,7 @@
 #include <endian.h>
 #include <string.h>
 
+#include "protocol/queues.h"
 #include "wire/ipv4_gid.h"
 
 namespace uroce {
@@ -101,6 +102,8 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;
     attr_.phys_port_cnt_ex = kPortCount;
+    attr_.completion_timestamp_mask = UINT64_MAX;
+    attr_.hca_core_clock = queues::kDeviceClockKhz;
 
     port_attr_.state = IBV_PORT_ACTIVE;
     port_attr_.max_mtu = IBV_MTU_4096;

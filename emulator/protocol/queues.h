@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -68,10 +69,23 @@ struct RecvWqe {
 inline constexpr size_t kRecvWqeFixed = 16;
 static_assert(sizeof(RecvWqe) == kRecvWqeFixed);
 
+// The device clock is CLOCK_MONOTONIC counted in ns: it ticks at 1 GHz
+// (hca_core_clock, in kHz) and never wraps in practice (a 64-bit mask).
+inline constexpr uint64_t kDeviceClockKhz = 1000000;
+
+inline uint64_t clock_ns(clockid_t clock) {
+    timespec now;
+    clock_gettime(clock, &now);
+    return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+}
+
 // A CQE is the ibv_wc the application will see, padded to a cache line.
+// timestamp: the device clock, wallclock_ns: CLOCK_REALTIME, both read when
+// the completion was added.
 struct Cqe {
     ibv_wc wc;
     uint64_t timestamp;
+    uint64_t wallclock_ns;
 };
 inline constexpr size_t kCqeSize = 64;
 static_assert(sizeof(Cqe) <= kCqeSize);

@@ -21,9 +21,8 @@ namespace transport {
 void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
     queues::Cqe cqe{};
     cqe.wc = wc;
-    timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    cqe.timestamp = uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+    cqe.timestamp = queues::clock_ns(CLOCK_MONOTONIC);
+    cqe.wallclock_ns = queues::clock_ns(CLOCK_REALTIME);
     if (!cq.ring.push(std::as_bytes(std::span(&cqe, 1)))) {
         if (!cq.overrun) {
             cq.overrun = true;

@@ -6,7 +6,9 @@
 namespace uroce {
 namespace {
 
-constexpr uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
+constexpr uint64_t kSupportedWcFlags = uint64_t{IBV_WC_STANDARD_FLAGS} |
+                                       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                       IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 constexpr uint32_t kSupportedCqComp = IBV_CQ_INIT_ATTR_MASK_FLAGS;
 
 // Queues hold a power of two slots, one of which stays empty; like

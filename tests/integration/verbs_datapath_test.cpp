@@ -619,7 +619,8 @@ class RcPairTest : public DatapathTest {
         ibv_cq_init_attr_ex cq_attr{};
         cq_attr.cqe = 16;
         cq_attr.channel = channel_.get();
-        cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+        cq_attr.wc_flags = uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                           IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
         peer_cq_ex_ = ibv_create_cq_ex(peer_context_.get(), &cq_attr);
         ASSERT_TRUE(peer_cq_ex_) << strerror(errno);
         peer_cq_.reset(ibv_cq_ex_to_cq(peer_cq_ex_));
@@ -737,6 +738,61 @@ TEST_F(RcPairTest, SendReachesThePeer) {
     EXPECT_EQ(received.imm_data, htonl(0x1234));
     EXPECT_EQ(received.qp_num, peer_->qp_num);
     EXPECT_STREQ(in, out);
+}
+
+// Completions carry when they were added, on the device clock (ticking in
+// ns at hca_core_clock = 1 GHz, read by ibv_query_rt_values_ex) and on the
+// wall clock: each lies between the clocks read before the send and after
+// its completion was polled, and a later completion is stamped later.
+TEST_F(RcPairTest, CompletionsAreStampedByTheDeviceClockAndTheWallClock) {
+    ibv_device_attr_ex caps{};
+    ASSERT_EQ(ibv_query_device_ex(peer_context_.get(), nullptr, &caps), 0);
+    EXPECT_EQ(caps.completion_timestamp_mask, UINT64_MAX);
+    EXPECT_EQ(caps.hca_core_clock, 1000000u);  // kHz
+    const auto device_clock = [&] {
+        ibv_values_ex values{};
+        values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+        EXPECT_EQ(ibv_query_rt_values_ex(peer_context_.get(), &values), 0);
+        EXPECT_EQ(values.comp_mask, unsigned{IBV_VALUES_MASK_RAW_CLOCK});
+        return uint64_t(values.raw_clock.tv_sec) * 1000000000u + uint64_t(values.raw_clock.tv_nsec);
+    };
+    const auto wall_clock = [] {
+        timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+    };
+    uint64_t previous = 0;
+    for (uint64_t i = 0; i < 2; ++i) {
+        post_peer_recv(i, nullptr);
+        const uint64_t device_before = device_clock();
+        const uint64_t wall_before = wall_clock();
+        ibv_send_wr send = send_wr(i);
+        execute(send);
+        ibv_poll_cq_attr poll{};
+        int ready = ENOENT;
+        for (int tries = 0; tries < 5000 && ready == ENOENT; ++tries) {
+            if ((ready = ibv_start_poll(peer_cq_ex_, &poll)) == ENOENT) {
+                usleep(1000);
+            }
+        }
+        ASSERT_EQ(ready, 0);
+        const uint64_t stamp = ibv_wc_read_completion_ts(peer_cq_ex_);
+        const uint64_t wall = ibv_wc_read_completion_wallclock_ns(peer_cq_ex_);
+        EXPECT_EQ(peer_cq_ex_->wr_id, i);
+        ibv_end_poll(peer_cq_ex_);
+        EXPECT_GE(stamp, device_before);
+        EXPECT_LE(stamp, device_clock());
+        EXPECT_GE(wall, wall_before);
+        EXPECT_LE(wall, wall_clock());
+        EXPECT_GT(stamp, previous);
+        previous = stamp;
+    }
+}
+
+TEST_F(DatapathTest, RtValuesRefuseUnknownMaskBits) {
+    ibv_values_ex values{};
+    values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK << 1;
+    EXPECT_EQ(ibv_query_rt_values_ex(context(), &values), EINVAL);
 }
 
 // More sends than any of the rings holds, each waited for: the indexes go

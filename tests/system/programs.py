@@ -120,6 +120,7 @@ class PingPongCases:
             # ("Couldn't prefetch MR ... Continue anyway").
             self.assertNotIn("Couldn't", side.output, context)
         self.daemon.wait_until_idle()
+        return server, client
 
 
 # --- perftest --------------------------------------------------------------------

@@ -14,8 +14,11 @@ do.
 - On-demand paging: ibv_rc_pingpong -o (ODP MR), -O (implicit ODP: one MR
   over the whole address space) and -P (ibv_advise_mr prefetch); perftest
   --odp.
+- Completion timestamps: ibv_rc_pingpong -t (an extended CQ with
+  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), polling and -e.
 """
 
+import re
 import sys
 import unittest
 
@@ -127,6 +130,30 @@ class RcPingPongOdpTest(PingPongCases, DaemonPerTest):
 
     def test_implicit_odp_prefetched_events(self):
         self.pingpong(PINGPONG_DEFAULT_SIZE, 300, True, "-O", "-P")
+
+
+class RcPingPongTimestampTest(PingPongCases, DaemonPerTest):
+    """ibv_rc_pingpong -t refuses a device whose completion_timestamp_mask
+    is 0; it prints the smallest, largest and average device-clock ticks
+    between consecutive receive completions. The device clock ticks in ns
+    (1 GHz): a round trip takes more than a tick and less than 10 s."""
+
+    def check_gaps(self, size, events):
+        for side in self.pingpong(size, 300, events, "-t"):
+            gaps = dict((m.group(1), float(m.group(2))) for m in re.finditer(
+                r"^(Max|Min|Average) receive completion clock cycles = ([0-9.]+)$",
+                side.output, re.M))
+            self.assertEqual(sorted(gaps), ["Average", "Max", "Min"], side.output)
+            self.assertGreater(gaps["Min"], 0, side.output)
+            self.assertLessEqual(gaps["Min"], gaps["Average"], side.output)
+            self.assertLessEqual(gaps["Average"], gaps["Max"], side.output)
+            self.assertLess(gaps["Max"], 10e9, side.output)
+
+    def test_polling(self):
+        self.check_gaps(PINGPONG_DEFAULT_SIZE, False)
+
+    def test_events(self):
+        self.check_gaps(PINGPONG_DEFAULT_SIZE, True)
 
 
 class PerftestOdpTest(PerftestCases, DaemonPerTest):
