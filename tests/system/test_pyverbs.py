@@ -73,27 +73,38 @@ class PyverbsTest(harness.DaemonTestCase):
         """pyverbs_scripts/ud_send.py: UD between uroce0 and uroce1 with an AH,
         the GRH, source QP, immediate and payload checked, and a reply
         through ibv_create_ah_from_wc."""
-        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "ud_send.py")
-        result = self.run_ok([harness.PYTHON, script])
-        self.assertEqual(result.stdout.strip(), "ud ok", result.stderr)
+        self.run_script("ud_send.py", "ud ok")
 
     def test_xrc_between_two_processes(self):
         """pyverbs_scripts/xrc_two_processes.py: one XRC_TGT QP serves the
         XRC SRQs of two processes sharing an XRC domain through a file: a
         multi-packet SEND to each, and an RDMA WRITE into the second
         process's memory, all with data checks."""
-        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts",
-                              "xrc_two_processes.py")
-        result = self.run_ok([harness.PYTHON, script])
-        self.assertEqual(result.stdout.strip(), "xrc ok", result.stderr)
+        self.run_script("xrc_two_processes.py", "xrc ok")
 
     def test_odp_implicit_and_prefetched(self):
         """pyverbs_scripts/odp.py: RC WRITE, READ and SEND between an implicit
         ODP MR over plain process memory and an ODP MR prefetched with
         ibv_advise_mr, with data checks."""
-        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "odp.py")
+        self.run_script("odp.py", "odp ok")
+
+    def test_extended_cq_polling(self):
+        """pyverbs_scripts/extended_cq.py: a SEND with immediate and an RDMA
+        WRITE with immediate read from an extended CQ in one start/next/end
+        batch: every field, the data, and both completion timestamps."""
+        self.run_script("extended_cq.py", "extended cq ok")
+
+    def test_srq_limit_event(self):
+        """pyverbs_scripts/srq_limit.py: an SRQ armed at 3 stays armed down to
+        3 WQEs and reports IBV_EVENT_SRQ_LIMIT_REACHED (then disarmed) below
+        it; every message's data checked."""
+        self.run_script("srq_limit.py", "srq limit ok")
+
+    def run_script(self, name, last_line):
+        """Runs pyverbs_scripts/`name`, which must exit 0 printing `last_line`."""
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", name)
         result = self.run_ok([harness.PYTHON, script])
-        self.assertEqual(result.stdout.strip(), "odp ok", result.stderr)
+        self.assertEqual(result.stdout.strip(), last_line, result.stderr)
 
     def test_opening_an_unknown_device_fails(self):
         """Context(name='nosuch') raises instead of opening something."""

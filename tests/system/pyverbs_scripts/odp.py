@@ -8,13 +8,13 @@ import ctypes
 
 from checks import check, poll
 from pyverbs import enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+from rc import rts_attr
 
 SIZE = 5000  # several packets at the 1024-byte path MTU
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
@@ -39,17 +39,7 @@ class Side:
         self.gid = self.ctx.query_gid(1, 0)
 
     def connect(self, peer):
-        attr = QPAttr()
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = peer.qp.qp_num
-        attr.rq_psn = attr.sq_psn = 0
-        attr.timeout = 14
-        attr.retry_cnt = attr.rnr_retry = 7
-        attr.min_rnr_timer = 1
-        attr.max_rd_atomic = attr.max_dest_rd_atomic = 1
-        attr.ah_attr = AHAttr(port_num=1, is_global=1,
-                              gr=GlobalRoute(dgid=peer.gid, sgid_index=0))
-        self.qp.to_rts(attr)
+        self.qp.to_rts(rts_attr(peer.qp.qp_num, peer.gid))
 
     def post(self, wr):
         self.qp.post_send(wr)

@@ -1,0 +1,21 @@
+"""RC connection attributes the pyverbs scripts share: the path MTU is
+1024 bytes (so a few KiB make a multi-packet message), PSNs start at 0, and
+the peer is addressed by GID index 0 (RoCE v2)."""
+
+from pyverbs import enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.qp import QPAttr
+
+
+def rts_attr(dest_qpn, dgid):
+    """What QP.to_rts needs to connect to QP `dest_qpn` at GID `dgid`."""
+    attr = QPAttr()
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = dest_qpn
+    attr.rq_psn = attr.sq_psn = 0
+    attr.timeout = 14
+    attr.retry_cnt = attr.rnr_retry = 7
+    attr.min_rnr_timer = 1
+    attr.max_rd_atomic = attr.max_dest_rd_atomic = 1
+    attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=dgid, sgid_index=0))
+    return attr
