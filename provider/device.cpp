@@ -27,6 +27,7 @@ const verbs_context_ops kContextOps = [] {
     ops.alloc_mw = alloc_mw;
     ops.alloc_pd = alloc_pd;
     ops.attach_mcast = attach_mcast;
+    ops.bind_mw = bind_mw;
     ops.close_xrcd = close_xrcd;
     ops.cq_event = cq_event;
     ops.create_ah = create_ah;

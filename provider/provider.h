@@ -80,6 +80,7 @@ int advise_mr(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
 int dereg_mr(verbs_mr*);
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
 int dealloc_mw(ibv_mw*);
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 
 ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);
 ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*);

@@ -17,8 +17,9 @@ constexpr uint32_t bit(ibv_wr_opcode opcode) {
 
 constexpr uint32_t kUdOpcodes = bit(IBV_WR_SEND) | bit(IBV_WR_SEND_WITH_IMM);
 // UC has no reads or atomics, and no wire opcode for send with invalidate.
-constexpr uint32_t kUcOpcodes =
-    kUdOpcodes | bit(IBV_WR_RDMA_WRITE) | bit(IBV_WR_RDMA_WRITE_WITH_IMM) | bit(IBV_WR_LOCAL_INV);
+constexpr uint32_t kUcOpcodes = kUdOpcodes | bit(IBV_WR_RDMA_WRITE) |
+                                bit(IBV_WR_RDMA_WRITE_WITH_IMM) | bit(IBV_WR_LOCAL_INV) |
+                                bit(IBV_WR_BIND_MW);
 constexpr uint32_t kRcOpcodes = kUcOpcodes | bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_READ) |
                                 bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
 constexpr uint32_t kAtomicOpcodes =
@@ -63,6 +64,9 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
     if (qp.ibv.qp.qp_type == IBV_QPT_UD && !wr.wr.ud.ah) {
         return EINVAL;
     }
+    if (wr.opcode == IBV_WR_BIND_MW && !wr.bind_mw.mw) {
+        return EINVAL;
+    }
     return 0;
 }
 
@@ -82,6 +86,15 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     } else {
         wqe.remote_addr = wr.wr.rdma.remote_addr;
         wqe.rkey = wr.wr.rdma.rkey;
+    }
+    if (wr.opcode == IBV_WR_BIND_MW) {
+        const ibv_mw_bind_info& bind = wr.bind_mw.bind_info;
+        wqe.mw_rkey = wr.bind_mw.mw->rkey;
+        wqe.rkey = wr.bind_mw.rkey;
+        wqe.bind_lkey = bind.mr ? bind.mr->lkey : 0;
+        wqe.bind_addr = bind.addr;
+        wqe.bind_length = bind.length;
+        wqe.bind_access = bind.mw_access_flags;
     }
     switch (qp.ibv.qp.qp_type) {
         case IBV_QPT_UD:

@@ -151,6 +151,30 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
     return mw;
 }
 
+// ibv_bind_mw(3), for type 1 windows (libibverbs has checked the type, the
+// MR and its PD): a BIND_MW work request on `qp` with the window's next
+// rkey, which the window takes at once (the application restores it if the
+// bind completes in error), as Soft-RoCE does.
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
+    const ibv_mw_bind_info& info = mw_bind->bind_info;
+    if (info.mw_access_flags & IBV_ACCESS_ZERO_BASED) {
+        return EINVAL;  // o10-36.2.2: type 1 windows are never zero-based
+    }
+    ibv_send_wr wr{};
+    wr.wr_id = mw_bind->wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = mw_bind->send_flags;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+    wr.bind_mw.bind_info = info;
+    ibv_send_wr* bad = nullptr;
+    if (int error = post_send(qp, &wr, &bad)) {
+        return error;
+    }
+    mw->rkey = wr.bind_mw.rkey;
+    return 0;
+}
+
 int dealloc_mw(ibv_mw* mw) {
     if (int error =
             client_of(mw->context).call_op(rpc::Op::kDeallocMw, rpc::HandleRequest{mw->handle})) {

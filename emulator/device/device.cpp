@@ -63,7 +63,8 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.max_qp_wr = kMaxQpWr;
     a.device_cap_flags = IBV_DEVICE_RESIZE_MAX_WR | IBV_DEVICE_SRQ_RESIZE |
                          IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-                         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC;
+                         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_XRC | IBV_DEVICE_MEM_WINDOW |
+                         IBV_DEVICE_MEM_WINDOW_TYPE_2B;
     a.max_sge = kMaxSge;
     a.max_sge_rd = kMaxSge;
     a.max_cq = kMaxCq;

@@ -23,6 +23,7 @@ namespace uroce {
 struct XrcdDomain;
 struct Qp;
 struct Mr;
+struct Mw;
 struct Srq;
 
 // Objects of each kind alive on a device, across all clients.
@@ -64,9 +65,15 @@ class Device {
     std::unordered_map<uint32_t, std::weak_ptr<Srq>>& srq_table() { return srq_table_; }
     // Memory regions by key index (the key's upper 24 bits).
     std::unordered_map<uint32_t, Mr*>& mr_table() { return mr_table_; }
-    const Mr* find_mr(uint32_t key_index) const {
+    Mr* find_mr(uint32_t key_index) const {
         auto it = mr_table_.find(key_index);
         return it == mr_table_.end() ? nullptr : it->second;
+    }
+    // Memory windows by key index (an index names an MR or a window).
+    std::unordered_map<uint32_t, Mw*>& mw_table() { return mw_table_; }
+    Mw* find_mw(uint32_t key_index) const {
+        auto it = mw_table_.find(key_index);
+        return it == mw_table_.end() ? nullptr : it->second;
     }
     FaultInjector& faults() { return faults_; }
     PcapWriter& trace() { return trace_; }
@@ -98,11 +105,13 @@ class Device {
     std::unordered_map<uint32_t, Qp*> qp_table_;
     std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
     std::unordered_map<uint32_t, Mr*> mr_table_;
+    std::unordered_map<uint32_t, Mw*> mw_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };
 
 // Memory keys are an index in the upper 24 bits and a variant byte below it,
-// as on Soft-RoCE; the variant changes when an MR is re-registered.
+// as on Soft-RoCE; the variant changes when an MR is re-registered or a
+// window is bound.
 inline uint32_t make_key(uint32_t index, uint8_t variant) {
     return index << 8 | variant;
 }

@@ -57,8 +57,15 @@ struct SendWqe {
     uint32_t remote_qpn;
     uint32_t remote_qkey;
     uint32_t remote_srqn;  // XRC
+    // IBV_WR_BIND_MW: the window by its current rkey (`rkey` is its next),
+    // and the range of the MR it opens (length 0: a type 1 window unbinds).
+    uint32_t mw_rkey;
+    uint32_t bind_lkey;
+    uint64_t bind_addr;
+    uint64_t bind_length;
+    uint32_t bind_access;
 };
-inline constexpr size_t kSendWqeFixed = 80;
+inline constexpr size_t kSendWqeFixed = 104;
 static_assert(sizeof(SendWqe) <= kSendWqeFixed);
 
 struct RecvWqe {

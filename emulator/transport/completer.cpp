@@ -29,6 +29,8 @@ ibv_wc_opcode wc_opcode(uint32_t wr_opcode) {
             return IBV_WC_FETCH_ADD;
         case IBV_WR_LOCAL_INV:
             return IBV_WC_LOCAL_INV;
+        case IBV_WR_BIND_MW:
+            return IBV_WC_BIND_MW;
         default:
             return IBV_WC_SEND;
     }

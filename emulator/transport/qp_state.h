@@ -77,8 +77,12 @@ struct SendWork {
         return wqe.opcode == IBV_WR_RDMA_READ || wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
     }
+    // Acts on the device's memory keys, not on the wire.
+    bool is_local_operation() const {
+        return wqe.opcode == IBV_WR_LOCAL_INV || wqe.opcode == IBV_WR_BIND_MW;
+    }
     // Completes without a packet on the wire.
-    bool sends_nothing() const { return wqe.opcode == IBV_WR_LOCAL_INV || oversize; }
+    bool sends_nothing() const { return is_local_operation() || oversize; }
 };
 
 // The largest message: the port's max_msg_sz.

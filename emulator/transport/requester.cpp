@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "memory/process_memory.h"
+#include "memory/windows.h"
+#include "util/log.h"
 #include "transport/transport.h"
 #include "wire/ipv4_gid.h"
 #include "wire/psn.h"
@@ -85,6 +87,7 @@ bool allowed_opcode(ibv_qp_type type, uint32_t opcode) {
         case IBV_WR_RDMA_WRITE:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
         case IBV_WR_LOCAL_INV:
+        case IBV_WR_BIND_MW:
             return type != IBV_QPT_UD;
         case IBV_WR_SEND_WITH_INV:
         case IBV_WR_RDMA_READ:
@@ -108,6 +111,21 @@ bool address_datagram(const Qp& qp, SendWork& w) {
     // A Q_Key with the high bit set asks for the QP's own (IBA 10.2.4.2).
     w.qkey = (w.wqe.remote_qkey & wire::kControlledQkey) ? qp.attr.qkey : w.wqe.remote_qkey;
     return true;
+}
+
+// BIND_MW and LOCAL_INV act on the device's keys when the requester
+// reaches them, in order with the rest of the queue (as in Soft-RoCE).
+std::optional<ibv_wc_status> run_local_operation(Device& device, const Qp& qp,
+                                                 const queues::SendWqe& wqe) {
+    const bool bind = wqe.opcode == IBV_WR_BIND_MW;
+    const char* why = bind ? bind_window(device, qp, wqe) : invalidate_window(device, qp.pd.get(), wqe.imm_data);
+    if (!why) {
+        return std::nullopt;
+    }
+    log_info("%s: QP 0x%x: %s of rkey 0x%x failed: %s", device.name().c_str(), qp.qpn,
+             bind ? "binding a memory window" : "local invalidation",
+             bind ? wqe.mw_rkey : wqe.imm_data, why);
+    return bind ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
 }
 
 }  // namespace
@@ -267,6 +285,10 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
                     w.error = IBV_WC_LOC_PROT_ERR;
                     break;
                 }
+            }
+            if (w.is_local_operation() &&
+                (w.error = run_local_operation(device, qp, w.wqe)).has_value()) {
+                break;
             }
             w.started = true;
             if (w.oversize) {

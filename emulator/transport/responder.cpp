@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "memory/process_memory.h"
+#include "memory/windows.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "transport/transport.h"
+#include "util/log.h"
 #include "wire/psn.h"
 
 namespace uroce::transport {
@@ -373,6 +375,17 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         return;
     }
     m.offset += payload.size();
+    if (ends_message(packet.info->position) && packet.info->has(wire::ExtHeader::kIeth)) {
+        if (const char* why = invalidate_window(device, request_pd(qp), packet.hdr.ieth.rkey)) {
+            log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
+                     device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
+            complete_receive(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
+            m = {};
+            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest,
+                            IBV_EVENT_QP_REQ_ERR, src_ipv4);
+            return;
+        }
+    }
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
         complete_receive(qp, m, packet, IBV_WC_SUCCESS);
@@ -402,7 +415,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
         m = {};
         m.active = true;
         if (reth.dma_length &&
-            resolve_remote(device, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
+            resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                            IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
             m = {};
             responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError,
@@ -445,7 +458,7 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
     const wire::Reth& reth = request.reth;
     Extent source;
     if (reth.dma_length &&
-        resolve_remote(device, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
+        resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                        IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
         responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
                         IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
@@ -513,7 +526,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
         return;
     }
     Extent target;
-    if (resolve_remote(device, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
+    if (resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
                        IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
         responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
                         src_ipv4);

@@ -235,7 +235,9 @@ Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& repl
     mw->type = static_cast<ibv_mw_type>(req.type);
     mw->key_index = *index;
     mw->rkey = make_key(*index, 0);
+    mw->valid = mw->type == IBV_MW_TYPE_1;
     mws_.add(mw);
+    device_.mw_table()[mw->key_index] = mw.get();
     ++device_.counts().mw;
     reply = {mw->handle, mw->rkey};
     return ok();
@@ -247,6 +249,7 @@ Result Context::dealloc_mw(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EINVAL, "no MW with handle %u", req.handle);
     }
     device_.key_indexes().release(mw->key_index);
+    device_.mw_table().erase(mw->key_index);
     mws_.erase(req.handle);
     --device_.counts().mw;
     return ok();

@@ -66,7 +66,7 @@ struct EventPipe {
 
 struct Pd : Object {};
 
-struct Mr : Object {
+struct Mr : Object, std::enable_shared_from_this<Mr> {
     Ref<Pd> pd;
     pid_t pid = 0;  // whose address space addr is in
     uint64_t addr = 0;
@@ -78,11 +78,22 @@ struct Mr : Object {
     uint32_t rkey = 0;
 };
 
+struct Qp;
+
+// A memory window: a range of an MR opened to remote access under its own
+// rkey. Type 1 is valid from allocation (and opens nothing until bound);
+// type 2 is valid only while bound, to one QP, until invalidated.
 struct Mw : Object {
     Ref<Pd> pd;
     ibv_mw_type type = IBV_MW_TYPE_1;
     uint32_t key_index = 0;
     uint32_t rkey = 0;
+    bool valid = false;
+    Ref<Mr> mr;  // the MR bound to, which cannot be deregistered meanwhile
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    int access = 0;
+    std::weak_ptr<const Qp> qp;  // type 2: the only QP through which it is reached
 };
 
 // A completion channel: the write end of the pipe the client reads events from.

@@ -15,8 +15,7 @@ namespace {
 constexpr size_t kGuard = 64;
 
 bool is_send(ibv_wr_opcode opcode) {
-    return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
-           opcode == IBV_WR_SEND_WITH_INV;
+    return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
 }
 
 ibv_wc_opcode send_completion_opcode(ibv_wr_opcode opcode) {
@@ -30,8 +29,6 @@ ibv_wc_opcode send_completion_opcode(ibv_wr_opcode opcode) {
             return IBV_WC_COMP_SWAP;
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
             return IBV_WC_FETCH_ADD;
-        case IBV_WR_LOCAL_INV:
-            return IBV_WC_LOCAL_INV;
         default:
             return IBV_WC_SEND;
     }
@@ -100,11 +97,7 @@ class RcOperationsTest : public RcTest {
         ibv_send_wr wr = make_wr(seed, opcode, std::span(&local, 1));
         Buffer& remote = read ? source : target;
         wr.wr.rdma = {remote.addr(kGuard), remote.rkey()};
-        if (opcode == IBV_WR_SEND_WITH_INV) {
-            wr.invalidate_rkey = remote.rkey();
-        } else {
-            wr.imm_data = htonl(seed);
-        }
+        wr.imm_data = htonl(seed);
         a_.post_send(wr);
 
         const ibv_wc sent = a_.poll_one();
@@ -115,16 +108,13 @@ class RcOperationsTest : public RcTest {
         if (is_send(opcode) || opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
             const ibv_wc received = b_.poll_one();
             const unsigned flags =
-                opcode == IBV_WR_SEND_WITH_INV ? IBV_WC_WITH_INV
-                : opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM
+                opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM
                     ? IBV_WC_WITH_IMM
                     : 0;
             expect_received(received, seed,
                             is_send(opcode) ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM, size, flags);
             if (flags == IBV_WC_WITH_IMM) {
                 EXPECT_EQ(received.imm_data, htonl(seed));
-            } else if (flags == IBV_WC_WITH_INV) {
-                EXPECT_EQ(received.invalidated_rkey, remote.rkey());
             }
         }
         EXPECT_TRUE(same_bytes(target.bytes(), expected)) << "target";
@@ -160,7 +150,6 @@ std::vector<MessageCase> message_cases() {
     const std::pair<const char*, ibv_wr_opcode> opcodes[] = {
         {"Send", IBV_WR_SEND},
         {"SendWithImm", IBV_WR_SEND_WITH_IMM},
-        {"SendWithInv", IBV_WR_SEND_WITH_INV},
         {"Write", IBV_WR_RDMA_WRITE},
         {"WriteWithImm", IBV_WR_RDMA_WRITE_WITH_IMM},
         {"Read", IBV_WR_RDMA_READ}};
@@ -556,29 +545,6 @@ TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
     a_.post_send(write);
     const ibv_wc failed = a_.poll_one();
     EXPECT_EQ(failed.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(failed.status);
-}
-
-// IBV_WR_LOCAL_INV touches no wire; it completes as IBV_WC_LOCAL_INV, in
-// order with what surrounds it.
-TEST_F(RcOperationsTest, LocalInvalidateCompletes) {
-    ASSERT_NO_FATAL_FAILURE(connect_pair());
-    Buffer& source = a_.buffer(256, kRemoteAccess, 90);
-    Buffer& target = b_.buffer(256, kRemoteAccess, 91);
-    ibv_sge sge = source.sge(0, 256);
-    ibv_send_wr wrs[] = {make_wr(1, IBV_WR_RDMA_WRITE, std::span(&sge, 1)),
-                         make_wr(2, IBV_WR_LOCAL_INV, {}), make_wr(3, IBV_WR_SEND, {})};
-    wrs[0].wr.rdma = {target.addr(), target.rkey()};
-    wrs[1].invalidate_rkey = source.lkey();
-    link(wrs);
-    b_.post_recv(4);
-    a_.post_send(wrs[0]);
-    const std::vector<ibv_wc> sent = a_.poll(3);
-    ASSERT_EQ(sent.size(), 3u);
-    for (size_t i = 0; i < 3; ++i) {
-        expect_sent(sent[i], i + 1, wrs[i].opcode);
-    }
-    expect_received(b_.poll_one(), 4, IBV_WC_RECV, 0, 0);
-    EXPECT_TRUE(same_bytes(target.bytes(), source.bytes()));
 }
 
 }  // namespace

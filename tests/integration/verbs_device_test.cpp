@@ -64,13 +64,17 @@ TEST_P(DeviceTest, QueryDeviceAgreesWithQueryDeviceExAndPorts) {
 }
 
 // What the device claims it does: XRC (ibv_xsrq_pingpong and perftest -c
-// XRC check this flag), but no memory windows until binding works.
-TEST_P(DeviceTest, CapabilityFlagsClaimXrcAndNoMemoryWindows) {
-    ibv_device_attr attr;
-    ASSERT_EQ(ibv_query_device(context_.get(), &attr), 0);
-    EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_XRC);
-    EXPECT_FALSE(attr.device_cap_flags & (IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A |
-                                          IBV_DEVICE_MEM_WINDOW_TYPE_2B));
+// XRC check this flag), memory windows of type 1 and 2B (a type 2 window is
+// tied to its QP and PD), not 2A.
+TEST_P(DeviceTest, CapabilityFlagsClaimXrcAndMemoryWindows) {
+    ibv_device_attr_ex attr;
+    ASSERT_EQ(ibv_query_device_ex(context_.get(), nullptr, &attr), 0);
+    const uint64_t flags = attr.orig_attr.device_cap_flags;
+    EXPECT_TRUE(flags & IBV_DEVICE_XRC);
+    EXPECT_TRUE(flags & IBV_DEVICE_MEM_WINDOW);
+    EXPECT_TRUE(flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+    EXPECT_FALSE(flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A);
+    EXPECT_GT(attr.orig_attr.max_mw, 0);
 }
 
 TEST_P(DeviceTest, PortBeyondPhysPortCntDoesNotExist) {

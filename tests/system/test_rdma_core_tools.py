@@ -49,15 +49,16 @@ class RdmaCoreToolsTest(harness.DaemonTestCase):
                                  re.escape(harness.gid0_for(address)))
 
     def test_ibv_devinfo_verbose_lists_xrc_and_odp_capabilities(self):
-        """ibv_devinfo -v names XRC among the capability flags, no memory
-        windows, implicit ODP and ODP for every RC operation."""
+        """ibv_devinfo -v names XRC and memory windows (type 2B) among the
+        capability flags, implicit ODP and ODP for every RC operation."""
         blocks = harness.split_ibv_devinfo(self.run_ok(["ibv_devinfo", "-v"]).stdout)
         self.assertEqual(sorted(blocks), sorted(DEFAULT_DEVICES))
         for name, block in blocks.items():
             with self.subTest(device=name):
                 flags = listed_under(block, "device_cap_flags")
                 self.assertIn("XRC", flags)
-                self.assertFalse([f for f in flags if f.startswith("MEM_WINDOW")], flags)
+                self.assertEqual([f for f in flags if f.startswith("MEM_WINDOW")],
+                                 ["MEM_WINDOW", "MEM_WINDOW_TYPE_2B"], flags)
                 self.assertEqual(listed_under(block, "general_odp_caps"),
                                  ["ODP_SUPPORT", "ODP_SUPPORT_IMPLICIT"])
                 self.assertEqual(listed_under(block, "rc_odp_caps"),
