@@ -7,8 +7,8 @@
 
 #include "memory/process_memory.h"
 #include "memory/windows.h"
-#include "util/log.h"
 #include "transport/transport.h"
+#include "util/log.h"
 #include "wire/ipv4_gid.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
@@ -118,7 +118,8 @@ bool address_datagram(const Qp& qp, SendWork& w) {
 std::optional<ibv_wc_status> run_local_operation(Device& device, const Qp& qp,
                                                  const queues::SendWqe& wqe) {
     const bool bind = wqe.opcode == IBV_WR_BIND_MW;
-    const char* why = bind ? bind_window(device, qp, wqe) : invalidate_window(device, qp.pd.get(), wqe.imm_data);
+    const char* why =
+        bind ? bind_window(device, qp, wqe) : invalidate_window(device, qp.pd.get(), wqe.imm_data);
     if (!why) {
         return std::nullopt;
     }

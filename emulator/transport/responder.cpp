@@ -381,8 +381,8 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_receive(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
             m = {};
-            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest,
-                            IBV_EVENT_QP_REQ_ERR, src_ipv4);
+            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                            src_ipv4);
             return;
         }
     }
