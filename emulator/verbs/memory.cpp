@@ -204,8 +204,9 @@ Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
     if (!mr) {
         return fail(EINVAL, "no MR with handle %u", req.handle);
     }
+    // IBA 10.6.7.2.6; EINVAL as Soft-RoCE says it.
     if (mr->users) {
-        return fail(EBUSY, "MR %u still has %d memory windows bound", req.handle, mr->users);
+        return fail(EINVAL, "MR %u still has %d memory windows bound", req.handle, mr->users);
     }
     device_.key_indexes().release(mr->key_index);
     device_.mr_table().erase(mr->key_index);

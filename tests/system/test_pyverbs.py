@@ -100,6 +100,13 @@ class PyverbsTest(harness.DaemonTestCase):
         it; every message's data checked."""
         self.run_script("srq_limit.py", "srq limit ok")
 
+    def test_memory_windows(self):
+        """pyverbs_scripts/memory_windows.py: a type 1 window bound by
+        ibv_bind_mw and a type 2 window bound by a work request open parts
+        of an MR without remote access; WRITE and READ through them, data
+        checked; a SEND with invalidate retires the type 2 window."""
+        self.run_script("memory_windows.py", "memory windows ok")
+
     def run_script(self, name, last_line):
         """Runs pyverbs_scripts/`name`, which must exit 0 printing `last_line`."""
         script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", name)
