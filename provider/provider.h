@@ -29,11 +29,26 @@ struct ProviderCq {
     std::atomic<uint32_t> empty_polls{0};  // in a row, since the last completion
 };
 
+// The ibv_wr_* batch under way on a QP, from ibv_wr_start to
+// ibv_wr_complete or ibv_wr_abort (with the send queue's lock held). Each
+// work request is built here as an ibv_send_wr and written to the ring
+// when the next one starts or the batch completes, through the checks of
+// ibv_post_send; the first error fails the batch.
+struct WrBatch {
+    uint32_t start = 0;  // the ring's index at ibv_wr_start
+    int error = 0;
+    bool building = false;
+    ibv_send_wr wr{};
+    std::vector<ibv_sge> sges;           // wr.sg_list
+    std::vector<std::byte> inline_data;  // copied at once: the caller may reuse its buffers
+};
+
 struct ProviderQp {
     verbs_qp ibv;
     uint32_t send_opcodes;  // bit (1 << ibv_wr_opcode) for those this QP type may post
     WorkQueue sq;
     WorkQueue rq;  // unmapped with an SRQ, and for XRC QPs
+    WrBatch batch;
 };
 
 struct ProviderSrq {
@@ -111,6 +126,13 @@ ibv_rwq_ind_table* create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_att
 int destroy_rwq_ind_table(ibv_rwq_ind_table*);
 
 int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
+// Whether the QP's state lets it post sends.
+bool can_send(const ibv_qp& qp);
+// Checks one send WR as ibv_post_send does and writes it to the next slot of
+// the send queue (not published); 0 or the errno ibv_post_send returns.
+int post_one_send(ProviderQp& qp, const ibv_send_wr& wr);
+// Sets the ibv_wr_* functions of a QP created with send_ops_flags.
+void set_qp_ex_ops(ibv_qp_ex* qp);
 int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
 int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
 int poll_cq(ibv_cq*, int, ibv_wc*);

@@ -63,6 +63,8 @@ class SharedRing {
     }
     // Moves past that slot; the daemon sees it after publish().
     void advance() { ++local_; }
+    // Producer side: forgets the slots filled since `index`, not yet published.
+    void rewind(uint32_t index) { local_ = index; }
     // Release-stores our index for the daemon.
     void publish();
 

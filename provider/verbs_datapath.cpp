@@ -297,25 +297,29 @@ uint32_t send_opcodes_of(ibv_qp_type type) {
     }
 }
 
+int post_one_send(ProviderQp& qp, const ibv_send_wr& wr) {
+    const uint64_t length = total_length(wr);
+    if (int error = check_send(qp, wr, length)) {
+        return error;
+    }
+    SharedRing& ring = qp.sq.ring;
+    if (ring.full()) {
+        return ENOMEM;
+    }
+    write_send(qp, wr, length, ring.slot());
+    ring.advance();
+    return 0;
+}
+
+bool can_send(const ibv_qp& qp) {
+    // A QP sends from RTS on; SQD and SQE queue, ERR flushes.
+    return qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_RTR;
+}
+
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     ProviderQp* qp = to_qp(ibqp);
-    // A QP sends from RTS on; SQD and SQE queue, ERR flushes.
-    const ibv_qp_state state = ibqp->state;
-    const bool can_send = state != IBV_QPS_RESET && state != IBV_QPS_INIT && state != IBV_QPS_RTR;
-    return post(ibqp->context, qp->sq, can_send ? 0 : EINVAL, wr, bad_wr,
-                [qp](const ibv_send_wr& one) {
-                    const uint64_t length = total_length(one);
-                    if (int error = check_send(*qp, one, length)) {
-                        return error;
-                    }
-                    SharedRing& ring = qp->sq.ring;
-                    if (ring.full()) {
-                        return ENOMEM;
-                    }
-                    write_send(*qp, one, length, ring.slot());
-                    ring.advance();
-                    return 0;
-                });
+    return post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
+                [qp](const ibv_send_wr& one) { return post_one_send(*qp, one); });
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {

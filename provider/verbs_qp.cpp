@@ -118,6 +118,12 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         qp->ibv.comp_mask |= VERBS_QP_XRCD;
         qp->ibv.xrcd = reinterpret_cast<verbs_xrcd*>(xrcd);
     }
+    if (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+        qp->ibv.comp_mask |= VERBS_QP_EX;
+        set_qp_ex_ops(&qp->ibv.qp_ex);
+        qp->batch.sges.reserve(reply.cap.max_send_sge);
+        qp->batch.inline_data.reserve(reply.cap.max_inline_data);
+    }
     attr->cap = reply.cap;
     return &ibqp;
 }

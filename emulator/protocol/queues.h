@@ -57,7 +57,7 @@ struct SendWqe {
     uint32_t remote_qpn;
     uint32_t remote_qkey;
     uint32_t remote_srqn;  // XRC
-    // IBV_WR_BIND_MW: the window by its current rkey (`rkey` is its next),
+    // IBV_WR_BIND_MW: the window by an rkey of it (`rkey` is its next),
     // and the range of the MR it opens (length 0: a type 1 window unbinds).
     uint32_t mw_rkey;
     uint32_t bind_lkey;

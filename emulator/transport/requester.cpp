@@ -7,6 +7,7 @@
 
 #include "memory/process_memory.h"
 #include "memory/windows.h"
+#include "qp/qp_attr_check.h"
 #include "transport/transport.h"
 #include "util/log.h"
 #include "wire/ipv4_gid.h"
@@ -77,28 +78,6 @@ Operation send_operation(const SendWork& w, uint32_t index) {
     }
 }
 
-// What each QP type may post (ibv_post_send(3)): UC has no READs or
-// atomics, UD only sends.
-bool allowed_opcode(ibv_qp_type type, uint32_t opcode) {
-    switch (opcode) {
-        case IBV_WR_SEND:
-        case IBV_WR_SEND_WITH_IMM:
-            return true;
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-        case IBV_WR_LOCAL_INV:
-        case IBV_WR_BIND_MW:
-            return type != IBV_QPT_UD;
-        case IBV_WR_SEND_WITH_INV:
-        case IBV_WR_RDMA_READ:
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            return is_reliable(type);
-        default:
-            return false;
-    }
-}
-
 // A UD WQE's destination, from the address handle it names; false when
 // the handle is not one of the client's, or belongs to another PD.
 bool address_datagram(const Qp& qp, SendWork& w) {
@@ -152,7 +131,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
         const std::byte* data = entry.data() + queues::kSendWqeFixed;
         const size_t room = entry.size() - queues::kSendWqeFixed;
         const bool is_inline = w.wqe.send_flags & IBV_SEND_INLINE;
-        if (!allowed_opcode(qp.type, w.wqe.opcode) ||
+        if (!send_opcode_allowed(qp.type, w.wqe.opcode) ||
             (is_inline
                  ? w.wqe.inline_length > room
                  : w.wqe.num_sge > qp.cap.max_send_sge || w.wqe.num_sge * sizeof(ibv_sge) > room)) {

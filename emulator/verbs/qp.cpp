@@ -135,8 +135,16 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     if (req.comp_mask & ~kKnownQpComp) {
         return fail(EINVAL, "unknown QP comp_mask bits 0x%x", req.comp_mask & ~kKnownQpComp);
     }
-    if (req.comp_mask & (IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
-        return fail(EOPNOTSUPP, "TSO and send_ops_flags are not supported yet");
+    if (req.comp_mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) {
+        return fail(EOPNOTSUPP, "TSO is not supported");
+    }
+    for (uint64_t ops = req.send_ops_flags; ops; ops &= ops - 1) {
+        const auto opcode = static_cast<uint32_t>(std::countr_zero(ops));
+        // Bits 0..9 are IBV_QP_EX_WITH_<opcode>; TSO and ATOMIC_WRITE are not offered.
+        if (opcode > IBV_WR_SEND_WITH_INV || !send_opcode_allowed(type, opcode)) {
+            return fail(EOPNOTSUPP, "send_ops_flags bit 0x%llx is not supported on %s QPs",
+                        1ull << opcode, qp_type_name(type));
+        }
     }
     if (req.create_flags) {
         return fail(EOPNOTSUPP, "QP create_flags 0x%x are not supported", req.create_flags);

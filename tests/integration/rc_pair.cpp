@@ -109,7 +109,13 @@ void RcSide::open(const std::string& device, const RcOptions& options) {
     }
     cq_.reset(ibv_create_cq(context(), options.cqe, cq_context(), channel(), 0));
     ASSERT_TRUE(cq_) << "ibv_create_cq: " << strerror(errno);
-    ibv_qp_init_attr init{};
+    ibv_qp_init_attr_ex init{};
+    init.comp_mask = IBV_QP_INIT_ATTR_PD;
+    init.pd = pd();
+    if (options.send_ops_flags) {
+        init.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        init.send_ops_flags = options.send_ops_flags;
+    }
     if (options.srq_wr) {
         ibv_srq_init_attr srq_init{};
         srq_init.attr = {options.srq_wr, 1, 0};
@@ -121,8 +127,8 @@ void RcSide::open(const std::string& device, const RcOptions& options) {
     init.cap = options.cap;
     init.qp_type = options.qp_type;
     init.sq_sig_all = options.sq_sig_all;
-    qp_.reset(ibv_create_qp(pd(), &init));
-    ASSERT_TRUE(qp_) << "ibv_create_qp: " << strerror(errno);
+    qp_.reset(ibv_create_qp_ex(context(), &init));
+    ASSERT_TRUE(qp_) << "ibv_create_qp_ex: " << strerror(errno);
     cap_ = init.cap;
 }
 

@@ -38,6 +38,7 @@ struct RcOptions {
     uint8_t max_rd_atomic = 1;  // and the peer's max_dest_rd_atomic
     uint32_t psn = 0;           // first PSN in both directions
     bool sq_sig_all = false;
+    uint64_t send_ops_flags = 0;  // IBV_QP_EX_WITH_*: the QP takes ibv_wr_* calls
     int cqe = 512;
     bool channel = false;  // CQs with completion channels
     int qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
