@@ -15,7 +15,7 @@ do.
   over the whole address space) and -P (ibv_advise_mr prefetch); perftest
   --odp.
 - Completion timestamps: ibv_rc_pingpong -t (an extended CQ with
-  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), polling and -e.
+  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), polling.
 """
 
 import re
@@ -136,10 +136,15 @@ class RcPingPongTimestampTest(PingPongCases, DaemonPerTest):
     """ibv_rc_pingpong -t refuses a device whose completion_timestamp_mask
     is 0; it prints the smallest, largest and average device-clock ticks
     between consecutive receive completions. The device clock ticks in ns
-    (1 GHz): a round trip takes more than a tick and less than 10 s."""
+    (1 GHz): a round trip takes more than a tick and less than 10 s.
 
-    def check_gaps(self, size, events):
-        for side in self.pingpong(size, 300, events, "-t"):
+    Not with -e: there ibv_rc_pingpong takes an event as the promise of a
+    completion and fails ("poll CQ failed 2") when it already polled it
+    after re-arming, which any device may do, as the CQ re-armed before
+    the poll signals the completion that arrives in between."""
+
+    def test_polling(self):
+        for side in self.pingpong(PINGPONG_DEFAULT_SIZE, 300, False, "-t"):
             gaps = dict((m.group(1), float(m.group(2))) for m in re.finditer(
                 r"^(Max|Min|Average) receive completion clock cycles = ([0-9.]+)$",
                 side.output, re.M))
@@ -148,12 +153,6 @@ class RcPingPongTimestampTest(PingPongCases, DaemonPerTest):
             self.assertLessEqual(gaps["Min"], gaps["Average"], side.output)
             self.assertLessEqual(gaps["Average"], gaps["Max"], side.output)
             self.assertLess(gaps["Max"], 10e9, side.output)
-
-    def test_polling(self):
-        self.check_gaps(PINGPONG_DEFAULT_SIZE, False)
-
-    def test_events(self):
-        self.check_gaps(PINGPONG_DEFAULT_SIZE, True)
 
 
 class PerftestOdpTest(PerftestCases, DaemonPerTest):
