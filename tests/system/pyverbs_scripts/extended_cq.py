@@ -16,9 +16,8 @@ from pyverbs.cq import CQ, CQEX, CqInitAttrEx, PollCqAttr
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
-from rc import rts_attr
+from rc import rc_qp, rts_attr
 
 SIZE = 3000  # three packets at the 1024-byte path MTU
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
@@ -33,14 +32,6 @@ def pattern(seed):
 def device_clock(ctx):
     values = ctx.query_rt_values_ex(e.IBV_VALUES_MASK_RAW_CLOCK)
     return values[0] * 1_000_000_000 + values[1]
-
-
-def qp_of(pd, cq):
-    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                      cap=QPCap(max_send_wr=4, max_recv_wr=4))
-    attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-    attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
-    return QP(pd, init, attr)
 
 
 def next_completion(cq, first):
@@ -61,7 +52,8 @@ def main():
     a_pd, b_pd = PD(a_ctx), PD(b_ctx)
     a_cq = CQ(a_ctx, 8)
     b_cq = CQEX(b_ctx, CqInitAttrEx(cqe=8, wc_flags=WC_FLAGS))
-    a_qp, b_qp = qp_of(a_pd, a_cq), qp_of(b_pd, b_cq)
+    a_qp = rc_qp(a_pd, a_cq, e.IBV_ACCESS_REMOTE_WRITE)
+    b_qp = rc_qp(b_pd, b_cq, e.IBV_ACCESS_REMOTE_WRITE)
     a_qp.to_rts(rts_attr(b_qp.qp_num, b_ctx.query_gid(1, 0)))
     b_qp.to_rts(rts_attr(a_qp.qp_num, a_ctx.query_gid(1, 0)))
     source = MR(a_pd, 2 * SIZE, ACCESS)

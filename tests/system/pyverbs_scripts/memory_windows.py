@@ -15,9 +15,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
-from rc import rts_attr
+from rc import rc_qp, rts_attr
 
 SIZE = 4096
 WINDOW = 1024
@@ -34,11 +33,7 @@ class Side:
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 8)
         self.mr = MR(self.pd, SIZE, access)
-        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
-                          cap=QPCap(max_send_wr=4, max_recv_wr=4))
-        attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-        attr.qp_access_flags = REMOTE
-        self.qp = QP(self.pd, init, attr)
+        self.qp = rc_qp(self.pd, self.cq, REMOTE)
 
     def post(self, wr, status=e.IBV_WC_SUCCESS):
         self.qp.post_send(wr)

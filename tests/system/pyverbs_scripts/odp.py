@@ -12,9 +12,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
-from rc import rts_attr
+from rc import rc_qp, rts_attr
 
 SIZE = 5000  # several packets at the 1024-byte path MTU
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ |
@@ -31,11 +30,7 @@ class Side:
         self.pd = PD(self.ctx)
         self.cq = CQ(self.ctx, 16)
         self.mr = MR(self.pd, 0, ACCESS, implicit=True) if implicit else MR(self.pd, SIZE, ACCESS)
-        init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
-                          cap=QPCap(max_send_wr=4, max_recv_wr=4))
-        attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-        attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
-        self.qp = QP(self.pd, init, attr)
+        self.qp = rc_qp(self.pd, self.cq, e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ)
         self.gid = self.ctx.query_gid(1, 0)
 
     def connect(self, peer):

@@ -1,10 +1,21 @@
-"""RC connection attributes the pyverbs scripts share: the path MTU is
+"""RC QPs as the pyverbs scripts make and connect them: the path MTU is
 1024 bytes (so a few KiB make a multi-packet message), PSNs start at 0, and
 the peer is addressed by GID index 0 (RoCE v2)."""
 
 from pyverbs import enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
-from pyverbs.qp import QPAttr
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+
+def rc_qp(pd, cq, access=0, srq=None):
+    """An RC QP on `pd` in INIT on port 1, completing to `cq`, taking remote
+    `access` (IBV_ACCESS_REMOTE_*), with four send and four receive WQEs
+    (receiving through `srq` instead when given)."""
+    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, srq=srq,
+                      cap=QPCap(max_send_wr=4, max_recv_wr=0 if srq else 4))
+    attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+    attr.qp_access_flags = access
+    return QP(pd, init, attr)
 
 
 def rts_attr(dest_qpn, dgid):

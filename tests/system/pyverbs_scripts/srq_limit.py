@@ -15,10 +15,9 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
-from rc import rts_attr
+from rc import rc_qp, rts_attr
 
 SIZE = 1500  # two packets at the 1024-byte path MTU
 POSTED = 6
@@ -28,12 +27,6 @@ EVENT_WAIT = 10  # seconds: only reached when the event never comes
 
 def pattern(seed):
     return bytes((i * seed + 9) & 0xff for i in range(SIZE))
-
-
-def qp_of(pd, cq, srq=None):
-    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, srq=srq,
-                      cap=QPCap(max_send_wr=4, max_recv_wr=0 if srq else 4))
-    return QP(pd, init, QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1))
 
 
 def next_async_event(ctx):
@@ -52,7 +45,7 @@ def main():
     a_pd, b_pd = PD(a_ctx), PD(b_ctx)
     a_cq, b_cq = CQ(a_ctx, 8), CQ(b_ctx, 8)
     srq = SRQ(b_pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=1)))
-    a_qp, b_qp = qp_of(a_pd, a_cq), qp_of(b_pd, b_cq, srq)
+    a_qp, b_qp = rc_qp(a_pd, a_cq), rc_qp(b_pd, b_cq, srq=srq)
     a_qp.to_rts(rts_attr(b_qp.qp_num, b_ctx.query_gid(1, 0)))
     b_qp.to_rts(rts_attr(a_qp.qp_num, a_ctx.query_gid(1, 0)))
     source = MR(a_pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE)
