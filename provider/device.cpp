@@ -24,6 +24,7 @@ void free_context(ibv_context* ibctx);
 const verbs_context_ops kContextOps = [] {
     verbs_context_ops ops{};
     ops.advise_mr = advise_mr;
+    ops.alloc_dm = alloc_dm;
     ops.alloc_mw = alloc_mw;
     ops.alloc_pd = alloc_pd;
     ops.attach_mcast = attach_mcast;
@@ -50,6 +51,7 @@ const verbs_context_ops kContextOps = [] {
     ops.destroy_wq = destroy_wq;
     ops.detach_mcast = detach_mcast;
     ops.free_context = free_context;
+    ops.free_dm = free_dm;
     ops.get_srq_num = get_srq_num;
     ops.modify_qp = modify_qp;
     ops.modify_srq = modify_srq;
@@ -65,6 +67,7 @@ const verbs_context_ops kContextOps = [] {
     ops.query_rt_values = query_rt_values;
     ops.query_qp = query_qp;
     ops.query_srq = query_srq;
+    ops.reg_dm_mr = reg_dm_mr;
     ops.reg_mr = reg_mr;
     ops.req_notify_cq = req_notify_cq;
     ops.rereg_mr = rereg_mr;

@@ -86,6 +86,11 @@ struct verbs_mr {
     int access;
 };
 
+struct verbs_dm {
+    struct ibv_dm dm;
+    uint32_t handle;
+};
+
 enum { VERBS_XRCD_HANDLE = 1 << 0 };
 struct verbs_xrcd {
     struct ibv_xrcd xrcd;

@@ -43,6 +43,15 @@ struct WrBatch {
     std::vector<std::byte> inline_data;  // copied at once: the caller may reuse its buffers
 };
 
+// Device memory: a page-aligned mapping of this process that the daemon
+// reaches through MRs on it, as a NIC reaches its on-chip memory.
+struct ProviderDm {
+    verbs_dm ibv;
+    std::byte* memory;
+    size_t length;
+    size_t mapped;  // length rounded up to pages
+};
+
 struct ProviderQp {
     verbs_qp ibv;
     uint32_t send_opcodes;  // bit (1 << ibv_wr_opcode) for those this QP type may post
@@ -95,6 +104,9 @@ int advise_mr(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t);
 int dereg_mr(verbs_mr*);
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
 int dealloc_mw(ibv_mw*);
+ibv_dm* alloc_dm(ibv_context*, ibv_alloc_dm_attr*);
+int free_dm(ibv_dm*);
+ibv_mr* reg_dm_mr(ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int);
 int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 
 ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);

@@ -1,6 +1,9 @@
-// Device and port queries, protection domains, memory regions and windows.
+// Device and port queries, protection domains, memory regions, device
+// memory and memory windows.
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -74,14 +77,10 @@ int dealloc_pd(ibv_pd* pd) {
     return 0;
 }
 
-ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access) {
-    rpc::RegMrRequest request{pd->handle, access, reinterpret_cast<uintptr_t>(addr), length,
-                              hca_va};
-    rpc::RegMrReply reply;
-    if (int error = client_of(pd->context).call(request, &reply)) {
-        report(pd->context, "reg_mr", error);
-        return nullptr;
-    }
+namespace {
+
+// The provider's half of registering: the daemon has answered `reply`.
+ibv_mr* new_mr(ibv_pd* pd, void* addr, size_t length, int access, const rpc::RegMrReply& reply) {
     auto* vmr = static_cast<verbs_mr*>(calloc(1, sizeof(verbs_mr)));
     if (!vmr) {
         client_of(pd->context).call_op(rpc::Op::kDeregMr, rpc::HandleRequest{reply.handle});
@@ -92,6 +91,107 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
     vmr->mr_type = IBV_MR_TYPE_MR;
     vmr->access = access;
     return &vmr->ibv_mr;
+}
+
+ProviderDm* to_dm(ibv_dm* dm) {
+    return reinterpret_cast<ProviderDm*>(dm);
+}
+
+// ibv_memcpy_to_dm/ibv_memcpy_from_dm: the whole range lies in the memory
+// or nothing is copied (EFAULT, as mlx5).
+bool dm_range_ok(const ProviderDm& dm, uint64_t offset, size_t length) {
+    return offset <= dm.length && length <= dm.length - offset;
+}
+
+int memcpy_to_dm(ibv_dm* ibdm, uint64_t offset, const void* host, size_t length) {
+    ProviderDm& dm = *to_dm(ibdm);
+    if (!dm_range_ok(dm, offset, length)) {
+        return EFAULT;
+    }
+    memcpy(dm.memory + offset, host, length);
+    return 0;
+}
+
+int memcpy_from_dm(void* host, ibv_dm* ibdm, uint64_t offset, size_t length) {
+    ProviderDm& dm = *to_dm(ibdm);
+    if (!dm_range_ok(dm, offset, length)) {
+        return EFAULT;
+    }
+    memcpy(host, dm.memory + offset, length);
+    return 0;
+}
+
+}  // namespace
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int access) {
+    rpc::RegMrRequest request{pd->handle, access, reinterpret_cast<uintptr_t>(addr), length,
+                              hca_va};
+    rpc::RegMrReply reply;
+    if (int error = client_of(pd->context).call(request, &reply)) {
+        report(pd->context, "reg_mr", error);
+        return nullptr;
+    }
+    return new_mr(pd, addr, length, access, reply);
+}
+
+// As the kernel's: addr is NULL, the MR is addressed from 0.
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access) {
+    rpc::RegDmMrRequest request{pd->handle, to_dm(dm)->ibv.handle, offset, length, access};
+    rpc::RegMrReply reply;
+    if (int error = client_of(pd->context).call(request, &reply)) {
+        report(pd->context, "reg_dm_mr", error);
+        return nullptr;
+    }
+    return new_mr(pd, nullptr, length, static_cast<int>(access), reply);
+}
+
+ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
+    auto* dm = static_cast<ProviderDm*>(calloc(1, sizeof(ProviderDm)));
+    if (!dm) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    dm->length = attr->length;
+    dm->mapped = (attr->length + page - 1) / page * page;
+    void* memory = dm->mapped ? mmap(nullptr, dm->mapped, PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                              : nullptr;
+    if (memory == MAP_FAILED) {
+        free(dm);
+        errno = ENOMEM;
+        return nullptr;
+    }
+    dm->memory = static_cast<std::byte*>(memory);
+    rpc::AllocDmRequest request{attr->length, attr->log_align_req, attr->comp_mask,
+                                reinterpret_cast<uintptr_t>(memory)};
+    rpc::AllocDmReply reply;
+    if (int error = client_of(context).call(request, &reply)) {
+        if (memory) {
+            munmap(memory, dm->mapped);
+        }
+        free(dm);
+        report(context, "alloc_dm", error);
+        return nullptr;
+    }
+    dm->ibv.handle = reply.handle;
+    dm->ibv.dm.context = context;
+    dm->ibv.dm.handle = reply.handle;
+    dm->ibv.dm.memcpy_to_dm = memcpy_to_dm;
+    dm->ibv.dm.memcpy_from_dm = memcpy_from_dm;
+    return &dm->ibv.dm;
+}
+
+int free_dm(ibv_dm* ibdm) {
+    ProviderDm* dm = to_dm(ibdm);
+    ibv_context* context = ibdm->context;
+    if (int error =
+            client_of(context).call_op(rpc::Op::kFreeDm, rpc::HandleRequest{dm->ibv.handle})) {
+        return report(context, "free_dm", error);
+    }
+    munmap(dm->memory, dm->mapped);
+    free(dm);
+    return 0;
 }
 
 int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {

@@ -70,6 +70,9 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kDeregMr, verb(&Context::dereg_mr));
     set(Op::kAllocMw, verb(&Context::alloc_mw));
     set(Op::kDeallocMw, verb(&Context::dealloc_mw));
+    set(Op::kAllocDm, verb(&Context::alloc_dm));
+    set(Op::kFreeDm, verb(&Context::free_dm));
+    set(Op::kRegDmMr, verb(&Context::reg_dm_mr));
     set(Op::kCreateCompChannel,
         [](Context& context, std::span<const std::byte> body, std::vector<UniqueFd>& fds) {
             rpc::CreateCompChannelRequest request;

@@ -83,7 +83,8 @@ std::string fd_target(int fd) {
 void add_counts(std::ostringstream& out, const ObjectCounts& c) {
     out << "pd " << c.pd << ", mr " << c.mr << ", mw " << c.mw << ", cq " << c.cq << ", qp " << c.qp
         << ", srq " << c.srq << ", wq " << c.wq << ", rwq_ind_table " << c.rwq_ind_table << ", ah "
-        << c.ah << ", xrcd " << c.xrcd << ", comp_channel " << c.comp_channel;
+        << c.ah << ", xrcd " << c.xrcd << ", comp_channel " << c.comp_channel << ", dm " << c.dm
+        << ", dm_bytes " << c.dm_bytes;
 }
 
 }  // namespace

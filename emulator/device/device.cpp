@@ -28,6 +28,7 @@ constexpr int kMaxMcastGroups = 8192;
 constexpr int kMaxMcastQpAttach = 56;
 constexpr uint32_t kMaxWq = 4096;
 constexpr uint32_t kMaxRwqIndTableSize = 256;
+constexpr uint64_t kMaxDmSize = 256 * 1024;  // as the on-chip memory of a ConnectX NIC
 // The first QP number handed to applications: 0 and 1 are the special QPs.
 constexpr uint32_t kFirstQpn = 0x11;
 
@@ -105,6 +106,7 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     attr_.phys_port_cnt_ex = kPortCount;
     attr_.completion_timestamp_mask = UINT64_MAX;
     attr_.hca_core_clock = queues::kDeviceClockKhz;
+    attr_.max_dm_size = kMaxDmSize;
 
     port_attr_.state = IBV_PORT_ACTIVE;
     port_attr_.max_mtu = IBV_MTU_4096;

@@ -29,7 +29,8 @@ struct Srq;
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
     int pd = 0, mr = 0, mw = 0, cq = 0, qp = 0, srq = 0, wq = 0, rwq_ind_table = 0, ah = 0,
-        xrcd = 0, comp_channel = 0;
+        xrcd = 0, comp_channel = 0, dm = 0;
+    uint64_t dm_bytes = 0;  // device memory allocated
 };
 
 struct DeviceConfig {

@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 6;
+inline constexpr uint16_t kVersion = 7;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -42,6 +42,9 @@ enum class Op : uint16_t {
     kAdviseMr,
     kAllocMw,
     kDeallocMw,
+    kAllocDm,
+    kFreeDm,
+    kRegDmMr,
     kCreateCompChannel,
     kDestroyCompChannel,
     kCreateCq,
@@ -165,6 +168,26 @@ struct AdviseMrRequest {
     uint32_t flags;   // enum ibv_advise_mr_flag
     uint32_t num_sge;
     ibv_sge sges[kMaxAdviseSges];
+};
+
+// ibv_alloc_dm: the client maps the memory and names where; the daemon
+// accounts it against the device's max_dm_size.
+struct AllocDmRequest {
+    uint64_t length;
+    uint32_t log_align_req;
+    uint32_t comp_mask;
+    uint64_t addr;  // the mapping in the client
+};
+struct AllocDmReply {
+    uint32_t handle;
+};
+
+struct RegDmMrRequest {
+    uint32_t pd;
+    uint32_t dm;
+    uint64_t offset;
+    uint64_t length;
+    uint32_t access;
 };
 
 struct AllocMwRequest {
@@ -415,6 +438,8 @@ UROCE_RPC(kRegMr, RegMrRequest, RegMrReply)
 UROCE_RPC(kReregMr, ReregMrRequest, ReregMrReply)
 UROCE_RPC(kAdviseMr, AdviseMrRequest, Empty)
 UROCE_RPC(kAllocMw, AllocMwRequest, AllocMwReply)
+UROCE_RPC(kAllocDm, AllocDmRequest, AllocDmReply)
+UROCE_RPC(kRegDmMr, RegDmMrRequest, RegMrReply)
 UROCE_RPC(kCreateCompChannel, CreateCompChannelRequest, Empty)
 UROCE_RPC(kDestroyCompChannel, DestroyCompChannelRequest, Empty)
 UROCE_RPC(kCreateCq, CreateCqRequest, CreateCqReply)

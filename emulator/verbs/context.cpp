@@ -31,6 +31,7 @@ Context::~Context() {
     destroy_all(ahs_, [&](uint32_t h) { destroy_ah({h}, none); });
     destroy_all(mws_, [&](uint32_t h) { dealloc_mw({h}, none); });
     destroy_all(mrs_, [&](uint32_t h) { dereg_mr({h}, none); });
+    destroy_all(dms_, [&](uint32_t h) { free_dm({h}, none); });
     destroy_all(cqs_, [&](uint32_t h) { destroy_cq({h}, none); });
     while (!channels_.empty()) {
         destroy_comp_channel({channels_.begin()->first}, none);
@@ -66,6 +67,10 @@ ObjectCounts Context::counts() const {
     c.ah = static_cast<int>(ahs_.size());
     c.xrcd = static_cast<int>(xrcds_.size());
     c.comp_channel = static_cast<int>(channels_.size());
+    c.dm = static_cast<int>(dms_.size());
+    for (const auto& [handle, dm] : dms_.all()) {
+        c.dm_bytes += dm->length;
+    }
     return c;
 }
 

@@ -42,6 +42,9 @@ class Context {
     Result advise_mr(const rpc::AdviseMrRequest&, rpc::Empty&);
     Result alloc_mw(const rpc::AllocMwRequest&, rpc::AllocMwReply&);
     Result dealloc_mw(const rpc::HandleRequest&, rpc::Empty&);
+    Result alloc_dm(const rpc::AllocDmRequest&, rpc::AllocDmReply&);
+    Result free_dm(const rpc::HandleRequest&, rpc::Empty&);
+    Result reg_dm_mr(const rpc::RegDmMrRequest&, rpc::RegMrReply&);
 
     Result create_comp_channel(const rpc::CreateCompChannelRequest&, UniqueFd write_end);
     Result destroy_comp_channel(const rpc::DestroyCompChannelRequest&, rpc::Empty&);
@@ -79,6 +82,9 @@ class Context {
     ObjectCounts counts() const;
 
   private:
+    Result register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
+                           uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
+                           rpc::RegMrReply& reply);
     Result check_ah_attr(const ibv_ah_attr& attr) const;
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
 
@@ -88,6 +94,7 @@ class Context {
     HandleTable<Pd> pds_;
     HandleTable<Mr> mrs_;
     HandleTable<Mw> mws_;
+    HandleTable<Dm> dms_;
     std::map<int, std::shared_ptr<CompChannel>> channels_;  // by the client's read fd
     HandleTable<Cq> cqs_;
     HandleTable<Xrcd> xrcds_;

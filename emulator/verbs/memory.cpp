@@ -1,4 +1,4 @@
-// Protection domains, memory regions and memory windows.
+// Protection domains, memory regions, device memory and memory windows.
 #include <sys/mman.h>
 
 #include "memory/regions.h"
@@ -13,7 +13,10 @@ constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRIT
                                  IBV_ACCESS_HUGETLB;
 constexpr int kRemoteAccess =
     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr int kDmAccess = IBV_ACCESS_LOCAL_WRITE | kRemoteAccess | IBV_ACCESS_ZERO_BASED;
 constexpr uint64_t kPageMask = 4095;
+// Device memory is page-aligned in the client.
+constexpr uint32_t kMaxDmLogAlign = 12;
 
 // ib_check_mr_access(): flags the device lacks, and remote write or atomic
 // without local write, are refused. Optional flags may be ignored.
@@ -86,6 +89,12 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
     if (Result r = check_range(req.addr, req.length, req.hca_va); !r) {
         return r;
     }
+    return register_region(pd, req.addr, req.length, req.hca_va, req.access, nullptr, reply);
+}
+
+Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
+                                uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
+                                rpc::RegMrReply& reply) {
     if (device_.counts().mr >= device_.attr().orig_attr.max_mr) {
         return fail(ENOMEM, "device %s has its maximum of %d MRs", device_.name().c_str(),
                     device_.attr().orig_attr.max_mr);
@@ -96,13 +105,14 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
     }
     auto mr = std::make_shared<Mr>();
     mr->pd = Ref<Pd>(pd);
-    mr->addr = req.addr;
-    mr->length = req.length;
-    mr->iova = req.hca_va;
-    mr->access = req.access;
+    mr->dm = Ref<Dm>(dm);
+    mr->addr = addr;
+    mr->length = length;
+    mr->iova = iova;
+    mr->access = access;
     mr->key_index = *index;
     mr->lkey = make_key(*index, 0);
-    mr->rkey = (req.access & kRemoteAccess) ? mr->lkey : 0;
+    mr->rkey = (access & kRemoteAccess) ? mr->lkey : 0;
     mr->pid = pid_;
     mrs_.add(mr);
     device_.mr_table()[mr->key_index] = mr.get();
@@ -159,6 +169,9 @@ Result Context::rereg_mr(const rpc::ReregMrRequest& req, rpc::ReregMrReply& repl
     if (!mr) {
         return fail(EINVAL, "no MR with handle %u", req.handle);
     }
+    if (mr->dm) {
+        return fail(EINVAL, "MR %u is on device memory, which is never re-registered", req.handle);
+    }
     constexpr int kAllFlags =
         IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
     if (req.flags == 0 || (req.flags & ~kAllFlags)) {
@@ -213,6 +226,81 @@ Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
     mrs_.erase(req.handle);
     --device_.counts().mr;
     return ok();
+}
+
+// ibv_alloc_dm(3). The client has mapped `length` bytes; the device hands
+// out at most max_dm_size bytes in all.
+Result Context::alloc_dm(const rpc::AllocDmRequest& req, rpc::AllocDmReply& reply) {
+    if (req.comp_mask) {
+        return fail(EINVAL, "unknown ibv_alloc_dm_attr comp_mask 0x%x", req.comp_mask);
+    }
+    if (req.length == 0) {
+        return fail(EINVAL, "device memory length is 0");
+    }
+    if (req.log_align_req > kMaxDmLogAlign) {
+        return fail(EINVAL, "alignment 2^%u: device memory is aligned to at most 2^%u bytes",
+                    req.log_align_req, kMaxDmLogAlign);
+    }
+    const uint64_t size = device_.attr().max_dm_size;
+    if (req.length > size - device_.counts().dm_bytes) {
+        return fail(ENOMEM, "device %s has %llu of its %llu bytes of device memory free",
+                    device_.name().c_str(),
+                    static_cast<unsigned long long>(size - device_.counts().dm_bytes),
+                    static_cast<unsigned long long>(size));
+    }
+    auto dm = std::make_shared<Dm>();
+    dm->addr = req.addr;
+    dm->length = req.length;
+    reply.handle = dms_.add(dm)->handle;
+    ++device_.counts().dm;
+    device_.counts().dm_bytes += dm->length;
+    return ok();
+}
+
+Result Context::free_dm(const rpc::HandleRequest& req, rpc::Empty&) {
+    auto dm = dms_.find(req.handle);
+    if (!dm) {
+        return fail(EINVAL, "no device memory with handle %u", req.handle);
+    }
+    if (dm->users) {
+        return fail(EBUSY, "device memory %u still has %d MRs", req.handle, dm->users);
+    }
+    --device_.counts().dm;
+    device_.counts().dm_bytes -= dm->length;
+    dms_.erase(req.handle);
+    return ok();
+}
+
+// ibv_reg_dm_mr(3): always zero-based, for the access flags device memory
+// allows (no windows, no paging), inside the allocation.
+Result Context::reg_dm_mr(const rpc::RegDmMrRequest& req, rpc::RegMrReply& reply) {
+    auto pd = pds_.find(req.pd);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
+    }
+    auto dm = dms_.find(req.dm);
+    if (!dm) {
+        return fail(EINVAL, "no device memory with handle %u", req.dm);
+    }
+    const int access = static_cast<int>(req.access);
+    if (!(access & IBV_ACCESS_ZERO_BASED)) {
+        return fail(EINVAL, "an MR on device memory must be IBV_ACCESS_ZERO_BASED");
+    }
+    if (access & ~(kDmAccess | IBV_ACCESS_OPTIONAL_RANGE)) {
+        return fail(EINVAL, "access flags 0x%x are not allowed on device memory",
+                    access & ~(kDmAccess | IBV_ACCESS_OPTIONAL_RANGE));
+    }
+    if (Result r = check_access(access); !r) {
+        return r;
+    }
+    if (req.length == 0 || req.offset > dm->length || req.length > dm->length - req.offset) {
+        return fail(EINVAL,
+                    "[%llu, +%llu) is not a non-empty range of the %llu bytes of device memory",
+                    static_cast<unsigned long long>(req.offset),
+                    static_cast<unsigned long long>(req.length),
+                    static_cast<unsigned long long>(dm->length));
+    }
+    return register_region(pd, dm->addr + req.offset, req.length, 0, access, dm, reply);
 }
 
 Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& reply) {

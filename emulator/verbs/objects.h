@@ -66,8 +66,16 @@ struct EventPipe {
 
 struct Pd : Object {};
 
+// Device memory (ibv_alloc_dm): memory the client maps and reaches by
+// offset, counted against the device's max_dm_size.
+struct Dm : Object {
+    uint64_t addr = 0;  // the client's mapping
+    uint64_t length = 0;
+};
+
 struct Mr : Object, std::enable_shared_from_this<Mr> {
     Ref<Pd> pd;
+    Ref<Dm> dm;     // an MR on device memory (zero-based)
     pid_t pid = 0;  // whose address space addr is in
     uint64_t addr = 0;
     uint64_t length = 0;

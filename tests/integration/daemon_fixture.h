@@ -93,6 +93,7 @@ using ContextPtr = Owned<ibv_context, ibv_close_device>;
 using PdPtr = Owned<ibv_pd, ibv_dealloc_pd>;
 using MrPtr = Owned<ibv_mr, ibv_dereg_mr>;
 using MwPtr = Owned<ibv_mw, ibv_dealloc_mw>;
+using DmPtr = Owned<ibv_dm, ibv_free_dm>;
 using ChannelPtr = Owned<ibv_comp_channel, ibv_destroy_comp_channel>;
 using CqPtr = Owned<ibv_cq, ibv_destroy_cq>;
 using SrqPtr = Owned<ibv_srq, ibv_destroy_srq>;

@@ -14,6 +14,7 @@ namespace uroce::test {
 namespace {
 
 constexpr const char* kDevice = "uroce1";
+constexpr size_t kDmBytes = 4096;
 
 // Structures of objects left to ibv_close_device are never freed. They stay
 // reachable from here, past static destructors, for leak checkers at exit.
@@ -60,12 +61,19 @@ struct Objects {
         xrcd_attr.fd = -1;
         xrcd_attr.oflags = O_CREAT;
         xrcd.reset(ibv_open_xrcd(context, &xrcd_attr));
-        ASSERT_TRUE(table && ah && xrcd);
+        ibv_alloc_dm_attr dm_attr{kDmBytes, 0, 0};
+        dm.reset(ibv_alloc_dm(context, &dm_attr));
+        ASSERT_TRUE(table && ah && xrcd && dm);
+        // An MR on the device memory: the context's teardown must free it first.
+        dm_mr.reset(ibv_reg_dm_mr(pd.get(), dm.get(), 0, kDmBytes,
+                                  IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE));
+        ASSERT_TRUE(dm_mr);
     }
 
     void abandon() {
-        std::apply([](auto&... object) { (abandoned->push_back(object.release()), ...); },
-                   std::tie(pd, spare_pd, mr, mw, channel, cq, srq, qp, wq, table, ah, xrcd));
+        std::apply(
+            [](auto&... object) { (abandoned->push_back(object.release()), ...); },
+            std::tie(pd, spare_pd, mr, mw, channel, cq, srq, qp, wq, table, ah, xrcd, dm, dm_mr));
     }
 
     std::vector<char> buffer = std::vector<char>(4096);
@@ -80,12 +88,23 @@ struct Objects {
     IndTablePtr table;
     AhPtr ah;
     XrcdPtr xrcd;
+    DmPtr dm;
+    MrPtr dm_mr;
 };
 
-const std::map<std::string, int> kCreated = {
-    {"pd", 2},          {"mr", 1}, {"mw", 1}, {"cq", 1},   {"qp", 1},
-    {"srq", 1},         {"wq", 1}, {"ah", 1}, {"xrcd", 1}, {"rwq_ind_table", 1},
-    {"comp_channel", 1}};
+const std::map<std::string, int> kCreated = {{"pd", 2},
+                                             {"mr", 2},
+                                             {"mw", 1},
+                                             {"cq", 1},
+                                             {"qp", 1},
+                                             {"srq", 1},
+                                             {"wq", 1},
+                                             {"ah", 1},
+                                             {"xrcd", 1},
+                                             {"rwq_ind_table", 1},
+                                             {"comp_channel", 1},
+                                             {"dm", 1},
+                                             {"dm_bytes", static_cast<int>(kDmBytes)}};
 
 std::map<std::string, int> counts() {
     return device_objects(test_daemon().status(), kDevice);

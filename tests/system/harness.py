@@ -145,7 +145,7 @@ IBV_LINK_LAYER_ETHERNET = 2
 IBV_QPS_INIT = 1
 
 OBJECT_KINDS = ("pd", "mr", "mw", "cq", "qp", "srq", "wq", "rwq_ind_table", "ah", "xrcd",
-                "comp_channel")
+                "comp_channel", "dm", "dm_bytes")
 
 PYTHON = sys.executable  # the interpreter running the tests; it has pyverbs
 

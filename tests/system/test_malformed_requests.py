@@ -278,7 +278,7 @@ class MalformedRequestTest(harness.DaemonTestCase):
         ibv_devinfo still opens both devices."""
         harness.require_program("ibv_devinfo")
         for data in (b"x", harness.request_bytes(Op.STATUS, EMPTY_BODY, magic=1),
-                     harness.request_bytes(Op.STATUS, EMPTY_BODY, version=7),
+                     harness.request_bytes(Op.STATUS, EMPTY_BODY, version=VERSION + 1),
                      harness.request_bytes(0xffff, EMPTY_BODY),
                      harness.request_bytes(Op.HELLO, b"nosuch")):
             with self.daemon.raw_client() as peer:

@@ -107,6 +107,12 @@ class PyverbsTest(harness.DaemonTestCase):
         checked; a SEND with invalidate retires the type 2 window."""
         self.run_script("memory_windows.py", "memory windows ok")
 
+    def test_device_memory(self):
+        """pyverbs_scripts/device_memory.py: SEND, WRITE, READ and both
+        atomics between zero-based MRs on device memory of two devices,
+        every byte read back with ibv_memcpy_from_dm."""
+        self.run_script("device_memory.py", "device memory ok")
+
     def run_script(self, name, last_line):
         """Runs pyverbs_scripts/`name`, which must exit 0 printing `last_line`."""
         script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", name)

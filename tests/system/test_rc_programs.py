@@ -14,6 +14,8 @@ do.
 - On-demand paging: ibv_rc_pingpong -o (ODP MR), -O (implicit ODP: one MR
   over the whole address space) and -P (ibv_advise_mr prefetch); perftest
   --odp.
+- Device memory: ibv_rc_pingpong -j (its buffer in ibv_alloc_dm memory,
+  registered with ibv_reg_dm_mr, addressed from 0), polling and -e.
 - Completion timestamps: ibv_rc_pingpong -t (an extended CQ with
   IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), polling.
 """
@@ -130,6 +132,18 @@ class RcPingPongOdpTest(PingPongCases, DaemonPerTest):
 
     def test_implicit_odp_prefetched_events(self):
         self.pingpong(PINGPONG_DEFAULT_SIZE, 300, True, "-O", "-P")
+
+
+class RcPingPongDeviceMemoryTest(PingPongCases, DaemonPerTest):
+    """ibv_rc_pingpong -j refuses a device whose max_dm_size is 0 or below
+    the size; -c makes the server copy what it received out of the device
+    memory and check it."""
+
+    def test_polling(self):
+        self.pingpong(PINGPONG_DEFAULT_SIZE, 300, False, "-j")
+
+    def test_events_64_kib(self):
+        self.pingpong(65536, 100, True, "-j")
 
 
 class RcPingPongTimestampTest(PingPongCases, DaemonPerTest):
