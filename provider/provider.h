@@ -65,6 +65,11 @@ struct ProviderSrq {
     WorkQueue rq;
 };
 
+struct ProviderWq {
+    ibv_wq ibv;
+    WorkQueue rq;
+};
+
 inline ProviderContext* to_context(ibv_context* context) {
     return reinterpret_cast<ProviderContext*>(reinterpret_cast<char*>(context) -
                                               offsetof(ProviderContext, ibv.context));
@@ -83,6 +88,9 @@ inline ProviderQp* to_qp(ibv_qp* qp) {
 }
 inline ProviderSrq* to_srq(ibv_srq* srq) {
     return reinterpret_cast<ProviderSrq*>(srq);
+}
+inline ProviderWq* to_wq(ibv_wq* wq) {
+    return reinterpret_cast<ProviderWq*>(wq);
 }
 
 // Sets errno from a failed call and logs the daemon's reason through
@@ -147,6 +155,7 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr);
 void set_qp_ex_ops(ibv_qp_ex* qp);
 int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
 int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+int post_wq_recv(ibv_wq*, ibv_recv_wr*, ibv_recv_wr**);
 int poll_cq(ibv_cq*, int, ibv_wc*);
 int req_notify_cq(ibv_cq*, int);
 // Sets the ibv_cq_ex polling functions.

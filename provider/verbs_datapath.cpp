@@ -335,6 +335,14 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
                 [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
 }
 
+// Any state takes receives; those posted in RESET are forgotten when the WQ
+// leaves it, as on mlx5.
+int post_wq_recv(ibv_wq* ibwq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    WorkQueue& rq = to_wq(ibwq)->rq;
+    return post(ibwq->context, rq, 0, wr, bad_wr,
+                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+}
+
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
     ProviderCq* cq = to_cq(ibcq);
     uint32_t ready;

@@ -9,9 +9,10 @@
 namespace uroce {
 namespace {
 
-// Maps the receive ring that came with a create or modify reply.
-int map_srq_ring(const ReceivedFds& received, uint32_t entries, uint32_t entry_size,
-                 uint32_t max_sge, uint32_t max_wr, SharedRing& out) {
+// Maps the receive ring (of an SRQ or a WQ) that came with a create or
+// modify reply.
+int map_receive_ring(const ReceivedFds& received, uint32_t entries, uint32_t entry_size,
+                     uint32_t max_sge, uint32_t max_wr, SharedRing& out) {
     if (received.fds.size() != 1) {
         return EPROTO;
     }
@@ -49,8 +50,8 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     }
     WorkQueue& rq = provider_srq->rq;
     rq.max_sge = reply.attr.max_sge;
-    if (int error = map_srq_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
-                                 reply.attr.max_wr, rq.ring)) {
+    if (int error = map_receive_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
+                                     reply.attr.max_wr, rq.ring)) {
         client_of(context).call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{reply.handle});
         delete provider_srq;
         report_ring(context, "create_srq", error);
@@ -98,8 +99,8 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int attr_mask) {
     }
     if (reply.ring_entries) {
         // Our producer index continues from the new ring's header.
-        if (int error = map_srq_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
-                                     reply.ring_entries, rq.ring)) {
+        if (int error = map_receive_ring(received, reply.ring_entries, reply.entry_size, rq.max_sge,
+                                         reply.ring_entries, rq.ring)) {
             rq.ring = SharedRing();  // the daemon has moved on from the old ring
             return report_ring(ibsrq->context, "modify_srq", error);
         }
@@ -144,11 +145,12 @@ int destroy_srq(ibv_srq* srq) {
 }
 
 ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
-    auto* wq = static_cast<ibv_wq*>(calloc(1, sizeof(ibv_wq)));
-    if (!wq) {
+    auto* provider_wq = new (std::nothrow) ProviderWq{};
+    if (!provider_wq) {
         errno = ENOMEM;
         return nullptr;
     }
+    ibv_wq* wq = &provider_wq->ibv;
     rpc::CreateWqRequest request{reinterpret_cast<uintptr_t>(wq),
                                  attr->wq_type,
                                  attr->max_wr,
@@ -158,11 +160,22 @@ ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
                                  attr->comp_mask,
                                  attr->create_flags};
     rpc::CreateWqReply reply;
-    if (int error = client_of(context).call(request, &reply)) {
-        free(wq);
+    ReceivedFds received;
+    if (int error = client_of(context).call(request, &reply, {}, &received.fds)) {
+        delete provider_wq;
         report(context, "create_wq", error);
         return nullptr;
     }
+    WorkQueue& rq = provider_wq->rq;
+    rq.max_sge = reply.max_sge;
+    if (int error = map_receive_ring(received, reply.ring.entries, reply.ring.entry_size,
+                                     rq.max_sge, reply.max_wr, rq.ring)) {
+        client_of(context).call_op(rpc::Op::kDestroyWq, rpc::HandleRequest{reply.handle});
+        delete provider_wq;
+        report_ring(context, "create_wq", error);
+        return nullptr;
+    }
+    wq->post_recv = post_wq_recv;
     wq->context = context;
     wq->wq_context = attr->wq_context;
     wq->pd = attr->pd;
@@ -198,7 +211,7 @@ int destroy_wq(ibv_wq* wq) {
     }
     pthread_cond_destroy(&wq->cond);
     pthread_mutex_destroy(&wq->mutex);
-    free(wq);
+    delete to_wq(wq);
     return 0;
 }
 

@@ -25,6 +25,7 @@ struct Qp;
 struct Mr;
 struct Mw;
 struct Srq;
+struct Wq;
 
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
@@ -62,6 +63,8 @@ class Device {
     IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // Every QP of the device by number, for the packets addressed to it.
     std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
+    // Every receive WQ of the device by number, for the engine to flush those in ERR.
+    std::unordered_map<uint32_t, Wq*>& wq_table() { return wq_table_; }
     // Every SRQ of the device by number, for the XRC requests that name one.
     std::unordered_map<uint32_t, std::weak_ptr<Srq>>& srq_table() { return srq_table_; }
     // Memory regions by key index (the key's upper 24 bits).
@@ -105,6 +108,7 @@ class Device {
     PcapWriter trace_;
     std::unordered_map<uint32_t, Qp*> qp_table_;
     std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
+    std::unordered_map<uint32_t, Wq*> wq_table_;
     std::unordered_map<uint32_t, Mr*> mr_table_;
     std::unordered_map<uint32_t, Mw*> mw_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

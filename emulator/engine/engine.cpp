@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "transport/receive_queue.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
 
@@ -265,6 +266,11 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
             any |= transport_.run_responder(*device, *qp);
             any |= transport_.run_requester(*device, *qp, now);
         }
+        for (auto& [wq_num, wq] : device->wq_table()) {
+            if (wq->state == IBV_WQS_ERR) {
+                any |= transport::flush_wq(*wq);
+            }
+        }
     }
     return any;
 }
@@ -274,6 +280,11 @@ bool Engine::work_pending() {
     for (const auto& device : devices_) {
         for (auto& [qpn, qp] : device->qp_table()) {
             if (qp->send_queue.entries() && qp->send_queue.pending()) {
+                return true;
+            }
+        }
+        for (auto& [wq_num, wq] : device->wq_table()) {
+            if (wq->state == IBV_WQS_ERR && wq->ring.pending()) {
                 return true;
             }
         }

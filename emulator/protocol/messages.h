@@ -327,11 +327,12 @@ struct CreateWqRequest {
     uint32_t comp_mask;  // enum ibv_wq_init_attr_mask
     uint32_t create_flags;
 };
-struct CreateWqReply {
+struct CreateWqReply {  // with the fd of the receive ring
     uint32_t handle;
     uint32_t wq_num;
     uint32_t max_wr;
     uint32_t max_sge;
+    RingShape ring;
 };
 struct ModifyWqRequest {
     uint32_t handle;

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "transport/completion.h"
+
 namespace uroce::transport {
 namespace {
 
@@ -48,8 +50,17 @@ bool take_receive(Qp& qp, TakenReceive& out) {
         return true;
     }
     Srq* srq = receive_srq(qp);
-    Ring& ring = srq ? srq->ring : qp.recv_queue;
-    if (!ring.pending()) {
+    if (!pop_receive(srq ? srq->ring : qp.recv_queue, out)) {
+        return false;
+    }
+    if (srq) {
+        check_srq_limit(*srq);
+    }
+    return true;
+}
+
+bool pop_receive(Ring& ring, TakenReceive& out) {
+    if (!ring.entries() || !ring.pending()) {
         return false;
     }
     std::vector<std::byte> entry(ring.entry_size());
@@ -58,10 +69,22 @@ bool take_receive(Qp& qp, TakenReceive& out) {
     const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);
     const auto* first = reinterpret_cast<const ibv_sge*>(entry.data() + queues::kRecvWqeFixed);
     out.sges.assign(first, first + std::min<size_t>(out.wqe.num_sge, room));
-    if (srq) {
-        check_srq_limit(*srq);
-    }
     return true;
+}
+
+bool flush_wq(Wq& wq) {
+    bool any = false;
+    TakenReceive receive;
+    while (pop_receive(wq.ring, receive)) {
+        ibv_wc wc{};
+        wc.wr_id = receive.wqe.wr_id;
+        wc.status = IBV_WC_WR_FLUSH_ERR;
+        wc.opcode = IBV_WC_RECV;
+        wc.qp_num = wq.wq_num;
+        post_completion(*wq.cq.get(), wc, false);
+        any = true;
+    }
+    return any;
 }
 
 Cq* receive_cq(const Qp& qp) {

@@ -19,6 +19,12 @@ bool has_receive(Qp& qp);
 // Takes the QP's next receive WQE (a UC QP's unused one first); false when
 // none is posted.
 bool take_receive(Qp& qp, TakenReceive& out);
+// Takes the next receive WQE of a ring (a QP's, an SRQ's or a WQ's).
+bool pop_receive(Ring& ring, TakenReceive& out);
+
+// A WQ in ERR completes every receive WQE posted to it with WR_FLUSH_ERR.
+// Returns whether there was any.
+bool flush_wq(Wq& wq);
 
 // Where the QP's receive completions go; null when nowhere (an XRC SRQ that
 // has been destroyed).

@@ -63,7 +63,7 @@ class Context {
     Result destroy_qp(const rpc::HandleRequest&, rpc::Empty&);
     Result open_qp(const rpc::OpenQpRequest&, rpc::OpenQpReply&);
 
-    Result create_wq(const rpc::CreateWqRequest&, rpc::CreateWqReply&);
+    Result create_wq(const rpc::CreateWqRequest&, rpc::CreateWqReply&, ReplyFds&);
     Result modify_wq(const rpc::ModifyWqRequest&, rpc::Empty&);
     Result destroy_wq(const rpc::HandleRequest&, rpc::Empty&);
     Result create_rwq_ind_table(const rpc::CreateRwqIndTableRequest&, rpc::CreateRwqIndTableReply&);

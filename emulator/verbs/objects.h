@@ -153,6 +153,7 @@ struct Wq : Object {
     Ref<Pd> pd;
     Ref<Cq> cq;
     uint32_t wq_num = 0;
+    Ring ring;  // receive WQEs
 };
 
 struct RwqIndTable : Object {

@@ -1,6 +1,8 @@
 // Receive work queues and the indirection tables that spread over them.
 #include <bit>
 
+#include "protocol/queues.h"
+#include "transport/receive_queue.h"
 #include "verbs/context.h"
 
 namespace uroce {
@@ -25,7 +27,8 @@ const char* wq_state_name(int state) {
 
 }  // namespace
 
-Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& reply) {
+Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& reply,
+                          ReplyFds& fds) {
     const ibv_device_attr_ex& caps = device_.attr();
     if (req.wq_type != IBV_WQT_RQ) {
         return fail(EINVAL, "WQ type %d is not supported (only IBV_WQT_RQ)", req.wq_type);
@@ -57,20 +60,31 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
         return fail(ENOMEM, "device %s has its maximum of %u WQs", device_.name().c_str(),
                     caps.max_wq_type_rq);
     }
+    auto wq = std::make_shared<Wq>();
+    wq->max_wr = std::min<uint32_t>(std::bit_ceil(req.max_wr + 1) - 1, max_wr);
+    wq->max_sge = std::max<uint32_t>(req.max_sge, 1);
+    if (Result r = Ring::create(device_.name() + "-wq", std::bit_ceil(wq->max_wr),
+                                queues::recv_wqe_size(wq->max_sge), 0, wq->ring);
+        !r) {
+        return r;
+    }
     auto wq_num = device_.wq_nums().allocate();
     if (!wq_num) {
         return fail(ENOMEM, "no WQ numbers left");
     }
-    auto wq = std::make_shared<Wq>();
     wq->user_handle = req.user_handle;
-    wq->max_wr = std::min<uint32_t>(std::bit_ceil(req.max_wr + 1) - 1, max_wr);
-    wq->max_sge = std::max<uint32_t>(req.max_sge, 1);
     wq->pd = Ref<Pd>(pd);
     wq->cq = Ref<Cq>(cq);
     wq->wq_num = *wq_num;
     wqs_.add(wq);
+    device_.wq_table()[wq->wq_num] = wq.get();
     ++device_.counts().wq;
-    reply = {wq->handle, wq->wq_num, wq->max_wr, wq->max_sge};
+    reply = {wq->handle,
+             wq->wq_num,
+             wq->max_wr,
+             wq->max_sge,
+             {wq->ring.entries(), wq->ring.entry_size()}};
+    fds.push_back(wq->ring.fd());
     return ok();
 }
 
@@ -104,7 +118,15 @@ Result Context::modify_wq(const rpc::ModifyWqRequest& req, rpc::Empty&) {
             return fail(EINVAL, "WQ %u cannot move from %s to %s", wq->wq_num,
                         wq_state_name(wq->state), wq_state_name(next));
         }
+        // Receives posted before RESET, or while in it, are forgotten
+        // without completions (as mlx5 resets the queue's indexes).
+        if (next == IBV_WQS_RESET || wq->state == IBV_WQS_RESET) {
+            wq->ring.discard_pending();
+        }
         wq->state = next;
+        if (next == IBV_WQS_ERR) {
+            transport::flush_wq(*wq);
+        }
     }
     return ok();
 }
@@ -118,6 +140,7 @@ Result Context::destroy_wq(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "WQ %u is still used by %d indirection tables", wq->wq_num, wq->users);
     }
     device_.wq_nums().release(wq->wq_num);
+    device_.wq_table().erase(wq->wq_num);
     wqs_.erase(req.handle);
     --device_.counts().wq;
     return ok();

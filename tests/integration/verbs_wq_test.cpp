@@ -1,11 +1,26 @@
 // Receive work queues and receive WQ indirection tables.
 #include <bit>
+#include <chrono>
 #include <vector>
 
 #include "daemon_fixture.h"
 
 namespace uroce::test {
 namespace {
+
+// Polls until `count` completions have come (or 10 s have passed); how many came.
+int poll_until(ibv_cq* cq, int count, ibv_wc* wc) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int got = 0;
+    while (got < count && std::chrono::steady_clock::now() < deadline) {
+        const int n = ibv_poll_cq(cq, count - got, wc + got);
+        if (n < 0) {
+            return n;
+        }
+        got += n;
+    }
+    return got;
+}
 
 class WqTest : public VerbsTest {
   protected:
@@ -88,6 +103,60 @@ TEST_F(WqTest, StateMachine) {
     // RDY is entered only from RESET (or RDY).
     EXPECT_EQ(modify(wq.get(), IBV_WQS_RDY), EINVAL);
     EXPECT_EQ(wq->state, IBV_WQS_ERR);
+}
+
+// Receives posted to a WQ complete with IBV_WC_WR_FLUSH_ERR, in order and
+// naming the WQ, when it enters ERR, and so do those posted while in ERR.
+TEST_F(WqTest, ErrFlushesPostedReceives) {
+    WqPtr wq = create_wq();
+    ASSERT_TRUE(wq);
+    ASSERT_EQ(modify(wq.get(), IBV_WQS_RDY), 0);
+    std::vector<char> buffer(64);
+    MrPtr mr(ibv_reg_mr(pd(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(mr);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buffer.data()), 64, mr->lkey};
+    ibv_recv_wr wrs[3]{};
+    for (int i = 0; i < 3; ++i) {
+        wrs[i] = {static_cast<uint64_t>(10 + i), i < 2 ? &wrs[i + 1] : nullptr, &sge, 1};
+    }
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_wq_recv(wq.get(), wrs, &bad), 0);
+    ibv_wc wc[4];
+    EXPECT_EQ(ibv_poll_cq(cq_.get(), 4, wc), 0) << "a WQ in RDY completes nothing by itself";
+    ASSERT_EQ(modify(wq.get(), IBV_WQS_ERR), 0);
+    ASSERT_EQ(poll_until(cq_.get(), 3, wc), 3);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(wc[i].wr_id, 10u + i);
+        EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(wc[i].qp_num, wq->wq_num);
+    }
+    wrs[0].next = nullptr;
+    ASSERT_EQ(ibv_post_wq_recv(wq.get(), wrs, &bad), 0);
+    ASSERT_EQ(poll_until(cq_.get(), 1, wc), 1);
+    EXPECT_EQ(wc[0].wr_id, 10u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// Too many scatter entries, or more receives than max_wr: ENOMEM/EINVAL as
+// for a QP's receive queue, with bad_wr naming the first one refused.
+TEST_F(WqTest, PostWqRecvChecksItsRequests) {
+    ibv_wq_init_attr attr = wq_attr();
+    attr.max_wr = 1;
+    attr.max_sge = 1;
+    WqPtr wq(ibv_create_wq(context(), &attr));
+    ASSERT_TRUE(wq);
+    ibv_sge sges[40]{};
+    ibv_recv_wr wr{1, nullptr, sges, 40};
+    ibv_recv_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_wq_recv(wq.get(), &wr, &bad), EINVAL);
+    EXPECT_EQ(bad, &wr);
+    wr.num_sge = 1;
+    std::vector<ibv_recv_wr> many(attr.max_wr + 1, wr);
+    for (size_t i = 0; i + 1 < many.size(); ++i) {
+        many[i].next = &many[i + 1];
+    }
+    EXPECT_EQ(ibv_post_wq_recv(wq.get(), many.data(), &bad), ENOMEM);
+    EXPECT_EQ(bad, &many.back());
 }
 
 TEST_F(WqTest, CurrStateMustMatch) {
