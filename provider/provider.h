@@ -120,6 +120,7 @@ int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*);
 ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);
 ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*);
 int resize_cq(ibv_cq*, int);
+int modify_cq(ibv_cq*, ibv_modify_cq_attr*);
 int destroy_cq(ibv_cq*);
 void cq_event(ibv_cq*);
 
@@ -137,6 +138,8 @@ int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
 int destroy_qp(ibv_qp*);
 ibv_qp* open_qp(ibv_context*, ibv_qp_open_attr*);
 int attach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
+ibv_flow* create_flow(ibv_qp*, ibv_flow_attr*);
+int destroy_flow(ibv_flow*);
 int detach_mcast(ibv_qp*, const ibv_gid*, uint16_t);
 
 ibv_wq* create_wq(ibv_context*, ibv_wq_init_attr*);

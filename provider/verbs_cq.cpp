@@ -75,6 +75,14 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     return &cq->ibv.cq_ex;
 }
 
+int modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr) {
+    rpc::Empty none;
+    if (int error = client_of(cq->context).call(rpc::ModifyCqRequest{cq->handle, *attr}, &none)) {
+        return report(cq->context, "modify_cq", error);
+    }
+    return 0;
+}
+
 int resize_cq(ibv_cq* ibcq, int cqe) {
     ProviderCq* cq = to_cq(ibcq);
     // Held across the call: the daemon copies the completions not polled

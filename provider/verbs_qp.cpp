@@ -242,4 +242,37 @@ int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
     return 0;
 }
 
+// ibv_create_flow(3): the attribute and the specs after it go to the daemon
+// as they are; it parses and checks them.
+ibv_flow* create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
+    rpc::CreateFlowRequest request{qp->handle, attr->size, {}};
+    if (attr->size > sizeof(request.attr)) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    memcpy(request.attr, attr, attr->size);
+    rpc::CreateFlowReply reply;
+    if (int error = client_of(qp->context).call(request, &reply)) {
+        report(qp->context, "create_flow", error);
+        return nullptr;
+    }
+    auto* flow = static_cast<ibv_flow*>(calloc(1, sizeof(ibv_flow)));
+    if (!flow) {
+        client_of(qp->context).call_op(rpc::Op::kDestroyFlow, rpc::HandleRequest{reply.handle});
+        errno = ENOMEM;
+        return nullptr;
+    }
+    *flow = {0, qp->context, reply.handle};
+    return flow;
+}
+
+int destroy_flow(ibv_flow* flow) {
+    if (int error = client_of(flow->context)
+                        .call_op(rpc::Op::kDestroyFlow, rpc::HandleRequest{flow->handle})) {
+        return report(flow->context, "destroy_flow", error);
+    }
+    free(flow);
+    return 0;
+}
+
 }  // namespace uroce

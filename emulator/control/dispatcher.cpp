@@ -85,6 +85,7 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kDestroyCompChannel, verb(&Context::destroy_comp_channel));
     set(Op::kCreateCq, verb(&Context::create_cq));
     set(Op::kResizeCq, verb(&Context::resize_cq));
+    set(Op::kModifyCq, verb(&Context::modify_cq));
     set(Op::kDestroyCq, verb(&Context::destroy_cq));
     set(Op::kCreateSrq, verb(&Context::create_srq));
     set(Op::kModifySrq, verb(&Context::modify_srq));
@@ -115,6 +116,8 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kCloseXrcd, verb(&Context::close_xrcd));
     set(Op::kAttachMcast, verb(&Context::attach_mcast));
     set(Op::kDetachMcast, verb(&Context::detach_mcast));
+    set(Op::kCreateFlow, verb(&Context::create_flow));
+    set(Op::kDestroyFlow, verb(&Context::destroy_flow));
     return h;
 }
 

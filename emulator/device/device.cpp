@@ -28,6 +28,7 @@ constexpr int kMaxMcastGroups = 8192;
 constexpr int kMaxMcastQpAttach = 56;
 constexpr uint32_t kMaxWq = 4096;
 constexpr uint32_t kMaxRwqIndTableSize = 256;
+constexpr uint16_t kMaxCqPeriodUs = 4095;    // as mlx5
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // as the on-chip memory of a ConnectX NIC
 // The first QP number handed to applications: 0 and 1 are the special QPs.
 constexpr uint32_t kFirstQpn = 0x11;
@@ -103,10 +104,17 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     attr_.max_wq_type_rq = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
     attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;
+    attr_.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+    attr_.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    attr_.rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 |
+                                         IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 |
+                                         IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                         IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
     attr_.phys_port_cnt_ex = kPortCount;
     attr_.completion_timestamp_mask = UINT64_MAX;
     attr_.hca_core_clock = queues::kDeviceClockKhz;
     attr_.max_dm_size = kMaxDmSize;
+    attr_.cq_mod_caps = {UINT16_MAX, kMaxCqPeriodUs};
 
     port_attr_.state = IBV_PORT_ACTIVE;
     port_attr_.max_mtu = IBV_MTU_4096;

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -26,6 +27,8 @@ struct Mr;
 struct Mw;
 struct Srq;
 struct Wq;
+struct Flow;
+struct Cq;
 
 // Objects of each kind alive on a device, across all clients.
 struct ObjectCounts {
@@ -63,6 +66,11 @@ class Device {
     IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // Every QP of the device by number, for the packets addressed to it.
     std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
+    // The flow rules of the device's QPs, oldest first.
+    std::vector<const Flow*>& flows() { return flows_; }
+    const std::vector<const Flow*>& flows() const { return flows_; }
+    // CQs whose moderated completion event waits for its period to end.
+    std::set<Cq*>& due_cq_events() { return due_cq_events_; }
     // Every receive WQ of the device by number, for the engine to flush those in ERR.
     std::unordered_map<uint32_t, Wq*>& wq_table() { return wq_table_; }
     // Every SRQ of the device by number, for the XRC requests that name one.
@@ -109,6 +117,8 @@ class Device {
     std::unordered_map<uint32_t, Qp*> qp_table_;
     std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
     std::unordered_map<uint32_t, Wq*> wq_table_;
+    std::vector<const Flow*> flows_;
+    std::set<Cq*> due_cq_events_;
     std::unordered_map<uint32_t, Mr*> mr_table_;
     std::unordered_map<uint32_t, Mw*> mw_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

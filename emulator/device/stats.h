@@ -31,6 +31,11 @@ namespace uroce {
     X(rcvd_unknown_qp, "packets for no QP of the device (dropped)")                    \
     X(rcvd_icrc_err, "packets with a bad ICRC (dropped)")                              \
     X(rcvd_malformed, "packets that do not parse (dropped)")                           \
+    X(raw_sent_frames, "Ethernet frames sent by RAW_PACKET QPs")                       \
+    X(raw_rcvd_frames, "Ethernet frames received into RAW_PACKET QPs and WQs")         \
+    X(raw_unmatched, "Ethernet frames matching no flow rule (dropped)")                \
+    X(raw_steered_drop, "Ethernet frames dropped by a flow rule's drop action")        \
+    X(raw_no_receive, "Ethernet frames for a QP or WQ with no receive WQE (dropped)")  \
     X(fault_dropped, "outgoing packets dropped by fault injection")                    \
     X(fault_duplicated, "outgoing packets duplicated by fault injection")
 

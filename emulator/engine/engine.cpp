@@ -5,6 +5,8 @@
 
 #include <stdexcept>
 
+#include "engine/frame_steering.h"
+#include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
@@ -100,6 +102,19 @@ void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& h
     }
     ++from.stats().sent_pkts;
     transmit(from, dest_ipv4, std::move(bytes));
+}
+
+// The segment joins every device of the daemon; a NIC does not hear its
+// own frames.
+void Engine::send_frame(Device& from, std::span<const std::byte> frame) {
+    const auto bytes = std::span(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
+    from.trace().record_frame(bytes);
+    for (const auto& device : devices_) {
+        if (device.get() != &from) {
+            device->trace().record_frame(bytes);
+            steer_frame(*device, frame);
+        }
+    }
 }
 
 std::vector<uint8_t> Engine::spare_buffer() {
@@ -257,6 +272,10 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     bool any = false;
     for (const auto& device : devices_) {
         for (auto& [qpn, qp] : device->qp_table()) {
+            if (qp->type == IBV_QPT_RAW_PACKET) {
+                any |= transport_.run_raw_sender(*device, *qp);
+                continue;
+            }
             if (!transport::wire_transport(qp->type)) {
                 continue;
             }
@@ -295,6 +314,9 @@ bool Engine::work_pending() {
 Clock::time_point Engine::next_deadline() const {
     Clock::time_point next = held_.empty() ? transport::kNever : held_.begin()->first;
     for (const auto& device : devices_) {
+        for (const Cq* cq : device->due_cq_events()) {
+            next = std::min(next, cq->event_due);
+        }
         for (const auto& [qpn, qp] : device->qp_table()) {
             next = std::min(next, transport::Transport::next_deadline(*qp));
         }
@@ -344,6 +366,24 @@ void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint
     receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, now);
 }
 
+// Moderated completion events whose period has ended.
+bool Engine::signal_due_cq_events(Clock::time_point now) {
+    bool any = false;
+    for (const auto& device : devices_) {
+        std::vector<Cq*> due;
+        for (Cq* cq : device->due_cq_events()) {
+            if (cq->event_due <= now) {
+                due.push_back(cq);
+            }
+        }
+        for (Cq* cq : due) {
+            transport::signal_cq_event(*cq);
+            any = true;
+        }
+    }
+    return any;
+}
+
 bool Engine::run_once() {
     const auto now = Clock::now();
     if (now - last_control_poll_ >= kControlPoll) {
@@ -358,6 +398,7 @@ bool Engine::run_once() {
     busy |= deliver_local(now);
     busy |= run_queue_pairs(now);
     busy |= deliver_local(now);
+    busy |= signal_due_cq_events(now);
     network_.submit();
     return busy;
 }

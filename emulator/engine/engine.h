@@ -41,6 +41,7 @@ class Engine : public transport::PacketOutput {
 
     void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
               std::span<const std::byte> payload) override;
+    void send_frame(Device& from, std::span<const std::byte> frame) override;
 
     // A UDP datagram that arrived for device `index` from src_ipv4:src_port
     // (network order address, host order port): the receive path of the
@@ -76,6 +77,7 @@ class Engine : public transport::PacketOutput {
                  bool from_udp, uint16_t src_port, transport::Clock::time_point now);
     void receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
                            uint32_t group_ipv4, transport::Clock::time_point now);
+    bool signal_due_cq_events(transport::Clock::time_point now);
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();

@@ -91,15 +91,24 @@ void PcapWriter::record(std::span<const uint8_t> udp_payload, uint32_t src_ipv4,
     udp[3] = static_cast<uint8_t>(dst_port);
     udp[4] = static_cast<uint8_t>(udp_length >> 8);
     udp[5] = static_cast<uint8_t>(udp_length);  // checksum 0: none, as RoCEv2 allows
+    write_record(frame, udp_payload);
+}
 
+void PcapWriter::record_frame(std::span<const uint8_t> frame) {
+    if (file_) {
+        write_record({}, frame);
+    }
+}
+
+void PcapWriter::write_record(std::span<const uint8_t> headers, std::span<const uint8_t> rest) {
     timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    const uint32_t length = static_cast<uint32_t>(kFrameHeaders + udp_payload.size());
+    const auto length = static_cast<uint32_t>(headers.size() + rest.size());
     PcapRecordHeader record{static_cast<uint32_t>(now.tv_sec),
                             static_cast<uint32_t>(now.tv_nsec / 1000), length, length};
     iovec parts[] = {{&record, sizeof(record)},
-                     {frame, sizeof(frame)},
-                     {const_cast<uint8_t*>(udp_payload.data()), udp_payload.size()}};
+                     {const_cast<uint8_t*>(headers.data()), headers.size()},
+                     {const_cast<uint8_t*>(rest.data()), rest.size()}};
     if (writev(file_.get(), parts, 3) != static_cast<ssize_t>(sizeof(record) + length)) {
         file_.reset();  // the reader went away or the disk is full: stop tracing
         return;

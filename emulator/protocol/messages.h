@@ -25,6 +25,7 @@ inline constexpr size_t kMaxErrorText = 200;
 inline constexpr size_t kNameLen = 64;
 inline constexpr size_t kMaxRwqIndTableSize = 256;
 inline constexpr size_t kMaxRssKeyLen = 128;
+inline constexpr size_t kMaxFlowAttr = 1024;  // an ibv_flow_attr and its specs
 inline constexpr uint32_t kNoHandle = 0;
 inline constexpr size_t kMaxStatsText = 32 * 1024;
 inline constexpr int64_t kMaxFaultDelayUs = 10 * 1000 * 1000;
@@ -49,6 +50,7 @@ enum class Op : uint16_t {
     kDestroyCompChannel,
     kCreateCq,
     kResizeCq,
+    kModifyCq,
     kDestroyCq,
     kCreateSrq,
     kModifySrq,
@@ -70,6 +72,8 @@ enum class Op : uint16_t {
     kCloseXrcd,
     kAttachMcast,
     kDetachMcast,
+    kCreateFlow,
+    kDestroyFlow,
     // The tool's observability ops (any connection may send them).
     kStats,
     kSetFaults,
@@ -223,6 +227,10 @@ struct CreateCqReply {
     uint32_t handle;
     int32_t cqe;
     uint32_t ring_entries;
+};
+struct ModifyCqRequest {
+    uint32_t handle;
+    ibv_modify_cq_attr attr;
 };
 struct ResizeCqRequest {
     uint32_t handle;
@@ -421,6 +429,16 @@ struct TraceReply {
     uint32_t reserved;
 };
 
+// ibv_create_flow: the attribute and its specs as the application laid them out.
+struct CreateFlowRequest {
+    uint32_t qp;
+    uint32_t size;
+    std::byte attr[kMaxFlowAttr];
+};
+struct CreateFlowReply {
+    uint32_t handle;
+};
+
 // Request type -> op and reply type.
 template <class Request>
 struct Traits;
@@ -445,6 +463,7 @@ UROCE_RPC(kCreateCompChannel, CreateCompChannelRequest, Empty)
 UROCE_RPC(kDestroyCompChannel, DestroyCompChannelRequest, Empty)
 UROCE_RPC(kCreateCq, CreateCqRequest, CreateCqReply)
 UROCE_RPC(kResizeCq, ResizeCqRequest, ResizeCqReply)
+UROCE_RPC(kModifyCq, ModifyCqRequest, Empty)
 UROCE_RPC(kCreateSrq, CreateSrqRequest, CreateSrqReply)
 UROCE_RPC(kModifySrq, ModifySrqRequest, ModifySrqReply)
 UROCE_RPC(kCreateQp, CreateQpRequest, CreateQpReply)
@@ -456,6 +475,7 @@ UROCE_RPC(kCreateRwqIndTable, CreateRwqIndTableRequest, CreateRwqIndTableReply)
 UROCE_RPC(kOpenQp, OpenQpRequest, OpenQpReply)
 UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
+UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
 #undef UROCE_RPC
 

@@ -222,8 +222,9 @@ bool send_opcode_allowed(ibv_qp_type type, uint32_t opcode) {
     const bool reliable = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
     switch (opcode) {
         case IBV_WR_SEND:
-        case IBV_WR_SEND_WITH_IMM:
             return type != IBV_QPT_XRC_RECV;
+        case IBV_WR_SEND_WITH_IMM:  // Ethernet frames carry no immediate data
+            return type != IBV_QPT_XRC_RECV && type != IBV_QPT_RAW_PACKET;
         case IBV_WR_RDMA_WRITE:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
         case IBV_WR_LOCAL_INV:

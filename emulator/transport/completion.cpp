@@ -18,6 +18,40 @@ void EventPipe::post(uint64_t element, uint32_t event_type) const {
 
 namespace transport {
 
+ibv_wc_opcode wc_opcode(uint32_t wr_opcode) {
+    switch (wr_opcode) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            return IBV_WC_RDMA_WRITE;
+        case IBV_WR_RDMA_READ:
+            return IBV_WC_RDMA_READ;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            return IBV_WC_COMP_SWAP;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            return IBV_WC_FETCH_ADD;
+        case IBV_WR_LOCAL_INV:
+            return IBV_WC_LOCAL_INV;
+        case IBV_WR_BIND_MW:
+            return IBV_WC_BIND_MW;
+        default:
+            return IBV_WC_SEND;
+    }
+}
+
+void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
+    const bool signaled = qp.sq_sig_all || (w.wqe.send_flags & IBV_SEND_SIGNALED);
+    if (!signaled && status == IBV_WC_SUCCESS) {
+        return;
+    }
+    ibv_wc wc{};
+    wc.wr_id = w.wqe.wr_id;
+    wc.status = status;
+    wc.opcode = wc_opcode(w.wqe.opcode);
+    wc.byte_len = static_cast<uint32_t>(w.length);
+    wc.qp_num = qp.qpn;
+    post_completion(*qp.send_cq.get(), wc, false);
+}
+
 void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
     queues::Cqe cqe{};
     cqe.wc = wc;
@@ -40,7 +74,31 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
     const bool wanted =
         armed == queues::kCqArmedAny ||
         (armed == queues::kCqArmedSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
-    if (!wanted || !cq.channel || arm.exchange(queues::kCqDisarmed) == queues::kCqDisarmed) {
+    if (!wanted || !cq.channel) {
+        return;
+    }
+    const ibv_moderate_cq& m = cq.moderation;
+    if (m.cq_count > 1 || m.cq_period) {
+        ++cq.held;
+        if (!m.cq_count || cq.held < m.cq_count) {
+            if (m.cq_period && cq.event_due == kNever) {
+                cq.event_due = Clock::now() + std::chrono::microseconds(m.cq_period);
+                cq.due_events->insert(&cq);
+            }
+            return;
+        }
+    }
+    signal_cq_event(cq);
+}
+
+void signal_cq_event(Cq& cq) {
+    cq.held = 0;
+    if (cq.event_due != kNever) {
+        cq.event_due = kNever;
+        cq.due_events->erase(&cq);
+    }
+    auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
+    if (arm.exchange(queues::kCqDisarmed) == queues::kCqDisarmed) {
         return;
     }
     ib_uverbs_comp_event_desc desc{};

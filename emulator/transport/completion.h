@@ -13,4 +13,14 @@ namespace uroce::transport {
 // IBV_EVENT_CQ_ERR once.
 void post_completion(Cq& cq, const ibv_wc& wc, bool solicited);
 
+// Writes the armed CQ's completion event (once per arming), ending any
+// moderation period.
+void signal_cq_event(Cq& cq);
+
+// The completion opcode of a send WQE's opcode.
+ibv_wc_opcode wc_opcode(uint32_t wr_opcode);
+
+// Completes a send WQE with `status` (successes only when signaled).
+void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status);
+
 }  // namespace uroce::transport

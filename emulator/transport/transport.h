@@ -2,8 +2,9 @@
 // requester turns send WQEs into request packets (requester.cpp), the
 // completer turns acknowledgements and responses into completions and
 // retransmissions (completer.cpp), the responder executes incoming requests
-// and answers them (responder.cpp; UD's datagrams in datagram.cpp). All of
-// it runs on the data-plane thread.
+// and answers them (responder.cpp; UD's datagrams in datagram.cpp). RAW_PACKET
+// QPs send and receive whole Ethernet frames (raw_ethernet.cpp). All of it
+// runs on the data-plane thread.
 #pragma once
 
 #include <stdint.h>
@@ -24,7 +25,14 @@ class PacketOutput {
     virtual ~PacketOutput() = default;
     virtual void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
                       std::span<const std::byte> payload) = 0;
+    // A whole Ethernet frame a RAW_PACKET QP sends onto the emulated segment.
+    virtual void send_frame(Device& from, std::span<const std::byte> frame) = 0;
 };
+
+// The emulated Ethernet segment carries frames of a 14-byte header up to a
+// 9000-byte (jumbo) MTU with one VLAN tag.
+inline constexpr uint64_t kMinFrame = 14;
+inline constexpr uint64_t kMaxFrame = 9000 + 14 + 4;
 
 class Transport {
   public:
@@ -43,6 +51,9 @@ class Transport {
     // `src_ipv4` to `dest_ipv4` (the device's address, or a multicast group).
     void receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
                  uint32_t dest_ipv4, Clock::time_point now);
+    // A RAW_PACKET QP's send queue: each WQE one frame onto the segment;
+    // flushes a QP in ERR. Returns whether it did anything.
+    bool run_raw_sender(Device& device, Qp& qp);
     // The earliest timer of the QP, kNever when none runs.
     static Clock::time_point next_deadline(const Qp& qp);
 
@@ -84,6 +95,12 @@ class Transport {
     PacketOutput& output_;
     std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way
 };
+
+// A frame that steering gave a RAW_PACKET QP, or a WQ of an RSS QP: it
+// fills the next receive WQE; false when it was dropped (no WQE posted, or
+// the queue is not receiving).
+bool receive_frame(Device& device, Qp& qp, std::span<const std::byte> frame);
+bool receive_frame(Device& device, Wq& wq, std::span<const std::byte> frame);
 
 // Brings the transport state in line with a state change that modify_qp
 // just made (from `from`, with the attributes in `mask`).

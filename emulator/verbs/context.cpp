@@ -21,6 +21,7 @@ Context::~Context() {
         }
     };
     rpc::Empty none;
+    destroy_all(flows_, [&](uint32_t h) { destroy_flow({h}, none); });
     destroy_all(qps_, [&](uint32_t h) {
         qps_.find(h)->mcast_groups.clear();
         destroy_qp({h}, none);

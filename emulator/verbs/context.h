@@ -50,6 +50,7 @@ class Context {
     Result destroy_comp_channel(const rpc::DestroyCompChannelRequest&, rpc::Empty&);
     Result create_cq(const rpc::CreateCqRequest&, rpc::CreateCqReply&, ReplyFds&);
     Result resize_cq(const rpc::ResizeCqRequest&, rpc::ResizeCqReply&, ReplyFds&);
+    Result modify_cq(const rpc::ModifyCqRequest&, rpc::Empty&);
     Result destroy_cq(const rpc::HandleRequest&, rpc::Empty&);
 
     Result create_srq(const rpc::CreateSrqRequest&, rpc::CreateSrqReply&, ReplyFds&);
@@ -78,6 +79,9 @@ class Context {
     Result attach_mcast(const rpc::McastRequest&, rpc::Empty&);
     Result detach_mcast(const rpc::McastRequest&, rpc::Empty&);
 
+    Result create_flow(const rpc::CreateFlowRequest&, rpc::CreateFlowReply&);
+    Result destroy_flow(const rpc::HandleRequest&, rpc::Empty&);
+
     // Object counts, for status.
     ObjectCounts counts() const;
 
@@ -86,6 +90,7 @@ class Context {
                            uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                            rpc::RegMrReply& reply);
     Result check_ah_attr(const ibv_ah_attr& attr) const;
+    Result create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply);
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
 
     Device& device_;
@@ -103,6 +108,7 @@ class Context {
     HandleTable<RwqIndTable> ind_tables_;
     HandleTable<Ah> ahs_;
     HandleTable<Qp> qps_;
+    HandleTable<Flow> flows_;
 };
 
 }  // namespace uroce

@@ -87,6 +87,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cq->comp_vector = req.comp_vector;
     cq->wc_flags = req.wc_flags;
     cq->events = events_;
+    cq->due_events = &device_.due_cq_events();
     const uint32_t entries = static_cast<uint32_t>(cq->cqe) + 1;
     if (Result r = Ring::create(device_.name() + "-cq", entries, queues::kCqeSize,
                                 sizeof(queues::CqState), cq->ring);
@@ -129,6 +130,30 @@ Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& r
     return ok();
 }
 
+// ibv_modify_cq(3): moderation only (the kernel's ib_uverbs_ex_modify_cq).
+Result Context::modify_cq(const rpc::ModifyCqRequest& req, rpc::Empty&) {
+    auto cq = cqs_.find(req.handle);
+    if (!cq) {
+        return fail(EINVAL, "no CQ with handle %u", req.handle);
+    }
+    if (!req.attr.attr_mask) {
+        return fail(EINVAL, "ibv_modify_cq with an empty attr_mask");
+    }
+    if (req.attr.attr_mask & ~IBV_CQ_ATTR_MODERATE) {
+        return fail(EOPNOTSUPP, "CQ attributes 0x%x are not supported",
+                    req.attr.attr_mask & ~IBV_CQ_ATTR_MODERATE);
+    }
+    const ibv_cq_moderation_caps& caps = device_.attr().cq_mod_caps;
+    if (req.attr.moderate.cq_count > caps.max_cq_count ||
+        req.attr.moderate.cq_period > caps.max_cq_period) {
+        return fail(EINVAL, "moderation %u completions / %u us beyond the device's %u / %u us",
+                    req.attr.moderate.cq_count, req.attr.moderate.cq_period, caps.max_cq_count,
+                    caps.max_cq_period);
+    }
+    cq->moderation = req.attr.moderate;
+    return ok();
+}
+
 Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
     auto cq = cqs_.find(req.handle);
     if (!cq) {
@@ -137,6 +162,7 @@ Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
     if (cq->users) {
         return fail(EBUSY, "CQ %u is still used by %d QPs, SRQs or WQs", req.handle, cq->users);
     }
+    device_.due_cq_events().erase(cq.get());
     cqs_.erase(req.handle);
     --device_.counts().cq;
     return ok();

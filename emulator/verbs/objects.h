@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "queues/ring.h"
+#include "steering/flow_rule.h"
 #include "transport/qp_state.h"
 #include "util/unique_fd.h"
 #include "verbs/handle_table.h"
@@ -118,6 +119,12 @@ struct Cq : Object {
     Ref<CompChannel> channel;
     int comp_vector = 0;
     uint64_t wc_flags = 0;
+    // ibv_modify_cq(3) moderation: an armed CQ signals once cq_count
+    // completions have come, or cq_period us after the first of them.
+    ibv_moderate_cq moderation{};
+    uint32_t held = 0;  // completions the armed CQ has not signalled yet
+    transport::Clock::time_point event_due = transport::kNever;
+    std::set<Cq*>* due_events = nullptr;  // the device's CQs with an event_due
 };
 
 // An XRC domain. Opened through a file, it is shared by every client that
@@ -194,6 +201,10 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
     Ref<Srq> srq;
     std::shared_ptr<XrcdDomain> xrc_domain;  // XRC_TGT
     Ref<RwqIndTable> ind_table;
+    // An RSS QP: where the Toeplitz hash of each frame's fields points in
+    // ind_table.
+    std::vector<uint8_t> rss_key;
+    uint64_t rss_fields = 0;
     std::set<std::pair<std::array<uint8_t, 16>, uint16_t>> mcast_groups;
     // UD: the creating client's address handles, which its WQEs name.
     const HandleTable<Ah>* ahs = nullptr;
@@ -205,6 +216,13 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
             holder.events->post(holder.user_handle, event);
         }
     }
+};
+
+// A flow steering rule (ibv_create_flow): the frames it matches go to its
+// QP, or are dropped.
+struct Flow : Object {
+    Ref<Qp> qp;
+    steering::FlowRule rule;
 };
 
 }  // namespace uroce

@@ -15,6 +15,9 @@
 namespace uroce {
 namespace {
 
+// Toeplitz keys are 40 bytes, as mlx5 takes them.
+constexpr uint32_t kToeplitzKeyLen = 40;
+
 constexpr uint32_t kMaxInlineData = 512;
 constexpr uint32_t kKnownQpComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
                                   IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_MAX_TSO_HEADER |
@@ -117,6 +120,63 @@ Result Context::check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) 
     return ok();
 }
 
+// An RSS QP (ibv_create_qp_ex with rx_hash_conf): a RAW_PACKET QP with no
+// queues of its own that spreads the frames steered to it over the WQs of an
+// indirection table by the Toeplitz hash of the fields chosen, as mlx5.
+Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply) {
+    const ibv_rss_caps& caps = device_.attr().rss_caps;
+    constexpr uint32_t kBoth = IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE;
+    if ((req.comp_mask & kBoth) != kBoth) {
+        return fail(EINVAL, "an RSS QP needs both rx_hash_conf and an indirection table");
+    }
+    if (req.qp_type != IBV_QPT_RAW_PACKET) {
+        return fail(EINVAL, "an RSS QP is a RAW_PACKET QP, not %s",
+                    qp_type_name(static_cast<ibv_qp_type>(req.qp_type)));
+    }
+    auto table = ind_tables_.find(req.rwq_ind_tbl);
+    if (!table) {
+        return fail(EINVAL, "no indirection table with handle %u", req.rwq_ind_tbl);
+    }
+    auto pd = pds_.find(req.pd);
+    if (!pd) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
+    }
+    if (req.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ) {
+        return fail(EOPNOTSUPP, "hash function %u is not supported (only Toeplitz)",
+                    req.rx_hash_function);
+    }
+    if (req.rx_hash_key_len != kToeplitzKeyLen) {
+        return fail(EINVAL, "a Toeplitz key of %u bytes: it takes %u", req.rx_hash_key_len,
+                    kToeplitzKeyLen);
+    }
+    if (req.rx_hash_fields_mask & ~caps.rx_hash_fields_mask) {
+        return fail(
+            EOPNOTSUPP, "hash fields 0x%llx are not supported",
+            static_cast<unsigned long long>(req.rx_hash_fields_mask & ~caps.rx_hash_fields_mask));
+    }
+    if (device_.counts().qp >= device_.attr().orig_attr.max_qp) {
+        return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
+                    device_.attr().orig_attr.max_qp);
+    }
+    auto qpn = device_.qpns().allocate();
+    if (!qpn) {
+        return fail(ENOMEM, "no QP numbers left");
+    }
+    auto qp = std::make_shared<Qp>();
+    qp->type = IBV_QPT_RAW_PACKET;
+    qp->qpn = *qpn;
+    qp->pd = Ref<Pd>(pd);
+    qp->ind_table = Ref<RwqIndTable>(table);
+    qp->rss_key.assign(req.rx_hash_key, req.rx_hash_key + req.rx_hash_key_len);
+    qp->rss_fields = req.rx_hash_fields_mask;
+    qps_.add(qp);
+    qp->holders.push_back({events_, qp->handle, req.user_handle, Ref<Xrcd>()});
+    device_.qp_table()[qp->qpn] = qp.get();
+    ++device_.counts().qp;
+    reply = {qp->handle, qp->qpn, {}, {}, {}};
+    return ok();
+}
+
 Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply,
                           ReplyFds& fds) {
     const ibv_device_attr& caps = device_.attr().orig_attr;
@@ -149,8 +209,12 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     if (req.create_flags) {
         return fail(EOPNOTSUPP, "QP create_flags 0x%x are not supported", req.create_flags);
     }
+    // The kernel's ib_uverbs_create_qp: raw Ethernet is for CAP_NET_RAW only.
+    if (type == IBV_QPT_RAW_PACKET && !has_capability(pid_, CAP_NET_RAW)) {
+        return fail(EPERM, "only a process with CAP_NET_RAW creates RAW_PACKET QPs");
+    }
     if ((req.comp_mask & IBV_QP_INIT_ATTR_RX_HASH) || req.rwq_ind_tbl) {
-        return fail(EOPNOTSUPP, "RSS QPs are not supported yet");
+        return create_rss_qp(req, reply);
     }
 
     std::shared_ptr<Pd> pd;
@@ -260,6 +324,9 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     if (!qp) {
         return fail(EINVAL, "no QP with handle %u", req.handle);
     }
+    if (qp->ind_table) {
+        return fail(EOPNOTSUPP, "RSS QP 0x%x has no state to change: its WQs have", qp->qpn);
+    }
     const int mask = drop_ignored_qp_attrs(qp->type, req.attr_mask);
     if (mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)) {
         return fail(EINVAL, "unknown QP attribute mask bits 0x%x",
@@ -326,6 +393,9 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
     if (!qp->mcast_groups.empty()) {
         return fail(EBUSY, "QP %u is still attached to %zu multicast groups", qp->qpn,
                     qp->mcast_groups.size());
+    }
+    if (qp->users) {
+        return fail(EBUSY, "QP 0x%x still has %d flow rules", qp->qpn, qp->users);
     }
     std::erase_if(qp->holders, [&](const QpHolder& holder) {
         return holder.events == events_ && holder.handle == req.handle;

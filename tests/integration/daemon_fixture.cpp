@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -308,6 +310,30 @@ ContextPtr open_device(const std::string& name) {
         ADD_FAILURE() << "cannot open " << name << "; uroced's log:\n" << test_daemon().log();
     }
     return context;
+}
+
+WithoutCapNetRaw::WithoutCapNetRaw() {
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    if (syscall(SYS_capget, &header, caps) != 0 || !(caps[0].permitted & (1u << CAP_NET_RAW))) {
+        ADD_FAILURE() << "the test needs CAP_NET_RAW in its permitted set (run as root)";
+        return;
+    }
+    saved_effective_ = caps[0].effective;
+    caps[0].effective &= ~(1u << CAP_NET_RAW);
+    dropped_ = syscall(SYS_capset, &header, caps) == 0;
+    EXPECT_TRUE(dropped_) << "capset: " << strerror(errno);
+}
+
+WithoutCapNetRaw::~WithoutCapNetRaw() {
+    if (!dropped_) {
+        return;
+    }
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    syscall(SYS_capget, &header, caps);
+    caps[0].effective = saved_effective_;
+    EXPECT_EQ(syscall(SYS_capset, &header, caps), 0) << "capset: " << strerror(errno);
 }
 
 void VerbsTest::SetUp() {

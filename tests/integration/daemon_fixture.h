@@ -109,6 +109,22 @@ int error_of(const Ptr& object) {
     return object ? 0 : errno;
 }
 
+// While it lives, the process runs without CAP_NET_RAW in its effective set
+// (it must be in the permitted set: run as root), as an unprivileged
+// application would; `ok()` says whether dropping it worked.
+class WithoutCapNetRaw {
+  public:
+    WithoutCapNetRaw();
+    ~WithoutCapNetRaw();
+    WithoutCapNetRaw(const WithoutCapNetRaw&) = delete;
+    WithoutCapNetRaw& operator=(const WithoutCapNetRaw&) = delete;
+    bool ok() const { return dropped_; }
+
+  private:
+    bool dropped_ = false;
+    uint32_t saved_effective_ = 0;
+};
+
 // Opens the device called `name`; null, with a test failure, when it cannot.
 ContextPtr open_device(const std::string& name);
 
