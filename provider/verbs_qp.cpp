@@ -243,14 +243,21 @@ int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
 }
 
 // ibv_create_flow(3): the attribute and the specs after it go to the daemon
-// as they are; it parses and checks them.
+// as they are; it parses and checks them. As libibverbs' own command does,
+// the specs are found by their size fields, not by attr->size.
 ibv_flow* create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
-    rpc::CreateFlowRequest request{qp->handle, attr->size, {}};
-    if (attr->size > sizeof(request.attr)) {
-        errno = EINVAL;
-        return nullptr;
+    rpc::CreateFlowRequest request{qp->handle, sizeof(*attr), {}};
+    const auto* bytes = reinterpret_cast<const std::byte*>(attr);
+    for (unsigned i = 0; i < attr->num_of_specs; ++i) {
+        ibv_flow_spec_action_drop head;  // every spec starts with {type, size}
+        memcpy(&head, bytes + request.size, sizeof(head));
+        if (head.size < sizeof(head) || request.size + head.size > sizeof(request.attr)) {
+            errno = EINVAL;
+            return nullptr;
+        }
+        request.size += head.size;
     }
-    memcpy(request.attr, attr, attr->size);
+    memcpy(request.attr, attr, request.size);
     rpc::CreateFlowReply reply;
     if (int error = client_of(qp->context).call(request, &reply)) {
         report(qp->context, "create_flow", error);

@@ -117,10 +117,6 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
                                   " bytes, shorter than ibv_flow_attr");
     }
     memcpy(&attr, bytes.data(), sizeof(attr));
-    if (attr.size < sizeof(attr) || attr.size > bytes.size()) {
-        return failed(EINVAL, "the flow attribute's size " + std::to_string(attr.size) +
-                                  " is not that of ibv_flow_attr and its specs");
-    }
     if (attr.comp_mask) {
         return failed(EINVAL, "unknown flow comp_mask bits");
     }
@@ -150,9 +146,9 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
     size_t offset = sizeof(attr);
     for (unsigned i = 0; i < attr.num_of_specs; ++i) {
         ibv_flow_spec_action_drop head;  // the {type, size} every spec starts with
-        if (offset + sizeof(head) > attr.size) {
+        if (offset + sizeof(head) > bytes.size()) {
             return failed(EINVAL, "the flow names " + std::to_string(attr.num_of_specs) +
-                                      " specs, its size holds " + std::to_string(i));
+                                      " specs, the bytes given hold " + std::to_string(i));
         }
         memcpy(&head, bytes.data() + offset, sizeof(head));
         const std::string which = "spec " + std::to_string(i) + " (type 0x" + [&] {
@@ -170,10 +166,11 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
         if (size == 0) {
             return failed(EOPNOTSUPP, which + " is not supported");
         }
-        if (head.size < size || offset + head.size > attr.size) {
+        if (head.size < size || offset + head.size > bytes.size()) {
             return failed(EINVAL, which + " is " + std::to_string(head.size) +
                                       " bytes, its layout " + std::to_string(size) +
-                                      ", within the attribute's " + std::to_string(attr.size));
+                                      ", within the " + std::to_string(bytes.size()) +
+                                      " bytes given");
         }
         const std::byte* at = bytes.data() + offset;
         switch (head.type) {
@@ -198,11 +195,6 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
                 break;
         }
         offset += head.size;
-    }
-    if (offset != attr.size) {
-        return failed(EINVAL, "the flow attribute has " + std::to_string(attr.size - offset) +
-                                  " bytes after its " + std::to_string(attr.num_of_specs) +
-                                  " specs");
     }
     if (attr.type != IBV_FLOW_ATTR_NORMAL && !rule.specs.empty()) {
         return failed(EINVAL, "default and sniffer flows match every frame: they take no specs");

@@ -1,6 +1,8 @@
 // Flow steering rules as ibv_create_flow(3) lays them out: an ibv_flow_attr
-// followed by its specs. A rule matches a frame when every spec does, each
-// field compared under its mask, as the kernel's drivers compare them.
+// followed by num_of_specs specs, each as long as its own size field says
+// (attr.size is not used: libibverbs does not use it either). A rule
+// matches a frame when every spec does, each field compared under its mask,
+// as the kernel's drivers compare them.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -33,6 +35,7 @@ struct ParsedRule {
     FlowRule rule;
 };
 
+// `bytes`: the attribute and at least its specs.
 ParsedRule parse_flow_rule(std::span<const std::byte> bytes);
 
 // Every spec matches the frame (default and sniffer rules have none).

@@ -3,6 +3,8 @@
 // (ibv_get_async_event(3)).
 #include <poll.h>
 
+#include <chrono>
+
 #include "rc_pair.h"
 
 namespace uroce::test {
@@ -52,6 +54,51 @@ TEST_F(RcEventsTest, ArmedCqSignalsItsChannel) {
     settle();
     EXPECT_FALSE(a_.cq_event_ready());
     EXPECT_FALSE(b_.cq_event_ready());
+}
+
+// ibv_modify_cq(3) moderation: an armed CQ signals after cq_count
+// completions, or cq_period us after the first, whichever comes first.
+TEST_F(RcEventsTest, ModeratedCqSignalsAfterCountOrPeriod) {
+    ibv_modify_cq_attr attr{IBV_CQ_ATTR_MODERATE, {3, 0}};
+    ASSERT_EQ(ibv_modify_cq(b_.cq(), &attr), 0);
+    ASSERT_EQ(ibv_req_notify_cq(b_.cq(), 0), 0);
+    ASSERT_NO_FATAL_FAILURE(send(1, IBV_SEND_SIGNALED));
+    ASSERT_NO_FATAL_FAILURE(send(2, IBV_SEND_SIGNALED));
+    settle();
+    EXPECT_FALSE(b_.cq_event_ready()) << "signalled before the third completion";
+    ASSERT_NO_FATAL_FAILURE(send(3, IBV_SEND_SIGNALED));
+    ASSERT_NO_FATAL_FAILURE(b_.wait_cq_event());
+
+    // A period ends the wait for a count that does not come.
+    attr.moderate = {100, 2000};
+    ASSERT_EQ(ibv_modify_cq(b_.cq(), &attr), 0);
+    ASSERT_EQ(ibv_req_notify_cq(b_.cq(), 0), 0);
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(send(4, IBV_SEND_SIGNALED));
+    ASSERT_NO_FATAL_FAILURE(b_.wait_cq_event());
+    EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::microseconds(2000));
+
+    // Back to an event per completion.
+    attr.moderate = {0, 0};
+    ASSERT_EQ(ibv_modify_cq(b_.cq(), &attr), 0);
+    ASSERT_EQ(ibv_req_notify_cq(b_.cq(), 0), 0);
+    ASSERT_NO_FATAL_FAILURE(send(5, IBV_SEND_SIGNALED));
+    ASSERT_NO_FATAL_FAILURE(b_.wait_cq_event());
+}
+
+TEST_F(RcEventsTest, ModifyCqRefusesWhatItCannotDo) {
+    ibv_device_attr_ex caps{};
+    ASSERT_EQ(ibv_query_device_ex(b_.context(), nullptr, &caps), 0);
+    ASSERT_GT(caps.cq_mod_caps.max_cq_count, 0);
+    ASSERT_GT(caps.cq_mod_caps.max_cq_period, 0);
+    ibv_modify_cq_attr attr{0, {1, 1}};
+    EXPECT_EQ(ibv_modify_cq(b_.cq(), &attr), EINVAL);
+    attr.attr_mask = IBV_CQ_ATTR_MODERATE << 1;
+    EXPECT_EQ(ibv_modify_cq(b_.cq(), &attr), EOPNOTSUPP);
+    attr = {IBV_CQ_ATTR_MODERATE, {1, static_cast<uint16_t>(caps.cq_mod_caps.max_cq_period + 1)}};
+    EXPECT_EQ(ibv_modify_cq(b_.cq(), &attr), EINVAL);
+    attr.moderate.cq_period = caps.cq_mod_caps.max_cq_period;
+    EXPECT_EQ(ibv_modify_cq(b_.cq(), &attr), 0);
 }
 
 // Armed for solicited completions only, an unsolicited receive does not

@@ -132,5 +132,17 @@ INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest,
                                            DeviceAddress{"uroce1", "::ffff:127.0.0.2"}),
                          [](const auto& p) { return std::string(p.param.device); });
 
+// Thread domains and parent domains are not offered: the verbs say so.
+using DomainTest = VerbsTest;
+TEST_F(DomainTest, ThreadAndParentDomainsAreNotSupported) {
+    ibv_td_init_attr td_attr{};
+    EXPECT_EQ(ibv_alloc_td(context(), &td_attr), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    ibv_parent_domain_init_attr pd_attr{};
+    pd_attr.pd = pd();
+    EXPECT_EQ(ibv_alloc_parent_domain(context(), &pd_attr), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
 }  // namespace
 }  // namespace uroce::test

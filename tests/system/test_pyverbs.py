@@ -113,6 +113,13 @@ class PyverbsTest(harness.DaemonTestCase):
         every byte read back with ibv_memcpy_from_dm."""
         self.run_script("device_memory.py", "device memory ok")
 
+    def test_raw_packet_flow_steering_and_rss(self):
+        """pyverbs_scripts/raw_packet_rss.py: Ethernet frames between
+        RAW_PACKET QPs, steered by an Ethernet spec to a QP and by Ethernet +
+        UDP specs to an RSS QP whose two WQs share the frames as the Toeplitz
+        hash of their addresses and ports says; every frame's bytes checked."""
+        self.run_script("raw_packet_rss.py", "raw packet ok")
+
     def run_script(self, name, last_line):
         """Runs pyverbs_scripts/`name`, which must exit 0 printing `last_line`."""
         script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", name)
