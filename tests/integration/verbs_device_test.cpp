@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include <set>
+#include <vector>
 
 #include "daemon_fixture.h"
 
@@ -94,6 +95,25 @@ TEST_P(DeviceTest, GidZeroIsTheRoceV2Ipv4MappedAddress) {
     EXPECT_EQ(memcmp(entry.gid.raw, expected.raw, sizeof(entry.gid.raw)), 0);
     EXPECT_EQ(entry.gid_type, IBV_GID_TYPE_ROCE_V2);
     EXPECT_EQ(entry.port_num, 1u);
+}
+
+// ibv_query_gid_table(3): every GID of the port, each as ibv_query_gid_ex
+// reports it; a table too small for them is EINVAL.
+TEST_P(DeviceTest, GidTableListsEveryGid) {
+    ibv_port_attr port;
+    ASSERT_EQ(ibv_query_port(context_.get(), 1, &port), 0);
+    std::vector<ibv_gid_entry> entries(port.gid_tbl_len + 2);
+    const ssize_t count = ibv_query_gid_table(context_.get(), entries.data(), entries.size(), 0);
+    ASSERT_EQ(count, port.gid_tbl_len) << strerror(errno);
+    for (ssize_t i = 0; i < count; ++i) {
+        ibv_gid_entry one;
+        ASSERT_EQ(ibv_query_gid_ex(context_.get(), 1, static_cast<uint32_t>(i), &one, 0), 0);
+        EXPECT_EQ(memcmp(&entries[i].gid, &one.gid, sizeof(one.gid)), 0) << i;
+        EXPECT_EQ(entries[i].gid_index, static_cast<uint32_t>(i));
+        EXPECT_EQ(entries[i].port_num, 1u);
+        EXPECT_EQ(entries[i].gid_type, IBV_GID_TYPE_ROCE_V2);
+    }
+    EXPECT_LT(ibv_query_gid_table(context_.get(), entries.data(), 1, 0), 0);
 }
 
 TEST_P(DeviceTest, PkeyZeroIsTheDefaultFullMemberKey) {
