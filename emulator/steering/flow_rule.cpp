@@ -2,12 +2,23 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <optional>
 
 namespace uroce::steering {
 namespace {
 
 constexpr uint32_t kKnownFlags = IBV_FLOW_ATTR_FLAGS_DONT_TRAP | IBV_FLOW_ATTR_FLAGS_EGRESS;
+
+// The {type, size} every spec starts with; types read as integers, since an
+// application's may be none of the enum's (loading such an enum is undefined).
+struct SpecHeader {
+    uint32_t type;
+    uint16_t size;
+};
 
 ParsedRule failed(int error, std::string why) {
     return {error, std::move(why), {}};
@@ -48,6 +59,31 @@ Spec read_spec(const std::byte* at) {
     Spec spec;
     memcpy(&spec, at, sizeof(spec));
     return spec;
+}
+
+// As libibverbs reads an IPv4_EXT or IPv6 spec: val and mask each take half
+// of what follows the {type, size} header, so a longer (newer) layout moves
+// the mask; mask bytes past the `known` filter fields must be 0, or null.
+template <class Spec>
+std::optional<Spec> read_sized_spec(const std::byte* at, size_t size, size_t known) {
+    constexpr size_t header = offsetof(Spec, val);
+    const size_t filter = (size - header) / 2;
+    const std::byte* mask = at + header + filter;
+    for (size_t i = known; i < filter; ++i) {
+        if (mask[i] != std::byte{0}) {
+            return std::nullopt;
+        }
+    }
+    Spec spec;
+    memcpy(&spec, at, header + sizeof(spec.val));
+    memcpy(&spec.mask, mask, sizeof(spec.mask));
+    return spec;
+}
+
+std::string spec_name(unsigned i, uint32_t type) {
+    char name[48];
+    snprintf(name, sizeof(name), "spec %u (type 0x%x)", i, type);
+    return name;
 }
 
 // An IPv4 spec is an IPv4_EXT one whose extra fields are unmasked.
@@ -117,6 +153,10 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
                                   " bytes, shorter than ibv_flow_attr");
     }
     memcpy(&attr, bytes.data(), sizeof(attr));
+    // The enums' fields are read as the integers they may be: an
+    // application can put any value there.
+    uint32_t type;
+    memcpy(&type, bytes.data() + offsetof(ibv_flow_attr, type), sizeof(type));
     if (attr.comp_mask) {
         return failed(EINVAL, "unknown flow comp_mask bits");
     }
@@ -129,33 +169,29 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
     if (attr.flags & IBV_FLOW_ATTR_FLAGS_EGRESS) {
         return failed(EOPNOTSUPP, "egress flows are not supported");
     }
-    switch (attr.type) {
+    switch (type) {
         case IBV_FLOW_ATTR_NORMAL:
         case IBV_FLOW_ATTR_ALL_DEFAULT:
         case IBV_FLOW_ATTR_MC_DEFAULT:
         case IBV_FLOW_ATTR_SNIFFER:
             break;
         default:
-            return failed(EINVAL, "flow type " + std::to_string(attr.type) + " is not a type");
+            return failed(EINVAL, "flow type " + std::to_string(type) + " is not a type");
     }
     ParsedRule parsed;
     FlowRule& rule = parsed.rule;
-    rule.type = attr.type;
+    rule.type = static_cast<ibv_flow_attr_type>(type);
     rule.priority = attr.priority;
     rule.flags = attr.flags;
     size_t offset = sizeof(attr);
     for (unsigned i = 0; i < attr.num_of_specs; ++i) {
-        ibv_flow_spec_action_drop head;  // the {type, size} every spec starts with
+        SpecHeader head;
         if (offset + sizeof(head) > bytes.size()) {
             return failed(EINVAL, "the flow names " + std::to_string(attr.num_of_specs) +
                                       " specs, the bytes given hold " + std::to_string(i));
         }
         memcpy(&head, bytes.data() + offset, sizeof(head));
-        const std::string which = "spec " + std::to_string(i) + " (type 0x" + [&] {
-            char hex[16];
-            snprintf(hex, sizeof(hex), "%x", head.type);
-            return std::string(hex);
-        }() + ")";
+        const std::string which = spec_name(i, head.type);
         if (head.type & IBV_FLOW_SPEC_INNER) {
             return failed(EOPNOTSUPP, which + ": inner (tunnelled) headers are not supported");
         }
@@ -166,11 +202,15 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
         if (size == 0) {
             return failed(EOPNOTSUPP, which + " is not supported");
         }
-        if (head.size < size || offset + head.size > bytes.size()) {
+        if (head.size < size) {
             return failed(EINVAL, which + " is " + std::to_string(head.size) +
-                                      " bytes, its layout " + std::to_string(size) +
-                                      ", within the " + std::to_string(bytes.size()) +
-                                      " bytes given");
+                                      " bytes, shorter than its " + std::to_string(size) +
+                                      "-byte layout");
+        }
+        if (offset + head.size > bytes.size()) {
+            return failed(EINVAL, which + " is " + std::to_string(head.size) + " bytes from byte " +
+                                      std::to_string(offset) + ", past the end of the " +
+                                      std::to_string(bytes.size()) + "-byte flow");
         }
         const std::byte* at = bytes.data() + offset;
         switch (head.type) {
@@ -180,12 +220,25 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
             case IBV_FLOW_SPEC_IPV4:
                 rule.specs.emplace_back(widen(read_spec<ibv_flow_spec_ipv4>(at)));
                 break;
-            case IBV_FLOW_SPEC_IPV4_EXT:
-                rule.specs.emplace_back(read_spec<ibv_flow_spec_ipv4_ext>(at));
+            case IBV_FLOW_SPEC_IPV4_EXT: {
+                const auto spec = read_sized_spec<ibv_flow_spec_ipv4_ext>(
+                    at, head.size, sizeof(ibv_flow_ipv4_ext_filter));
+                if (!spec) {
+                    return failed(EOPNOTSUPP, which + " masks fields this device does not know");
+                }
+                rule.specs.emplace_back(*spec);
                 break;
-            case IBV_FLOW_SPEC_IPV6:
-                rule.specs.emplace_back(read_spec<ibv_flow_spec_ipv6>(at));
+            }
+            case IBV_FLOW_SPEC_IPV6: {
+                // Known up to hop_limit: libibverbs counts the padding after it as unknown.
+                const auto spec = read_sized_spec<ibv_flow_spec_ipv6>(
+                    at, head.size, offsetof(ibv_flow_ipv6_filter, hop_limit) + 1);
+                if (!spec) {
+                    return failed(EOPNOTSUPP, which + " masks fields this device does not know");
+                }
+                rule.specs.emplace_back(*spec);
                 break;
+            }
             case IBV_FLOW_SPEC_TCP:
             case IBV_FLOW_SPEC_UDP:
                 rule.specs.emplace_back(read_spec<ibv_flow_spec_tcp_udp>(at));
@@ -196,7 +249,7 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
         }
         offset += head.size;
     }
-    if (attr.type != IBV_FLOW_ATTR_NORMAL && !rule.specs.empty()) {
+    if (rule.type != IBV_FLOW_ATTR_NORMAL && !rule.specs.empty()) {
         return failed(EINVAL, "default and sniffer flows match every frame: they take no specs");
     }
     return parsed;
