@@ -5,6 +5,11 @@
 namespace uroce::steering {
 namespace {
 
+// The kernel's encoding of the IPv4 flags in flow specs (enum ib_ipv4_flags),
+// which is not the header's bit order.
+constexpr uint8_t kDontFragment = 0x2;
+constexpr uint8_t kMoreFragments = 0x4;
+
 constexpr uint16_t kVlan = 0x8100;
 constexpr uint16_t kIpv4 = 0x0800;
 constexpr uint16_t kIpv6 = 0x86dd;
@@ -32,7 +37,8 @@ void parse_ipv4(std::span<const uint8_t> ip, FrameFields& f) {
     }
     f.ipv4 = true;
     f.tos = ip[1];
-    f.ip_flags = ip[6] >> 5;
+    f.ip_flags = static_cast<uint8_t>(((ip[6] & 0x40) ? kDontFragment : 0) |
+                                      ((ip[6] & 0x20) ? kMoreFragments : 0));
     f.ttl = ip[8];
     f.ip_proto = ip[9];
     memcpy(&f.src_ip4, ip.data() + 12, 4);

@@ -18,7 +18,7 @@ struct FrameFields {
     bool ipv4 = false, ipv6 = false;
     uint32_t src_ip4 = 0, dst_ip4 = 0;       // network order, as in the frame
     uint8_t ip_proto = 0, tos = 0, ttl = 0;  // IPv6: next header, traffic class, hop limit
-    uint8_t ip_flags = 0;                    // IPv4, 3 bits
+    uint8_t ip_flags = 0;  // IPv4: 0x2 don't fragment, 0x4 more fragments (as flow specs)
     std::array<uint8_t, 16> src_ip6{}, dst_ip6{};
     uint32_t flow_label = 0;  // host order
     bool tcp = false, udp = false;

@@ -330,10 +330,17 @@ TEST(SteeringFlowRuleTest, Ipv4ExtMatchesProtocolTosTtlFlags) {
     other.val.ttl = 63;
     EXPECT_FALSE(matches(rule_of(other), udp));
     other = ext;
-    other.val.flags = 1;
+    other.val.flags = 4;  // more fragments: the kernel's encoding, not the header's
     EXPECT_FALSE(matches(rule_of(other), udp));
-    other.mask.flags = 4;  // only the reserved bit, clear in both
+    other.mask.flags = 1;  // a bit neither encoding uses, clear in both
     EXPECT_TRUE(matches(rule_of(other), udp));
+    // A first fragment with more to come (MF is 0x2000 of the header's word).
+    const FrameFields first = fields(Ipv4Frame{.fragment = 0x2000}.build());
+    EXPECT_EQ(first.ip_flags, 0x2 | 0x4);
+    other = ext;
+    other.val.flags = other.mask.flags = 4;
+    EXPECT_TRUE(matches(rule_of(other), first));
+    EXPECT_FALSE(matches(rule_of(other), udp));
 }
 
 TEST(SteeringFlowRuleTest, Ipv6MatchesUnderMasks) {
