@@ -178,12 +178,16 @@ class SecondDaemonTest(LifecycleTestCase):
 
 
 def traced_child(wrapper_pid, stopped=False):
-    """The pid of the process the wrapper (strace) runs; with stopped=True,
-    only while it is held in a tracing stop."""
+    """The pid of the uroced the wrapper (strace) runs; with stopped=True,
+    only while it is held in a tracing stop. Children that are not uroced
+    yet (strace forks probes of its own, and its tracee runs strace's image
+    until it execs) do not count."""
     try:
         with open("/proc/%d/task/%d/children" % (wrapper_pid, wrapper_pid)) as f:
             children = [int(pid) for pid in f.read().split()]
         for pid in children:
+            if os.path.basename(os.readlink("/proc/%d/exe" % pid)) != "uroced":
+                continue
             with open("/proc/%d/status" % pid) as f:
                 if not stopped or re.search(r"^State:\s+t", f.read(), re.M):
                     return pid
