@@ -154,6 +154,23 @@ Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpRepl
             EOPNOTSUPP, "hash fields 0x%llx are not supported",
             static_cast<unsigned long long>(req.rx_hash_fields_mask & ~caps.rx_hash_fields_mask));
     }
+    auto qp = std::make_shared<Qp>();
+    qp->type = IBV_QPT_RAW_PACKET;
+    qp->pd = Ref<Pd>(pd);
+    qp->ind_table = Ref<RwqIndTable>(table);
+    qp->rss_key.assign(req.rx_hash_key, req.rx_hash_key + req.rx_hash_key_len);
+    qp->rss_fields = req.rx_hash_fields_mask;
+    if (Result r = add_qp(qp, req.user_handle, nullptr); !r) {
+        return r;
+    }
+    reply = {qp->handle, qp->qpn, {}, {}, {}};
+    return ok();
+}
+
+// Gives a QP that create_qp or create_rss_qp built its number and handle,
+// with the creator as its first holder, within the device's max_qp.
+Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
+                       const std::shared_ptr<Xrcd>& xrcd) {
     if (device_.counts().qp >= device_.attr().orig_attr.max_qp) {
         return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
                     device_.attr().orig_attr.max_qp);
@@ -162,24 +179,16 @@ Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpRepl
     if (!qpn) {
         return fail(ENOMEM, "no QP numbers left");
     }
-    auto qp = std::make_shared<Qp>();
-    qp->type = IBV_QPT_RAW_PACKET;
     qp->qpn = *qpn;
-    qp->pd = Ref<Pd>(pd);
-    qp->ind_table = Ref<RwqIndTable>(table);
-    qp->rss_key.assign(req.rx_hash_key, req.rx_hash_key + req.rx_hash_key_len);
-    qp->rss_fields = req.rx_hash_fields_mask;
     qps_.add(qp);
-    qp->holders.push_back({events_, qp->handle, req.user_handle, Ref<Xrcd>()});
+    qp->holders.push_back({events_, qp->handle, user_handle, Ref<Xrcd>(xrcd)});
     device_.qp_table()[qp->qpn] = qp.get();
     ++device_.counts().qp;
-    reply = {qp->handle, qp->qpn, {}, {}, {}};
     return ok();
 }
 
 Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply,
                           ReplyFds& fds) {
-    const ibv_device_attr& caps = device_.attr().orig_attr;
     const auto type = static_cast<ibv_qp_type>(req.qp_type);
     switch (type) {
         case IBV_QPT_RC:
@@ -264,10 +273,6 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     } else if (Result r = check_qp_caps(req, cap); !r) {
         return r;
     }
-    if (device_.counts().qp >= caps.max_qp) {
-        return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
-                    caps.max_qp);
-    }
     auto qp = std::make_shared<Qp>();
     if (type != IBV_QPT_XRC_RECV) {
         if (Result r = Ring::create(
@@ -285,12 +290,7 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
             return r;
         }
     }
-    auto qpn = device_.qpns().allocate();
-    if (!qpn) {
-        return fail(ENOMEM, "no QP numbers left");
-    }
     qp->type = type;
-    qp->qpn = *qpn;
     qp->sq_sig_all = req.sq_sig_all != 0;
     qp->cap = cap;
     qp->attr.qp_state = IBV_QPS_RESET;
@@ -302,10 +302,9 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     qp->srq = Ref<Srq>(srq);
     qp->xrc_domain = xrcd ? xrcd->domain : nullptr;
     qp->ahs = type == IBV_QPT_UD ? &ahs_ : nullptr;
-    qps_.add(qp);
-    qp->holders.push_back({events_, qp->handle, req.user_handle, Ref<Xrcd>(xrcd)});
-    device_.qp_table()[qp->qpn] = qp.get();
-    ++device_.counts().qp;
+    if (Result r = add_qp(qp, req.user_handle, xrcd); !r) {
+        return r;
+    }
     reply = {qp->handle,
              qp->qpn,
              cap,
