@@ -62,13 +62,8 @@ uint32_t first_unanswered(const RequesterState& r, uint32_t psn) {
 }
 
 void complete_recv(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
-    ibv_wc wc{};
-    wc.wr_id = wr_id;
-    wc.status = status;
-    wc.opcode = IBV_WC_RECV;
-    wc.qp_num = qp.qpn;
     if (Cq* cq = receive_cq(qp)) {
-        post_completion(*cq, wc, false);
+        complete_receive(*cq, wr_id, qp.qpn, status);
     }
 }
 

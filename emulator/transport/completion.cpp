@@ -52,6 +52,15 @@ void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
     post_completion(*qp.send_cq.get(), wc, false);
 }
 
+void complete_receive(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status) {
+    ibv_wc wc{};
+    wc.wr_id = wr_id;
+    wc.status = status;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp_num;
+    post_completion(cq, wc, false);
+}
+
 void post_completion(Cq& cq, const ibv_wc& wc, bool solicited) {
     queues::Cqe cqe{};
     cqe.wc = wc;

@@ -20,6 +20,9 @@ void signal_cq_event(Cq& cq);
 // The completion opcode of a send WQE's opcode.
 ibv_wc_opcode wc_opcode(uint32_t wr_opcode);
 
+// A receive WQE that completes with no data to report (a flush, an error).
+void complete_receive(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status);
+
 // Completes a send WQE with `status` (successes only when signaled).
 void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status);
 

@@ -76,12 +76,7 @@ bool flush_wq(Wq& wq) {
     bool any = false;
     TakenReceive receive;
     while (pop_receive(wq.ring, receive)) {
-        ibv_wc wc{};
-        wc.wr_id = receive.wqe.wr_id;
-        wc.status = IBV_WC_WR_FLUSH_ERR;
-        wc.opcode = IBV_WC_RECV;
-        wc.qp_num = wq.wq_num;
-        post_completion(*wq.cq.get(), wc, false);
+        complete_receive(*wq.cq.get(), receive.wqe.wr_id, wq.wq_num, IBV_WC_WR_FLUSH_ERR);
         any = true;
     }
     return any;
