@@ -168,6 +168,13 @@ int post(ibv_context* context, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr, 
     return error;
 }
 
+// Receive WRs onto `rq`: a QP's receive queue, an SRQ or a WQ.
+int post_receives(ibv_context* context, WorkQueue& rq, int refusal, ibv_recv_wr* wr,
+                  ibv_recv_wr** bad_wr) {
+    return post(context, rq, refusal, wr, bad_wr,
+                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+}
+
 // The number of completions ready in `cq`; false when the CQ has lost its
 // ring or the daemon broke it.
 bool completions(ProviderCq& cq, uint32_t& ready) {
@@ -323,24 +330,18 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    WorkQueue& rq = to_qp(ibqp)->rq;
     const bool can_receive = !ibqp->srq && ibqp->state != IBV_QPS_RESET;
-    return post(ibqp->context, rq, can_receive ? 0 : EINVAL, wr, bad_wr,
-                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+    return post_receives(ibqp->context, to_qp(ibqp)->rq, can_receive ? 0 : EINVAL, wr, bad_wr);
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    WorkQueue& rq = to_srq(ibsrq)->rq;
-    return post(ibsrq->context, rq, 0, wr, bad_wr,
-                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+    return post_receives(ibsrq->context, to_srq(ibsrq)->rq, 0, wr, bad_wr);
 }
 
 // Any state takes receives; those posted in RESET are forgotten when the WQ
 // leaves it, as on mlx5.
 int post_wq_recv(ibv_wq* ibwq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    WorkQueue& rq = to_wq(ibwq)->rq;
-    return post(ibwq->context, rq, 0, wr, bad_wr,
-                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+    return post_receives(ibwq->context, to_wq(ibwq)->rq, 0, wr, bad_wr);
 }
 
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
