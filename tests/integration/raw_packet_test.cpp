@@ -92,6 +92,15 @@ EthUdpFlow mac_flow(const Mac& mac, uint16_t priority = 0, uint32_t flags = 0) {
     return f;
 }
 
+// A default or sniffer rule: the attribute alone.
+EthUdpFlow specless_flow(ibv_flow_attr_type type) {
+    EthUdpFlow f;
+    f.attr.type = type;
+    f.attr.size = sizeof(f.attr);
+    f.attr.port = 1;
+    return f;
+}
+
 EthUdpFlow udp_port_flow(const Mac& mac, uint16_t dport, uint16_t priority = 0) {
     EthUdpFlow f = mac_flow(mac, priority);
     f.attr.size = sizeof(f);
@@ -301,10 +310,7 @@ TEST_F(RawPacketTest, DefaultAndSnifferRules) {
     ASSERT_TRUE(sniffer);
     EthUdpFlow rule = mac_flow(kMacB);
     FlowPtr flow = b_.flow(b_.qp.get(), rule);
-    EthUdpFlow all{};
-    all.attr.type = IBV_FLOW_ATTR_SNIFFER;
-    all.attr.size = sizeof(all.attr);
-    all.attr.port = 1;
+    EthUdpFlow all = specless_flow(IBV_FLOW_ATTR_SNIFFER);
     FlowPtr sniffing = b_.flow(sniffer.get(), all);
     b_.post_recv(sniffer.get(), 5, 5);
     b_.post_recv(sniffer.get(), 6, 6);
@@ -325,10 +331,7 @@ TEST_F(RawPacketTest, DefaultAndSnifferRules) {
 
     // ALL_DEFAULT takes what no NORMAL rule traps.
     sniffing.reset();
-    EthUdpFlow fallback{};
-    fallback.attr.type = IBV_FLOW_ATTR_ALL_DEFAULT;
-    fallback.attr.size = sizeof(fallback.attr);
-    fallback.attr.port = 1;
+    EthUdpFlow fallback = specless_flow(IBV_FLOW_ATTR_ALL_DEFAULT);
     FlowPtr defaults = b_.flow(sniffer.get(), fallback);
     b_.post_recv(sniffer.get(), 7, 7);
     b_.post_recv(b_.qp.get(), 2, 1);
