@@ -14,6 +14,7 @@ constexpr size_t kIpv4HeaderBytes = 20;
 constexpr size_t kIpv6HeaderBytes = 40;
 constexpr size_t kUdpHeaderBytes = 8;
 constexpr uint8_t kIpProtoUdp = 17;
+constexpr size_t kIpv4IdOffset = 4;
 
 // Returns the pseudo header length written to out.
 size_t masked_ip_udp(const IcrcAddresses& a, size_t udp_length, uint8_t* out) {
@@ -22,7 +23,7 @@ size_t masked_ip_udp(const IcrcAddresses& a, size_t udp_length, uint8_t* out) {
         out[0] = 0x45;  // version 4, 5 words, no options
         out[1] = 0xff;  // TOS
         store_be16(out + 2, static_cast<uint16_t>(kIpv4HeaderBytes + udp_length));
-        store_be16(out + 4, a.ipv4_id);
+        store_be16(out + kIpv4IdOffset, a.ipv4_id);
         store_be16(out + 6, a.ipv4_dont_fragment ? 0x4000 : 0);
         out[8] = 0xff;  // TTL
         out[9] = kIpProtoUdp;
@@ -88,6 +89,25 @@ uint32_t icrc(const IcrcAddresses& addr, std::span<const uint8_t> udp_payload_wi
     uint32_t crc = crc32_update(kIcrcSeed, std::span(pseudo).first(n));
     crc = crc32_update(crc, p.subspan(bth));
     return ~crc;
+}
+
+std::optional<uint16_t> verify_icrc(const IcrcAddresses& addr,
+                                    std::span<const uint8_t> udp_payload_without_icrc,
+                                    uint32_t carried) {
+    const uint32_t difference = icrc(addr, udp_payload_without_icrc) ^ carried;
+    if (difference == 0) {
+        return addr.ipv4_id;
+    }
+    if (addr.ipv6) {
+        return std::nullopt;
+    }
+    const size_t bytes_after_id =
+        kIpv4HeaderBytes - kIpv4IdOffset - 2 + kUdpHeaderBytes + udp_payload_without_icrc.size();
+    const auto id_bytes = crc32_two_bytes_giving(crc32_unshift(difference, bytes_after_id));
+    if (!id_bytes) {
+        return std::nullopt;
+    }
+    return static_cast<uint16_t>(addr.ipv4_id ^ load_be16(id_bytes->data()));
 }
 
 }  // namespace uroce::wire

@@ -10,16 +10,16 @@
 // uroce sends through ordinary UDP sockets and never sees the IP header, so
 // the header is synthesised: version 4, no options, IP ID 0 and DF set,
 // which is what Linux puts on datagrams from an unconnected socket with
-// IP_PMTUDISC_DO (ip_select_ident_segs()). A received packet is verified
-// against the same assumption. A peer that sends other IP IDs needs the real
-// one in ipv4_id: rxe does, as its prepare_ipv4_hdr() draws the ID from
-// __ip_select_ident(), so its IPv4 packets only verify when the receiver
-// learns the ID (IPv6 has no such field).
+// IP_PMTUDISC_DO (ip_select_ident_segs()). Other senders pick other IDs
+// (rxe's prepare_ipv4_hdr() draws one from __ip_select_ident(), hardware
+// counts), which a UDP receiver cannot see: verify_icrc() solves for the ID
+// instead (IPv6 has no such field).
 #pragma once
 
 #include <stdint.h>
 
 #include <array>
+#include <optional>
 #include <span>
 
 namespace uroce::wire {
@@ -49,6 +49,19 @@ struct IcrcAddresses {
 // The ICRC of a UDP payload that starts with a BTH, given without the four
 // ICRC bytes (whose length still counts in the IP and UDP lengths).
 uint32_t icrc(const IcrcAddresses& addr, std::span<const uint8_t> udp_payload_without_icrc);
+
+// Checks a received packet's carried ICRC and returns the IPv4 ID under
+// which it verifies, or nothing when none does. The ICRC is linear in the
+// ID: the difference between the carried value and the one computed with
+// addr.ipv4_id is the ID's difference moved through the bytes after it, so
+// moving it back and solving for two bytes finds the only candidate. That
+// costs one CRC and a few dozen multiplications, but it spends 16 of the 32
+// check bits on the ID: a corrupted IPv4 packet passes with probability
+// 2^-16 rather than 2^-32 (UDP's own checksum still covers it). IPv6
+// packets are checked with all 32 bits.
+std::optional<uint16_t> verify_icrc(const IcrcAddresses& addr,
+                                    std::span<const uint8_t> udp_payload_without_icrc,
+                                    uint32_t carried);
 
 inline void store_icrc(uint32_t icrc, std::span<uint8_t, 4> out) {
     out[0] = static_cast<uint8_t>(icrc);

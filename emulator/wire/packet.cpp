@@ -165,7 +165,7 @@ ParseError parse_packet(std::span<const uint8_t> udp_payload, const IcrcAddresse
     }
     const size_t covered = udp_payload.size() - kIcrcBytes;
     const uint32_t carried = load_icrc(at<kIcrcBytes>(udp_payload, covered));
-    if (icrc(addr, udp_payload.first(covered)) != carried) {
+    if (!verify_icrc(addr, udp_payload.first(covered), carried)) {
         return ParseError::kIcrcMismatch;
     }
     return ParseError::kOk;

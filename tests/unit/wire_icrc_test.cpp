@@ -66,6 +66,31 @@ TEST(wireCrc32, TableDrivenMatchesBitwiseAtEveryLengthAndOffset) {
     }
 }
 
+TEST(wireCrc32, UnshiftUndoesZeroBytes) {
+    std::mt19937 rng(3);
+    for (size_t n : {0, 1, 2, 7, 8, 100, 1500, 4096, 9000, 65535}) {
+        const uint32_t state = static_cast<uint32_t>(rng());
+        EXPECT_EQ(crc32_unshift(crc32_update(state, Bytes(n, 0)), n), state) << n;
+    }
+}
+
+TEST(wireCrc32, TwoBytesAreFoundFromTheirContribution) {
+    int reached = 0;
+    for (uint32_t v = 0; v < 0x10000; ++v) {
+        const Bytes b = {static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)};
+        const auto found = crc32_two_bytes_giving(crc32_update(0, b));
+        ASSERT_TRUE(found) << v;
+        EXPECT_EQ((*found)[0], b[0]);
+        EXPECT_EQ((*found)[1], b[1]);
+    }
+    // Other values are refused: about one in 2^16 is reached by chance.
+    std::mt19937 rng(5);
+    for (int i = 0; i < 100000; ++i) {
+        reached += crc32_two_bytes_giving(static_cast<uint32_t>(rng())).has_value();
+    }
+    EXPECT_LE(reached, 10);
+}
+
 TEST(wireCrc32, UpdatesChain) {
     const Bytes all = text("RoCEv2 carries InfiniBand transport packets over UDP");
     for (size_t cut = 0; cut <= all.size(); ++cut) {
@@ -157,13 +182,71 @@ TEST(wireIcrc, MatchesAConnectXCapture) {
     EXPECT_TRUE(parsed.payload.empty());
 }
 
-TEST(wireIcrc, TheIpIdIsCovered) {
-    // The capture does not verify under the IP ID 0 this library assumes for
-    // its own traffic: a receiver needs the sender's real ID.
+TEST(wireIcrc, TheIpIdIsCoveredAndRecovered) {
+    // Under the IP ID 0 uroce assumes, the ICRC differs; verify_icrc()
+    // solves for the ID the hardware really sent.
     IcrcAddresses a = cnp_addresses();
     a.ipv4_id = 0;
+    const std::span<const uint8_t> p(kCnpUdpPayload);
+    EXPECT_NE(wire_order(icrc(a, p.first(p.size() - 4))), (Bytes{0x82, 0xfd, 0x00, 0x2a}));
+    EXPECT_EQ(verify_icrc(a, p.first(p.size() - 4), load_icrc(p.last<4>())), 0x718c);
     ParsedPacket parsed;
-    EXPECT_EQ(parse_packet(kCnpUdpPayload, a, parsed), ParseError::kIcrcMismatch);
+    EXPECT_EQ(parse_packet(kCnpUdpPayload, a, parsed), ParseError::kOk);
+}
+
+TEST(wireIcrc, RecoversEveryIpIdAtEveryLength) {
+    std::mt19937 rng(7);
+    for (size_t payload = 0; payload <= 4096; payload += 4 * (1 + rng() % 97)) {
+        Bytes p = kSendOnlyBth;
+        for (size_t i = 0; i < payload; ++i) {
+            p.push_back(static_cast<uint8_t>(rng()));
+        }
+        for (int trial = 0; trial < 64; ++trial) {
+            IcrcAddresses sent =
+                IcrcAddresses::v4({10, 0, 0, 1}, {10, 0, 0, 2}, 0xc000 | (rng() & 0x3fff));
+            sent.ipv4_id = static_cast<uint16_t>(rng());
+            IcrcAddresses assumed = sent;
+            assumed.ipv4_id = 0;
+            ASSERT_EQ(verify_icrc(assumed, p, icrc(sent, p)), sent.ipv4_id) << payload;
+        }
+    }
+}
+
+TEST(wireIcrc, CorruptionIsStillDetected) {
+    // Every single-bit error and every byte error in a packet is caught,
+    // whatever ID the sender used: the 16 check bits left are enough.
+    Bytes p = concat({kSendOnlyBth, kHelloPadded, Bytes(64, 0x5a)});
+    IcrcAddresses sent = IcrcAddresses::v4({192, 168, 1, 10}, {192, 168, 1, 20}, 0xc001);
+    sent.ipv4_id = 0x1234;
+    const uint32_t carried = icrc(sent, p);
+    IcrcAddresses assumed = sent;
+    assumed.ipv4_id = 0;
+    for (size_t byte = 0; byte < p.size(); ++byte) {
+        if (byte == 4) {
+            continue;  // FECN, BECN, resv6a are not covered
+        }
+        for (int bit = 0; bit < 8; ++bit) {
+            p[byte] ^= static_cast<uint8_t>(1 << bit);
+            EXPECT_FALSE(verify_icrc(assumed, p, carried)) << byte << "." << bit;
+            p[byte] ^= static_cast<uint8_t>(1 << bit);
+        }
+    }
+    for (int bit = 0; bit < 32; ++bit) {
+        EXPECT_FALSE(verify_icrc(assumed, p, carried ^ (1u << bit))) << bit;
+    }
+    // A wrong source address is not mistaken for another ID either.
+    IcrcAddresses other = assumed;
+    other.src[3] ^= 1;
+    EXPECT_FALSE(verify_icrc(other, p, carried));
+}
+
+TEST(wireIcrc, Ipv6HasNoIdToSolveFor) {
+    const Bytes p = concat({kSendOnlyBth, kHelloPadded});
+    IcrcAddresses v6 = IcrcAddresses::v4({192, 168, 1, 10}, {192, 168, 1, 20}, 0xc001);
+    v6.ipv6 = true;
+    const uint32_t carried = icrc(v6, p);
+    EXPECT_TRUE(verify_icrc(v6, p, carried));
+    EXPECT_FALSE(verify_icrc(v6, p, carried ^ 1));
 }
 
 TEST(wireIcrc, MatchesScapysUcSendOnlyExample) {
@@ -180,6 +263,9 @@ TEST(wireIcrc, MatchesScapysUcSendOnlyExample) {
     a.ipv4_id = 1144;
     ParsedPacket parsed;
     ASSERT_EQ(parse_packet(udp_payload, a, parsed), ParseError::kOk);
+    a.ipv4_id = 0;  // as a receiver that cannot see the IP header
+    const std::span<const uint8_t> covered(udp_payload.data(), udp_payload.size() - 4);
+    EXPECT_EQ(verify_icrc(a, covered, load_icrc(std::span(udp_payload).last<4>())), 1144);
     EXPECT_EQ(parsed.payload.size(), 18u);
     EXPECT_TRUE(parsed.hdr.bth.migreq);
     EXPECT_EQ(parsed.hdr.bth.pad, 2);
