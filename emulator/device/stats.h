@@ -22,6 +22,7 @@ namespace uroce {
     X(completions, "send WQEs retired")                                                \
     X(retransmit_timeouts, "retransmission timer expiries")                            \
     X(duplicate_response, "stale responses ignored")                                   \
+    X(rcvd_unsent_psn, "responses for PSNs not yet sent (ignored)")                    \
     X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
     X(rcvd_qkey_err, "UD packets whose Q_Key is not the QP's (dropped)")               \
     X(rcvd_xrc_srq_err, "XRC requests naming no XRC SRQ of the QP's domain (NAKed)")   \

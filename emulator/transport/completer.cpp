@@ -107,11 +107,14 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                             Clock::time_point now) {
     RequesterState& r = qp.requester;
     const uint32_t psn = packet.hdr.bth.psn;
-    // Only PSNs sent and not yet acknowledged can be answered; anything else
-    // is a duplicate or stale (and nothing outstanding means nothing to answer).
-    if (r.unacked_psn == r.next_psn ||
-        !wire::psn_in_range(psn, r.unacked_psn, wire::psn_add(r.next_psn, wire::kPsnMask))) {
-        ++device.stats().duplicate_response;
+    // Only PSNs sent and not yet acknowledged can be answered. Anything
+    // older is a duplicate or stale; anything newer answers a packet that
+    // has not left, so it cannot come from the responder (a "ghost", as
+    // rxe calls it): a forged ACK must not complete data never sent.
+    if (r.unacked_psn == r.sent_psn_end ||
+        !wire::psn_in_range(psn, r.unacked_psn, wire::psn_add(r.sent_psn_end, wire::kPsnMask))) {
+        ++(wire::psn_before(psn, r.unacked_psn) ? device.stats().duplicate_response
+                                                : device.stats().rcvd_unsent_psn);
         return;
     }
     const wire::Family family = packet.info->family;
@@ -152,6 +155,16 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
             w.done = true;
         } else {
             const auto payload = std::as_bytes(packet.payload);
+            const auto position = packet.info->position;
+            const bool last =
+                position == wire::Position::kLast || position == wire::Position::kOnly;
+            // Every response but the last is a full MTU, and the last ends
+            // the message: a short one was not the responder's (which
+            // sends what was asked) and must not complete the READ.
+            if (last ? w.received + payload.size() < w.length : payload.size() != mtu) {
+                ++device.stats().rcvd_malformed;
+                return;
+            }
             if (w.received + payload.size() > w.length ||
                 write_process(w.source.pid, payload, slice(w.source, w.received, payload.size())) !=
                     0) {
@@ -159,8 +172,7 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                                                                  : IBV_WC_LOC_PROT_ERR;
             }
             w.received += payload.size();
-            const auto position = packet.info->position;
-            w.done = position == wire::Position::kLast || position == wire::Position::kOnly;
+            w.done = last;
         }
         if (w.done) {
             r.unacked_psn = wire::psn_add(w.last_psn(), 1);

@@ -95,6 +95,10 @@ struct RequesterState {
     size_t next_to_send = 0;      // index into window
     uint32_t next_psn = 0;        // for the next new packet
     uint32_t unacked_psn = 0;     // oldest PSN not yet acknowledged
+    // One past the newest PSN that has left (a READ request covers all its
+    // response PSNs). next_psn runs ahead of it by the rest of a message
+    // being sent; a response can only answer what has left.
+    uint32_t sent_psn_end = 0;
     uint32_t reads_in_flight = 0;
     int retries_left = 0;
     int rnr_retries_left = 0;

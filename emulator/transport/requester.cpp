@@ -290,6 +290,11 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
         while (w.sent < request_packets && !w.error && budget > 0 &&
                (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
             send_packet(device, qp, w, w.sent++);
+            const uint32_t newest =
+                w.is_read_or_atomic() ? w.last_psn() : wire::psn_add(w.first_psn, w.sent - 1);
+            if (!wire::psn_before(newest, r.sent_psn_end)) {
+                r.sent_psn_end = wire::psn_add(newest, 1);
+            }
             --budget;
             did = true;
         }
@@ -368,7 +373,8 @@ void prepare_transport(Qp& qp, ibv_qp_state from, int mask) {
         qp.responder.expected_psn = qp.attr.rq_psn;
     }
     if (to == IBV_QPS_RTS && (from == IBV_QPS_RTR || (mask & IBV_QP_SQ_PSN))) {
-        qp.requester.next_psn = qp.requester.unacked_psn = qp.attr.sq_psn;
+        qp.requester.next_psn = qp.requester.unacked_psn = qp.requester.sent_psn_end =
+            qp.attr.sq_psn;
     }
     if (mask & IBV_QP_RETRY_CNT) {
         qp.requester.retries_left = qp.attr.retry_cnt;

@@ -779,11 +779,65 @@ TEST_F(ReceivePathTest, ResponsesForPsnsNeverSentAreIgnoredAndCounted) {
     nak.aeth = wire::Aeth::rnr_nak(0, 1);
     nak.bth.psn = next + 7;
     h.send(nak);
-    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 6}, {"duplicate_response", 6}}));
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 6}, {"rcvd_unsent_psn", 6}}));
     EXPECT_EQ(h.state(h.rts()), IBV_QPS_RTS);
     EXPECT_TRUE(h.poll_cq().empty());
     EXPECT_EQ(answers(), Lines{});
     EXPECT_TRUE(region_untouched());
+}
+
+// The requester assigns a message's PSNs when it starts it, but its packets
+// leave only as the 128-PSN window opens. An ACK for a PSN that has not
+// left cannot come from the responder: it must not complete data that was
+// never sent (a forged "ghost" ACK from the peer's address).
+TEST_F(ReceivePathTest, AcknowledgementOfPsnsNotYetSentCompletesNothing) {
+    constexpr uint32_t kFirst = H::kSqPsn;
+    queues::SendWqe wqe{};
+    wqe.opcode = IBV_WR_RDMA_WRITE;
+    wqe.send_flags = IBV_SEND_SIGNALED;
+    wqe.remote_addr = 0x10000;
+    wqe.rkey = 0x1234;
+    // 32, 64 and 64 packets: the third message starts at PSN 96 and only
+    // 96..127 leave before the window closes.
+    const uint32_t lengths[] = {32 * H::kMtuBytes, 64 * H::kMtuBytes, 64 * H::kMtuBytes};
+    for (uint64_t i = 0; i < 3; ++i) {
+        wqe.wr_id = i + 1;
+        h.post_send(h.rts(), wqe, 0, lengths[i]);
+    }
+    h.settle();
+    const auto sent = h.answers();
+    ASSERT_EQ(sent.size(), 128u);
+    EXPECT_EQ(sent.back().psn(), kFirst + 127);
+    mark();
+
+    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst + 159);
+    ack.aeth = wire::Aeth::ack(3);
+    h.send(ack);  // the third message's last PSN
+    ack.bth.psn = kFirst + 128;
+    h.send(ack);  // the first PSN not yet sent
+    EXPECT_TRUE(h.poll_cq().empty());
+    EXPECT_EQ(answers(), Lines{}) << "the window did not move";
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 2}, {"rcvd_unsent_psn", 2}}));
+    EXPECT_EQ(h.state(h.rts()), IBV_QPS_RTS);
+
+    // The real acknowledgement of what left completes the first two, and
+    // the rest of the third goes out.
+    ack.bth.psn = kFirst + 127;
+    h.send(ack);
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 2u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[1].wr_id, 2u);
+    const auto rest = h.answers();
+    ASSERT_EQ(rest.size(), 32u);
+    EXPECT_EQ(rest.front().psn(), kFirst + 128);
+    EXPECT_EQ(rest.back().psn(), kFirst + 159);
+    ack.bth.psn = kFirst + 159;
+    h.send(ack);
+    const auto last = h.poll_cq();
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].wr_id, 3u);
+    EXPECT_EQ(last[0].status, IBV_WC_SUCCESS);
 }
 
 // A NAK whose PSN the requester has already seen acknowledged (here: the one
@@ -933,6 +987,26 @@ TEST_F(OutstandingTest, ReadResponsesOutsideTheReadsPsnsAreIgnored) {
     EXPECT_EQ(region_bytes(2048, 100), pattern(100, 28));
     EXPECT_TRUE(region_untouched(0, 2048));
     EXPECT_TRUE(region_untouched(2148, H::kRegionBytes - 2148));
+}
+
+// Every READ response but the last carries a full MTU and the last ends the
+// message: a short one (forged, since the responder sends what was asked)
+// neither completes the READ nor moves it on.
+TEST_F(OutstandingTest, ShortReadResponsesAreIgnored) {
+    post(1, IBV_WR_RDMA_READ, 2048, 2 * H::kMtuBytes + 10);
+    respond(Operation::kReadResponseOnly, kFirst, pattern(10, 30));
+    respond(Operation::kReadResponseFirst, kFirst, pattern(100, 30));
+    EXPECT_TRUE(h.poll_cq().empty());
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 2}, {"rcvd_malformed", 2}}));
+    respond(Operation::kReadResponseFirst, kFirst, pattern(H::kMtuBytes, 31));
+    respond(Operation::kReadResponseMiddle, kFirst + 1, pattern(H::kMtuBytes, 32));
+    respond(Operation::kReadResponseLast, kFirst + 2, pattern(9, 33));
+    EXPECT_TRUE(h.poll_cq().empty()) << "one byte short";
+    respond(Operation::kReadResponseLast, kFirst + 2, pattern(10, 33));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(region_bytes(2048 + 2 * H::kMtuBytes, 10), pattern(10, 33));
 }
 
 TEST_F(OutstandingTest, ReadResponseLongerThanTheReadWritesNothingPastItsBuffer) {
