@@ -80,9 +80,13 @@ bool Ring::move_pending_to(Ring& next) {
     return true;
 }
 
-bool Ring::move_unconsumed_to(Ring& next) {
+uint32_t Ring::unconsumed() const {
     const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
-    const uint32_t count = std::min(local_ - consumed, entries_);
+    return std::min(local_ - consumed, entries_);
+}
+
+bool Ring::move_unconsumed_to(Ring& next) {
+    const uint32_t count = unconsumed();
     if (count > next.entries_) {
         return false;
     }

@@ -48,6 +48,8 @@ class Ring {
     // producer continues with. False when they do not fit.
     bool move_pending_to(Ring& next);
 
+    // Producer side. Entries published that the consumer has not taken.
+    uint32_t unconsumed() const;
     // Producer side. False when the ring is full.
     bool push(std::span<const std::byte> entry);
     // Producer side: moves the entries the consumer has not taken yet into

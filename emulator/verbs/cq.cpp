@@ -111,6 +111,12 @@ Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& r
     if (req.cqe < 1 || req.cqe > max_cqe) {
         return fail(EINVAL, "cqe %d is outside 1..%d", req.cqe, max_cqe);
     }
+    // The request, not the rounded ring, must hold what waits (as rxe's
+    // rxe_cq_chk_attr() and the man page: EINVAL).
+    if (static_cast<uint32_t>(req.cqe) < cq->ring.unconsumed()) {
+        return fail(EINVAL, "cqe %d is fewer than the %u completions waiting in the CQ", req.cqe,
+                    cq->ring.unconsumed());
+    }
     const int cqe = std::min(actual_cqe(req.cqe), max_cqe);
     Ring ring;
     if (Result r = Ring::create(device_.name() + "-cq", static_cast<uint32_t>(cqe) + 1,

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon_fixture.h"
@@ -432,6 +434,42 @@ TEST_F(DatapathTest, ResizedCqStillPolls) {
         ASSERT_EQ(ibv_resize_cq(cq_.get(), cqe), 0) << strerror(errno);
         EXPECT_EQ(ibv_poll_cq(cq_.get(), 4, wc), 0);
         EXPECT_EQ(ibv_req_notify_cq(cq_.get(), 0), 0);
+    }
+}
+
+// ibv_resize_cq(3) and rxe: a size below the completions waiting is EINVAL,
+// even where the rounded ring would hold them.
+TEST_F(DatapathTest, ResizeBelowTheWaitingCompletionsIsInvalid) {
+    ibv_qp_cap cap = kCap;
+    QpPtr qp = create_qp(IBV_QPT_RC, cap);
+    ASSERT_TRUE(qp);
+    move_to(qp.get(), IBV_QPS_INIT);
+    std::vector<ibv_recv_wr> wrs = chain<ibv_recv_wr>(8, [](size_t i) {
+        return ibv_recv_wr{i, nullptr, nullptr, 0};
+    });
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp.get(), wrs.data(), &bad), 0);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE), 0);  // 8 flushed receives
+    // The flush puts all eight at once: once the first shows, 7 wait.
+    ibv_wc wc[16];
+    int got = 0;
+    for (int i = 0; i < 10000 && got == 0; ++i) {
+        got = ibv_poll_cq(cq_.get(), 1, wc);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ASSERT_EQ(got, 1);
+    for (int cqe : {4, 6}) {
+        SCOPED_TRACE(cqe);  // 4 rounds up to a ring that would hold 7
+        EXPECT_EQ(ibv_resize_cq(cq_.get(), cqe), EINVAL);
+        EXPECT_GE(cq_->cqe, 16);
+    }
+    ASSERT_EQ(ibv_resize_cq(cq_.get(), 7), 0) << strerror(errno);
+    ASSERT_EQ(ibv_poll_cq(cq_.get(), 16, wc + 1), 7);
+    for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+        EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
     }
 }
 
