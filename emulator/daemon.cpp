@@ -40,9 +40,27 @@ void make_private_dir(const std::filesystem::path& dir) {
     chmod(dir.c_str(), 0700);
 }
 
+// Every QP holds the descriptors of its queues' shared memory and every
+// client a socket: the soft limit (often 1024) would stop the device far
+// below max_qp, so take what the hard limit allows.
+void raise_descriptor_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) {
+        return;
+    }
+    const rlim_t was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+        log_info("descriptor limit raised from %llu to %llu", static_cast<unsigned long long>(was),
+                 static_cast<unsigned long long>(limit.rlim_cur));
+    }
+}
+
 }  // namespace
 
 Daemon::Daemon(const Options& options) : options_(options), paths_{options.runtime_dir} {
+    set_log_limit(options_.max_log_bytes);
+    raise_descriptor_limit();
     make_private_dir(paths_.dir);
     lock_ = lock_runtime_dir(paths_.dir);
     for (const DeviceConfig& config : options_.devices) {

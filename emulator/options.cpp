@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=IPV4]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
-    "              [--no-shortcut] [--nice N]\n"
+    "              [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -114,6 +114,18 @@ bool parse_options(int argc, char** argv, Options& options) {
             } catch (const std::exception&) {
                 throw std::invalid_argument("--nice takes a value from -20 to 19, not '" + text +
                                             "'");
+            }
+        } else if (arg == "--max-log-bytes") {
+            const std::string text = value();
+            try {
+                size_t used = 0;
+                options.max_log_bytes = std::stoull(text, &used);
+                if (used != text.size() || options.max_log_bytes < 4096) {
+                    throw std::invalid_argument(text);
+                }
+            } catch (const std::exception&) {
+                throw std::invalid_argument("--max-log-bytes takes a size of at least 4096, not '" +
+                                            text + "'");
             }
         } else if (arg == "--no-shortcut") {
             options.shortcut = false;

@@ -18,6 +18,8 @@ struct Options {
     // CQs; on a small machine the daemon, like a NIC's interrupt work in a
     // kernel, must get the CPU when woken rather than wait for a time slice.
     int nice = -10;
+    // The log is started anew past this size, the full one kept as .1.
+    uint64_t max_log_bytes = 8 << 20;
 };
 
 // Parses argv; throws std::invalid_argument with a message for the user.

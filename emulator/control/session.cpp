@@ -144,7 +144,11 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     Answer answer = dispatch(*context_, header.op, body, fds);
-    if (!answer.result) {
+    if (!answer.result && refusals_logged_.allow(RateLimit::Clock::now())) {
+        if (refusals_logged_.suppressed()) {
+            log_info("client pid %d: %llu more refusals not logged", peer_.pid,
+                     static_cast<unsigned long long>(refusals_logged_.suppressed()));
+        }
         log_info("client pid %d on %s: op %u refused: %s (%s)", peer_.pid,
                  context_->device().name().c_str(), unsigned(header.op),
                  answer.result.message.c_str(), strerror(answer.result.error));

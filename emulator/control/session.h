@@ -13,6 +13,7 @@
 
 #include "control/dispatcher.h"
 #include "protocol/messages.h"
+#include "util/rate_limit.h"
 #include "util/result.h"
 #include "verbs/context.h"
 
@@ -43,6 +44,9 @@ class Session : public std::enable_shared_from_this<Session> {
     boost::asio::posix::stream_descriptor socket_;
     ucred peer_;
     std::unique_ptr<Context> context_;
+    // A client that has every verb refused cannot fill the disk: a burst
+    // of lines, then a few a second.
+    RateLimit refusals_logged_{100, 10};
     bool tool_ = false;
 };
 

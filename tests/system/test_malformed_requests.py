@@ -6,6 +6,7 @@ import errno
 import os
 import select
 import struct
+import time
 import unittest
 
 import harness
@@ -287,6 +288,46 @@ class MalformedRequestTest(harness.DaemonTestCase):
         result = self.run_ok(["ibv_devinfo"])
         self.assertEqual(sorted(harness.split_ibv_devinfo(result.stdout)),
                          sorted(harness.DEFAULT_DEVICES))
+
+
+class LogBoundTest(harness.DaemonTestCase):
+    """No client can fill the runtime directory's disk through the log."""
+
+    MAX_LOG_BYTES = 16384
+    daemon_args = ("--max-log-bytes", str(MAX_LOG_BYTES))
+
+    def refuse(self, client, times):
+        for _ in range(times):
+            reply = client.call(Op.QUERY_PORT, struct.pack("<I", 9))  # no port 9
+            self.assertEqual(reply.error, errno.EINVAL, reply.message)
+
+    def test_refusals_are_rate_limited_and_the_log_rotates(self):
+        """Eight clients have 4,000 verbs refused: each gets a burst of
+        lines, the rest are counted in a later line, and the log is started
+        anew at its limit with the full one kept as uroced.log.1."""
+        clients = [self.daemon.raw_client() for _ in range(8)]
+        try:
+            for client in clients:
+                self.assertEqual(client.hello("uroce0").error, 0)
+            for client in clients:
+                self.refuse(client, 500)
+            time.sleep(0.3)  # the first client may log again
+            self.refuse(clients[0], 1)
+        finally:
+            for client in clients:
+                client.close()
+        rotated = self.daemon.log_path + ".1"
+        self.assertTrue(os.path.exists(rotated), "the log was never rotated")
+        text = ""
+        for path in (rotated, self.daemon.log_path):
+            size = os.path.getsize(path)
+            self.assertLessEqual(size, self.MAX_LOG_BYTES + 600, path)
+            with open(path, errors="replace") as f:
+                text += f.read()
+        refused = text.count("port 9 does not exist")
+        self.assertLess(refused, 8 * 150, "refusals are not rate-limited")
+        self.assertRegex(text, r"client pid \d+: \d+ more refusals not logged")
+        self.daemon.assert_alive(self)
 
 
 def request_bytes_of_size(size):
