@@ -130,8 +130,7 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     if (header.op == rpc::Op::kStatus) {
-        const std::string text = server_.status_text();
-        reply(header, ok(), std::as_bytes(std::span(text.c_str(), text.size() + 1)));
+        status_page(header, body);
         return;
     }
     if (is_tool_op(header.op)) {
@@ -154,6 +153,31 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
                  answer.result.message.c_str(), strerror(answer.result.error));
     }
     reply(header, answer.result, answer.body, answer.fds);
+}
+
+void Session::status_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::StatusRequest request{};
+    if (Result r = decode(body, request); !r) {
+        reply(header, r, {});
+        return;
+    }
+    if (request.offset == 0) {
+        status_snapshot_ = server_.status_text();
+    }
+    if (request.offset > status_snapshot_.size()) {
+        reply(header,
+              fail(EINVAL, "status offset %llu is past the report's %zu bytes",
+                   static_cast<unsigned long long>(request.offset), status_snapshot_.size()),
+              {});
+        return;
+    }
+    const size_t page =
+        std::min(rpc::kStatusPageBytes, status_snapshot_.size() - size_t(request.offset));
+    const rpc::StatusReply head{status_snapshot_.size()};
+    std::vector<std::byte> out = bytes_of(head);
+    const auto text = std::as_bytes(std::span(status_snapshot_).subspan(request.offset, page));
+    out.insert(out.end(), text.begin(), text.end());
+    reply(header, ok(), out);
 }
 
 Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
@@ -239,7 +263,16 @@ void Session::reply(const rpc::RequestHeader& request, const Result& result,
         memcpy(message.data() + sizeof(header), body.data(), body.size());
     }
     if (int error = rpc::send_message(socket_.native_handle(), message, fds); error) {
-        log_warn("client pid %d: reply failed: %s", peer_.pid, strerror(error));
+        log_warn("client pid %d: reply to op %u failed: %s", peer_.pid, unsigned(request.op),
+                 strerror(error));
+        // The caller waits for an answer: a reply that cannot go is
+        // replaced by one that says why (small, with no descriptors).
+        if (result.error == 0 && error != EPIPE && error != ECONNRESET) {
+            this->reply(request,
+                        fail(error, "uroced could not send its %zu-byte reply: %s", message.size(),
+                             strerror(error)),
+                        {});
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "control/dispatcher.h"
@@ -39,6 +40,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                  rpc::HelloReply& reply);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
+    void status_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;
@@ -47,6 +49,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // A client that has every verb refused cannot fill the disk: a burst
     // of lines, then a few a second.
     RateLimit refusals_logged_{100, 10};
+    // The status report this connection is reading page by page.
+    std::string status_snapshot_;
     bool tool_ = false;
 };
 

@@ -123,14 +123,27 @@ int ControlClient::call(rpc::Op op, const void* request, size_t request_size, vo
     return error;
 }
 
-int ControlClient::call_text(rpc::Op op, std::string& text) {
+int ControlClient::call_status(std::string& text) {
     std::lock_guard lock(mutex_);
-    rpc::Empty none;
-    if (int error = exchange(op, &none, sizeof(none), {}, text, nullptr); error) {
-        return error;
+    text.clear();
+    for (;;) {
+        const rpc::StatusRequest request{text.size()};
+        std::string page;
+        if (int error = exchange(rpc::Op::kStatus, &request, sizeof(request), {}, page, nullptr);
+            error) {
+            return error;
+        }
+        rpc::StatusReply head;
+        if (page.size() < sizeof(head)) {
+            last_error_ = "uroced sent a status page without its header";
+            return EIO;
+        }
+        memcpy(&head, page.data(), sizeof(head));
+        text.append(page, sizeof(head));
+        if (text.size() >= head.total || page.size() == sizeof(head)) {
+            return text.size() == head.total ? 0 : EIO;
+        }
     }
-    text.resize(strnlen(text.data(), text.size()));
-    return 0;
 }
 
 }  // namespace uroce

@@ -48,7 +48,8 @@ class ControlClient {
     // Why the last refused call was refused, as the daemon put it.
     std::string last_error() const;
     // Reads a whole text reply (status).
-    int call_text(rpc::Op op, std::string& text);
+    // The daemon's status report, fetched page by page.
+    int call_status(std::string& text);
 
   private:
     explicit ControlClient(int fd) : fd_(fd) {}

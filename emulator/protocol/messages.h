@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 7;
+inline constexpr uint16_t kVersion = 8;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -115,8 +115,17 @@ struct HelloReply {
     uint32_t device_index;
 };
 
-// Status is a text report; the reply body is NUL-terminated text.
-struct StatusRequest {};
+// Status is a text report of any length, fetched a page at a time: the
+// request at offset 0 takes a snapshot that the connection's later pages
+// read, so the pages agree however many clients come and go meanwhile. The
+// reply body is a StatusReply followed by the page's text (no NUL).
+struct StatusRequest {
+    uint64_t offset;
+};
+struct StatusReply {
+    uint64_t total;  // bytes of the whole report
+};
+inline constexpr size_t kStatusPageBytes = kMaxMessage - 512;
 
 struct QueryDeviceRequest {};
 struct QueryDeviceReply {

@@ -163,7 +163,7 @@ std::string Daemon::status() const {
     std::string text;
     if (!client) {
         ADD_FAILURE() << "cannot connect to uroced: " << why;
-    } else if (const int error = client->call_text(rpc::Op::kStatus, text); error) {
+    } else if (const int error = client->call_status(text); error) {
         ADD_FAILURE() << "status request failed: " << strerror(error) << " "
                       << client->last_error();
     }

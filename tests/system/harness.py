@@ -453,11 +453,19 @@ class RawClient:
             os.close(read_end)
 
     def status_text(self):
-        reply = self.call(Op.STATUS, b"\0")
-        if reply.error:
-            raise AssertionError("status failed: %s (%s)" % (
-                os.strerror(reply.error), reply.message))
-        return reply.body.split(b"\0", 1)[0].decode()
+        """The whole status report, read page by page (StatusRequest.offset,
+        each reply a StatusReply.total and the page's text)."""
+        text = b""
+        while True:
+            reply = self.call(Op.STATUS, struct.pack("<Q", len(text)))
+            if reply.error:
+                raise AssertionError("status failed: %s (%s)" % (
+                    os.strerror(reply.error), reply.message))
+            total, = struct.unpack_from("<Q", reply.body)
+            text += reply.body[8:]
+            if len(text) >= total or len(reply.body) == 8:
+                assert len(text) == total, (len(text), total)
+                return text.decode()
 
 
 # --- The daemon ------------------------------------------------------------------

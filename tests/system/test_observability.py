@@ -8,6 +8,7 @@ import collections
 import errno
 import os
 import re
+import resource
 import shutil
 import signal
 import struct
@@ -118,6 +119,39 @@ class ObservabilityTestCase(harness.DaemonTestCase):
     def assert_log_has(self, pattern):
         harness.wait_for(lambda: re.search(pattern, self.daemon.log()), 5.0,
                          "the daemon log to match %r" % pattern, self.daemon.log)
+
+
+class LargeStatusTest(ObservabilityTestCase):
+
+    CLIENTS = 800
+
+    def test_status_of_many_clients_arrives_whole(self):
+        """With 800 clients the report is several times the control
+        protocol's message limit: `uroce status` still prints every client
+        line and the client count, page by page."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        needed = 2 * self.CLIENTS + 256
+        if hard < needed:
+            self.skipTest("the hard descriptor limit %d is below %d" % (hard, needed))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        clients = []
+        try:
+            for _ in range(self.CLIENTS):
+                client = self.daemon.raw_client()
+                clients.append(client)
+                reply = client.hello("uroce0")
+                self.assertEqual(reply.error, 0, reply.message)
+            result = self.uroce("status")
+            self.assert_exit(result, 0)
+            self.assertGreater(len(result.stdout), harness.MAX_MESSAGE)
+            lines = [line for line in result.stdout.split("\n")
+                     if line.startswith("client pid %d " % os.getpid())]
+            self.assertEqual(len(lines), self.CLIENTS)
+            self.assertIn("\nclients %d\n" % self.CLIENTS, result.stdout)
+        finally:
+            for client in clients:
+                client.close()
 
 
 class StatsTest(ObservabilityTestCase):

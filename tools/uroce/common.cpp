@@ -31,7 +31,7 @@ std::string query_status(const RuntimePaths& paths) {
     std::unique_ptr<ControlClient> client(
         ControlClient::connect(paths.socket().c_str(), "", -1, why));
     std::string text;
-    if (!client || client->call_text(rpc::Op::kStatus, text) != 0) {
+    if (!client || client->call_status(text) != 0) {
         return {};
     }
     return text;
