@@ -287,13 +287,15 @@ std::vector<uint8_t> Harness::build(const wire::PacketHeaders& headers,
     return bytes;
 }
 
-void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4) const {
+void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4,
+                   uint16_t ipv4_id) const {
     if (datagram.size() < wire::kIcrcBytes) {
         return;
     }
-    const auto addresses =
+    auto addresses =
         wire::IcrcAddresses::v4(bytes_of(src_ipv4.value_or(loopback(kForgerHost))),
                                 bytes_of(loopback(kDeviceHost)), port_, port_);
+    addresses.ipv4_id = ipv4_id;
     const size_t covered = datagram.size() - wire::kIcrcBytes;
     wire::store_icrc(wire::icrc(addresses, datagram.first(covered)),
                      datagram.subspan(covered).first<wire::kIcrcBytes>());

@@ -124,8 +124,10 @@ class ReceiveHarness {
     std::vector<uint8_t> build(const wire::PacketHeaders& headers,
                                std::span<const uint8_t> payload = {},
                                std::optional<uint32_t> src_ipv4 = {}) const;
-    // Recomputes the ICRC of a datagram for `src` -> uroce1.
-    void seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {}) const;
+    // Recomputes the ICRC of a datagram for `src` -> uroce1, as sent with
+    // `ipv4_id` in its IP header (uroce sends 0; rxe and NICs do not).
+    void seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {},
+              uint16_t ipv4_id = 0) const;
     // Hands a datagram to uroce1's receive path, and no more: what it starts
     // goes on when the engine next runs.
     void arrive(std::span<const uint8_t> datagram);

@@ -221,6 +221,31 @@ TEST_F(ReceivePathTest, EveryTruncationOfAValidRequestIsDroppedAndCounted) {
     EXPECT_EQ(region_bytes(512, 64), pattern(64, 2));
 }
 
+// Other senders (the kernel's rxe, NICs) put non-zero IDs in their IPv4
+// headers, which the ICRC covers and a UDP socket does not show: the
+// receive path solves for the ID, and a corrupted packet still fails.
+TEST_F(ReceivePathTest, PacketsSentWithNonZeroIpIdsAreAccepted) {
+    h.post_recv(h.rtr(), 7, 0, 64);
+    h.post_recv(h.rtr(), 8, 64, 64);
+    Bytes first = send_only(kPsn, pattern(40, 1));
+    Bytes second = send_only(kPsn + 1, pattern(24, 2));
+    h.seal(first, {}, 0x7964);
+    h.seal(second, {}, 0xffff);
+    Bytes corrupted = first;
+    corrupted[20] ^= 0x10;
+    h.inject(corrupted);
+    h.inject(first);
+    h.inject(second);
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 3}, {"rcvd_icrc_err", 1}, {"sent_pkts", 2},
+                                 {"rdma_recvs", 2}}));
+    EXPECT_EQ(answers(), (Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " ack"),
+                                hex_psn("RC_ACKNOWLEDGE", kPsn + 1, " ack")}));
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 2u);
+    EXPECT_EQ(region_bytes(0, 40), pattern(40, 1));
+    EXPECT_EQ(region_bytes(64, 24), pattern(24, 2));
+}
+
 TEST_F(ReceivePathTest, EveryCorruptedByteFailsTheIcrcOrTheParse) {
     const Bytes write = write_only(kPsn, 0, pattern(64, 3));
     // BTH byte 4 holds FECN, BECN and reserved bits, which the ICRC masks

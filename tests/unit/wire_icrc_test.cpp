@@ -272,6 +272,27 @@ TEST(wireIcrc, MatchesScapysUcSendOnlyExample) {
     EXPECT_EQ(parsed.hdr.bth.psn, 13571856u);
 }
 
+// Captured on a veth from the kernel's Soft-RoCE (Linux 6.1 rxe0 on
+// 10.99.0.1, ibv_rc_pingpong -s 64 to 10.99.0.2; tools/interop/rxe): two
+// packets in a row of one QP, with the IP IDs 0x7964 and 0x7966 and UDP
+// source port 49441 that rxe chose. A receiver sees neither ID.
+TEST(wireIcrc, VerifiesPacketsCapturedFromTheKernelsSoftRoce) {
+    const Bytes send_only = concat({
+        {0x04, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0x4f, 0x1c, 0x3c},
+        Bytes(64, 0x7b),
+        {0x84, 0x28, 0xd3, 0x37},
+    });
+    const Bytes ack = {0x11, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x00, 0xd6, 0xff,
+                       0x0e, 0x1f, 0x00, 0x00, 0x01, 0xc0, 0xae, 0x89, 0xae};
+    const IcrcAddresses addr = IcrcAddresses::v4({10, 99, 0, 1}, {10, 99, 0, 2}, 49441);
+    for (auto [packet, id] : {std::pair{&send_only, 0x7964}, {&ack, 0x7966}}) {
+        const std::span<const uint8_t> p(*packet);
+        EXPECT_EQ(verify_icrc(addr, p.first(p.size() - 4), load_icrc(p.last<4>())), id);
+        ParsedPacket parsed;
+        EXPECT_EQ(parse_packet(p, addr, parsed), ParseError::kOk);
+    }
+}
+
 TEST(wireIcrc, FecnBecnByteDoesNotCount) {
     const IcrcAddresses addr = IcrcAddresses::v4({192, 168, 1, 10}, {192, 168, 1, 20}, 0xc001);
     Bytes p = concat({kSendOnlyBth, kHelloPadded});
