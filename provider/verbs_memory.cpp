@@ -97,16 +97,21 @@ ProviderDm* to_dm(ibv_dm* dm) {
     return reinterpret_cast<ProviderDm*>(dm);
 }
 
-// ibv_memcpy_to_dm/ibv_memcpy_from_dm: the whole range lies in the memory
-// or nothing is copied (EFAULT, as mlx5).
-bool dm_range_ok(const ProviderDm& dm, uint64_t offset, size_t length) {
-    return offset <= dm.length && length <= dm.length - offset;
+// ibv_memcpy_to_dm/ibv_memcpy_from_dm, as mlx5 (whose device memory is
+// read and written in 32-bit words): a range past the end is EFAULT, an
+// offset or length that is not a multiple of 4 is EINVAL, and either way
+// nothing is copied.
+int dm_access_error(const ProviderDm& dm, uint64_t offset, size_t length) {
+    if (offset > dm.length || length > dm.length - offset) {
+        return EFAULT;
+    }
+    return (offset % 4 || length % 4) ? EINVAL : 0;
 }
 
 int memcpy_to_dm(ibv_dm* ibdm, uint64_t offset, const void* host, size_t length) {
     ProviderDm& dm = *to_dm(ibdm);
-    if (!dm_range_ok(dm, offset, length)) {
-        return EFAULT;
+    if (int error = dm_access_error(dm, offset, length)) {
+        return error;
     }
     memcpy(dm.memory + offset, host, length);
     return 0;
@@ -114,8 +119,8 @@ int memcpy_to_dm(ibv_dm* ibdm, uint64_t offset, const void* host, size_t length)
 
 int memcpy_from_dm(void* host, ibv_dm* ibdm, uint64_t offset, size_t length) {
     ProviderDm& dm = *to_dm(ibdm);
-    if (!dm_range_ok(dm, offset, length)) {
-        return EFAULT;
+    if (int error = dm_access_error(dm, offset, length)) {
+        return error;
     }
     memcpy(host, dm.memory + offset, length);
     return 0;

@@ -9,13 +9,18 @@
 namespace uroce {
 namespace {
 
-constexpr int kWindowAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+// What a bind may ask for. Local flags are accepted and mean nothing for a
+// window, as in the kernel's rxe (rdma-core's tests bind with LOCAL_WRITE);
+// only the remote flags open anything.
+constexpr int kWindowAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND |
+                              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
 
 const char* check_bind(const Mw& mw, const Qp& qp, const Mr* mr, const queues::SendWqe& wqe) {
     const int access = static_cast<int>(wqe.bind_access);
     if (access & ~kWindowAccess) {
-        return "a window allows only remote access, optionally zero-based";
+        return "a window's access has flags other than local write, MW bind, remote access "
+               "and zero-based";
     }
     if (mw.type == IBV_MW_TYPE_1) {
         if (access & IBV_ACCESS_ZERO_BASED) {

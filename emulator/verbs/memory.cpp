@@ -293,9 +293,9 @@ Result Context::reg_dm_mr(const rpc::RegDmMrRequest& req, rpc::RegMrReply& reply
     if (Result r = check_access(access); !r) {
         return r;
     }
-    if (req.length == 0 || req.offset > dm->length || req.length > dm->length - req.offset) {
-        return fail(EINVAL,
-                    "[%llu, +%llu) is not a non-empty range of the %llu bytes of device memory",
+    // As the kernel's DM_MR_REG: inside the allocation; an empty MR is fine.
+    if (req.offset > dm->length || req.length > dm->length - req.offset) {
+        return fail(EINVAL, "[%llu, +%llu) is not inside the %llu bytes of device memory",
                     static_cast<unsigned long long>(req.offset),
                     static_cast<unsigned long long>(req.length),
                     static_cast<unsigned long long>(dm->length));

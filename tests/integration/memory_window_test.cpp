@@ -132,6 +132,42 @@ TEST_F(MemoryWindowTest, ReadOnlyWindowRefusesWrites) {
     EXPECT_TRUE(same_bytes(memory_->bytes(), before));
 }
 
+// Local flags in a bind are accepted, as the kernel's rxe accepts them
+// (rdma-core's own tests bind with LOCAL_WRITE), beside the remote ones
+// that open the window. Both window types.
+TEST_F(MemoryWindowTest, LocalFlagsInABindAreAccepted) {
+    for (ibv_mw_type type : {IBV_MW_TYPE_1, IBV_MW_TYPE_2}) {
+        SCOPED_TRACE(type);
+        MwPtr mw = alloc(type);
+        uint32_t rkey = mw->rkey;
+        const int flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND | kReadWrite;
+        if (type == IBV_MW_TYPE_1) {
+            ASSERT_EQ(bind_type1(mw.get(), memory_->mr(), 0, kSize, flags), IBV_WC_SUCCESS);
+            rkey = mw->rkey;
+        } else {
+            rkey = ibv_inc_rkey(rkey);
+            ASSERT_EQ(bind_type2(mw.get(), rkey, memory_->mr(), 0, kSize, flags), IBV_WC_SUCCESS);
+        }
+        std::vector<uint8_t> expected = memory_->copy();
+        std::copy_n(local_->data(), 64, expected.begin());
+        EXPECT_EQ(access(IBV_WR_RDMA_WRITE, rkey, memory_->addr(), 64), IBV_WC_SUCCESS);
+        EXPECT_TRUE(same_bytes(memory_->bytes(), expected));
+        EXPECT_EQ(access(IBV_WR_RDMA_READ, rkey, memory_->addr(), 64), IBV_WC_SUCCESS);
+    }
+}
+
+// A window bound with LOCAL_WRITE alone opens nothing remote (rdma-core's
+// test_qp_ex_rc_bind_mw): the bind succeeds, a WRITE through it does not.
+TEST_F(MemoryWindowTest, WindowWithOnlyLocalWriteRefusesRemoteWrites) {
+    MwPtr mw = alloc(IBV_MW_TYPE_2);
+    const uint32_t rkey = ibv_inc_rkey(mw->rkey);
+    ASSERT_EQ(bind_type2(mw.get(), rkey, memory_->mr(), 0, kSize, IBV_ACCESS_LOCAL_WRITE),
+              IBV_WC_SUCCESS);
+    const std::vector<uint8_t> before = memory_->copy();
+    EXPECT_EQ(access(IBV_WR_RDMA_WRITE, rkey, memory_->addr(), 64), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_TRUE(same_bytes(memory_->bytes(), before));
+}
+
 // A type 1 window bound to nothing (length 0) opens nothing, and its MR
 // can be deregistered only once no window is bound to it (EINVAL before,
 // as Soft-RoCE says).
