@@ -126,6 +126,12 @@ std::vector<uint8_t> Engine::spare_buffer() {
     return bytes;
 }
 
+void Engine::recycle(std::vector<uint8_t>&& bytes) {
+    if (spare_.size() < kMaxSpareBuffers) {
+        spare_.push_back(std::move(bytes));
+    }
+}
+
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
 void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
@@ -138,7 +144,7 @@ void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& b
     const FaultVerdict verdict = from.faults().decide();
     if (verdict.drop) {
         ++from.stats().fault_dropped;
-        spare_.push_back(std::move(bytes));
+        recycle(std::move(bytes));
         return;
     }
     if (verdict.copies > 1) {
@@ -146,7 +152,9 @@ void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& b
     }
     for (int copy = 0; copy < verdict.copies; ++copy) {
         std::vector<uint8_t> packet = copy + 1 < verdict.copies ? bytes : std::move(bytes);
-        if (verdict.delay.count() > 0) {
+        if (verdict.delay.count() > 0 && held_.size() >= kMaxHeldPackets) {
+            ++from.stats().fault_dropped;  // the delay line is full
+        } else if (verdict.delay.count() > 0) {
             held_.emplace(Clock::now() + verdict.delay,
                           HeldPacket{&from, dest_ipv4, std::move(packet)});
         } else {
@@ -165,7 +173,7 @@ void Engine::deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& by
                 local_.push_back({device.get(), src_ipv4, dest_ipv4, bytes});
             }
         }
-        spare_.push_back(std::move(bytes));
+        recycle(std::move(bytes));
         return;
     }
     if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
@@ -177,7 +185,7 @@ void Engine::deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& by
         memcpy(buffer.data(), bytes.data(), bytes.size());
         network_.send(from.index(), dest_ipv4, bytes.size());
     }
-    spare_.push_back(std::move(bytes));
+    recycle(std::move(bytes));
 }
 
 bool Engine::release_held(Clock::time_point now) {
@@ -258,7 +266,7 @@ bool Engine::deliver_local(Clock::time_point now) {
         local_.pop_front();
         receive(*packet.to, packet.bytes, packet.src_ipv4, packet.dest_ipv4, false, network_.port(),
                 now);
-        spare_.push_back(std::move(packet.bytes));
+        recycle(std::move(packet.bytes));
         any = true;
     }
     return any;

@@ -68,6 +68,12 @@ class Engine : public transport::PacketOutput {
     };
 
     std::vector<uint8_t> spare_buffer();
+    // Keeps a packet buffer for reuse while the pool has room; bursts
+    // (duplicates, multicast copies) beyond it are freed.
+    void recycle(std::vector<uint8_t>&& bytes);
+    static constexpr size_t kMaxSpareBuffers = 256;
+    // Packets a delay fault holds at once; beyond, the fault drops them.
+    static constexpr size_t kMaxHeldPackets = 16384;
     void transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
     void deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);

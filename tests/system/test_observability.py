@@ -631,6 +631,41 @@ class TrafficTest(ObservabilityTestCase):
         self.assertGreater(sum(grew(d, "duplicate_request") for d in devices), 0, after)
         self.assertEqual(sum(grew(d, "retry_exceeded_err") for d in devices), 0, after)
 
+    def test_memory_returns_after_faults(self):
+        """Every injected duplicate is one more packet buffer for a moment:
+        after thousands of them the daemon's memory is back near where it
+        started (its pools are bounded), not grown by each duplicate."""
+        program = harness.require_program("ib_send_lat")
+        for device in harness.DEFAULT_DEVICES:
+            self.assert_exit(self.uroce("fault", device, "--duplicate", "50%"), 0)
+            self.addCleanup(self.uroce, "fault", device, "--clear")
+        before_stats = self.stats()
+        before = self.daemon_rss()
+        port = harness.free_tcp_port()
+        common = ["-x", "0", "-n", "5000", "-s", "4096", "-p", str(port)]
+        pair = harness.run_server_client(self.daemon.env(), [program, "-d", "uroce0", *common],
+                                         [program, "-d", "uroce1", *common, "127.0.0.1"], port,
+                                         timeout=120, log=self.daemon.log)
+        for device, side in zip(("uroce0", "uroce1"), pair):
+            self.assertEqual(side.returncode, 0, "ib_send_lat on %s failed:\n%s\n%s" % (
+                device, side.output, self.daemon.log()))
+        after_stats = self.stats()
+        duplicated = sum(after_stats[d]["fault_duplicated"] - before_stats[d]["fault_duplicated"]
+                         for d in harness.DEFAULT_DEVICES)
+        self.assertGreater(duplicated, 4000, after_stats)
+        grown = self.daemon_rss() - before
+        self.assertLess(grown, 8 << 20, "the daemon grew by %d bytes over %d duplicates" % (
+            grown, duplicated))
+
+    def daemon_rss(self):
+        with open(self.daemon.pid_path) as f:
+            pid = int(f.read())
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        self.fail("no VmRSS for uroced")
+
 
 if __name__ == "__main__":
     unittest.main()
