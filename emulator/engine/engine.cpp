@@ -104,16 +104,17 @@ void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& h
     transmit(from, dest_ipv4, std::move(bytes));
 }
 
-// The segment joins every device of the daemon; a NIC does not hear its
-// own frames.
-void Engine::send_frame(Device& from, std::span<const std::byte> frame) {
+// The segment joins every device of the daemon. As a NIC's embedded switch
+// loops a port's frames back to its own flow rules, the sending device
+// steers the frame too, to every QP but the one that sent it.
+void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) {
     const auto bytes = std::span(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
     from.trace().record_frame(bytes);
     for (const auto& device : devices_) {
         if (device.get() != &from) {
             device->trace().record_frame(bytes);
-            steer_frame(*device, frame);
         }
+        steer_frame(*device, frame, device.get() == &from ? &sender : nullptr);
     }
 }
 

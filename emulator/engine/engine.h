@@ -41,7 +41,7 @@ class Engine : public transport::PacketOutput {
 
     void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
               std::span<const std::byte> payload) override;
-    void send_frame(Device& from, std::span<const std::byte> frame) override;
+    void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) override;
 
     // A UDP datagram that arrived for device `index` from src_ipv4:src_port
     // (network order address, host order port): the receive path of the

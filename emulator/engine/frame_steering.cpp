@@ -20,13 +20,16 @@ Wq& rss_target(const Qp& qp, const steering::FrameFields& frame) {
     return *wqs[hash & (wqs.size() - 1)].get();
 }
 
-// The rules that take the frame, and whether one of them drops it.
+// The rules that take the frame, and whether one of them drops it. The
+// sender's own rules are not asked.
 std::vector<const Flow*> takers(const Device& device, const steering::FrameFields& frame,
-                                bool& drop) {
+                                const Qp* sender, bool& drop) {
     std::vector<const Flow*> normal;
     std::vector<const Flow*> taken;
     for (const Flow* flow : device.flows()) {
-        if (flow->rule.type == IBV_FLOW_ATTR_SNIFFER) {
+        if (flow->qp.get() == sender) {
+            continue;
+        } else if (flow->rule.type == IBV_FLOW_ATTR_SNIFFER) {
             taken.push_back(flow);
         } else if (flow->rule.type == IBV_FLOW_ATTR_NORMAL &&
                    steering::matches(flow->rule, frame)) {
@@ -48,6 +51,9 @@ std::vector<const Flow*> takers(const Device& device, const steering::FrameField
     if (!trapped) {
         const bool multicast = frame.dst_mac[0] & 1;
         for (const Flow* flow : device.flows()) {
+            if (flow->qp.get() == sender) {
+                continue;
+            }
             if (flow->rule.type == IBV_FLOW_ATTR_ALL_DEFAULT ||
                 (multicast && flow->rule.type == IBV_FLOW_ATTR_MC_DEFAULT)) {
                 drop |= flow->rule.drop;
@@ -60,14 +66,14 @@ std::vector<const Flow*> takers(const Device& device, const steering::FrameField
 
 }  // namespace
 
-void steer_frame(Device& device, std::span<const std::byte> frame) {
+void steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sender) {
     const std::optional<steering::FrameFields> fields = steering::parse_frame(frame);
     if (!fields) {
         ++device.stats().raw_unmatched;
         return;
     }
     bool drop = false;
-    std::vector<const Flow*> flows = takers(device, *fields, drop);
+    std::vector<const Flow*> flows = takers(device, *fields, sender, drop);
     if (flows.empty()) {
         ++device.stats().raw_unmatched;
         return;

@@ -84,7 +84,7 @@ bool Transport::run_raw_sender(Device& device, Qp& qp) {
             return true;
         }
         ++device.stats().raw_sent_frames;
-        output_.send_frame(device, frame);
+        output_.send_frame(device, qp, frame);
         qp.send_queue.release(1);
         complete_send(qp, w, IBV_WC_SUCCESS);
         r.window.pop_front();

@@ -26,7 +26,7 @@ class PacketOutput {
     virtual void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
                       std::span<const std::byte> payload) = 0;
     // A whole Ethernet frame a RAW_PACKET QP sends onto the emulated segment.
-    virtual void send_frame(Device& from, std::span<const std::byte> frame) = 0;
+    virtual void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) = 0;
 };
 
 // The emulated Ethernet segment carries frames of a 14-byte header up to a

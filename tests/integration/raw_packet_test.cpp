@@ -341,6 +341,32 @@ TEST_F(RawPacketTest, DefaultAndSnifferRules) {
     expect_received(b_.qp.get(), 2, 1, matched);
 }
 
+// A NIC's embedded switch loops a port's frames back to the port's own flow
+// rules (rdma-core's flow tests send and receive on one device, from two
+// contexts): another context on uroce0 receives what uroce0 sends, while
+// the sending QP's own rules, even a sniffer, take nothing.
+TEST_F(RawPacketTest, FramesLoopBackToOtherQpsOfTheSendingDevice) {
+    RawSide same;
+    ASSERT_NO_FATAL_FAILURE(same.open("uroce0"));
+    EthUdpFlow rule = mac_flow(kMacB);
+    FlowPtr flow = same.flow(same.qp.get(), rule);
+    EthUdpFlow all = specless_flow(IBV_FLOW_ATTR_SNIFFER);
+    FlowPtr own = a_.flow(a_.qp.get(), all);
+    same.post_recv(same.qp.get(), 1, 0);
+    a_.post_recv(a_.qp.get(), 2, 0);
+    b_.post_recv(b_.qp.get(), 3, 0);
+    FlowPtr remote = b_.flow(b_.qp.get(), rule);
+    const auto frame = udp_frame(kMacB, 1, 1);
+    EXPECT_EQ(a_.send(frame).status, IBV_WC_SUCCESS);
+    const ibv_wc looped = RawSide::poll_one(same.cq.get());
+    EXPECT_EQ(looped.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(looped.wr_id, 1u);
+    EXPECT_TRUE(same_bytes(std::span(same.slot(0), frame.size()), frame));
+    expect_received(b_.qp.get(), 3, 0, frame);  // and the other device still hears it
+    ibv_wc wc;
+    EXPECT_EQ(ibv_poll_cq(a_.cq.get(), 1, &wc), 0) << "the sender heard its own frame";
+}
+
 TEST_F(RawPacketTest, DropActionDropsWhatItMatches) {
     EthUdpFlow rule = mac_flow(kMacB);
     FlowPtr flow = b_.flow(b_.qp.get(), rule);
