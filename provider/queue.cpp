@@ -1,6 +1,7 @@
 #include "queue.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,6 +106,25 @@ uint32_t SharedRing::ready() {
 void SharedRing::publish() {
     queues::RingIndex& ours = side_ == Side::kProducer ? header()->producer : header()->consumer;
     ours.value.store(local_, std::memory_order_release);
+}
+
+uint32_t SharedRing::discard(const std::function<bool(const std::byte* entry)>& drop) {
+    const uint32_t count = ready();
+    std::vector<std::byte> kept;
+    for (uint32_t i = 0; i < count; ++i) {
+        const std::byte* entry = slot_at(local_ + i);
+        if (!drop(entry)) {
+            kept.insert(kept.end(), entry, entry + entry_size_);
+        }
+    }
+    const auto kept_count = static_cast<uint32_t>(kept.size() / entry_size_);
+    const uint32_t first = local_ + count - kept_count;
+    for (uint32_t i = 0; i < kept_count; ++i) {
+        memcpy(slot_at(first + i), kept.data() + size_t{i} * entry_size_, entry_size_);
+    }
+    local_ = first;
+    publish();
+    return count - kept_count;
 }
 
 int map_work_queue(int fd, const rpc::RingShape& shape, uint32_t wqe_size, uint32_t max_wr,

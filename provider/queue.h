@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -58,18 +59,24 @@ class SharedRing {
     bool broken() const { return broken_; }
 
     // The slot at our index: the next to fill or to read.
-    std::byte* slot() const {
-        return base_ + queues::kRingHeaderSize + size_t{local_ & (entries_ - 1)} * entry_size_;
-    }
+    std::byte* slot() const { return slot_at(local_); }
     // Moves past that slot; the daemon sees it after publish().
     void advance() { ++local_; }
     // Producer side: forgets the slots filled since `index`, not yet published.
     void rewind(uint32_t index) { local_ = index; }
     // Release-stores our index for the daemon.
     void publish();
+    // Consumer side: removes the published entries `drop` picks, keeping the
+    // others in order (they move up to the newest slots, which are still
+    // ours to read: the producer writes only past them), and publishes.
+    // Returns how many went.
+    uint32_t discard(const std::function<bool(const std::byte* entry)>& drop);
 
   private:
     queues::RingHeader* header() const { return reinterpret_cast<queues::RingHeader*>(base_); }
+    std::byte* slot_at(uint32_t index) const {
+        return base_ + queues::kRingHeaderSize + size_t{index & (entries_ - 1)} * entry_size_;
+    }
     void unmap();
 
     std::byte* base_ = nullptr;

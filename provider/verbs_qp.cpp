@@ -146,11 +146,38 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     return qp;
 }
 
+namespace {
+
+// A QP reset takes its completions out of its CQs, as mlx5 does: what the
+// QP did before starts nothing after it (rdma-core's tests reset QPs that
+// failed and expect to poll only the new traffic).
+void forget_completions(ibv_qp* qp) {
+    for (ibv_cq* ibcq : {qp->send_cq, qp->recv_cq == qp->send_cq ? nullptr : qp->recv_cq}) {
+        if (!ibcq) {
+            continue;
+        }
+        ProviderCq* cq = to_cq(ibcq);
+        std::lock_guard lock(cq->lock);
+        if (cq->ring.mapped()) {
+            cq->ring.discard([qpn = qp->qp_num](const std::byte* entry) {
+                queues::Cqe cqe;
+                memcpy(&cqe, entry, sizeof(cqe));
+                return cqe.wc.qp_num == qpn;
+            });
+        }
+    }
+}
+
+}  // namespace
+
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     rpc::Empty none;
     if (int error = client_of(qp->context)
                         .call(rpc::ModifyQpRequest{qp->handle, attr_mask, *attr}, &none)) {
         return report(qp->context, "modify_qp", error);
+    }
+    if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+        forget_completions(qp);
     }
     return 0;
 }

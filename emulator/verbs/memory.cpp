@@ -111,8 +111,10 @@ Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, ui
     mr->iova = iova;
     mr->access = access;
     mr->key_index = *index;
-    mr->lkey = make_key(*index, 0);
-    mr->rkey = (access & kRemoteAccess) ? mr->lkey : 0;
+    // One key for both uses, as mlx5 and rxe give: what it may do remotely
+    // is checked against the MR's access on every use, and ibv_rereg_mr can
+    // then grant remote access to the key a peer already holds.
+    mr->lkey = mr->rkey = make_key(*index, 0);
     mr->pid = pid_;
     mrs_.add(mr);
     device_.mr_table()[mr->key_index] = mr.get();
@@ -196,7 +198,8 @@ Result Context::rereg_mr(const rpc::ReregMrRequest& req, rpc::ReregMrReply& repl
             return r;
         }
     }
-    // Everything checked: apply. A new key variant makes old rkeys stale.
+    // Everything checked: apply. The keys stay (as mlx5 and rxe keep them):
+    // a peer's key reaches the MR as it now is.
     if (pd) {
         mr->pd = Ref<Pd>(pd);
     }
@@ -206,8 +209,6 @@ Result Context::rereg_mr(const rpc::ReregMrRequest& req, rpc::ReregMrReply& repl
         mr->length = req.length;
     }
     mr->access = access;
-    mr->lkey = make_key(mr->key_index, static_cast<uint8_t>((mr->lkey & 0xff) + 1));
-    mr->rkey = (access & kRemoteAccess) ? mr->lkey : 0;
     reply = {mr->lkey, mr->rkey};
     return ok();
 }

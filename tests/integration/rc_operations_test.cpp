@@ -356,6 +356,27 @@ TEST_F(RcOperationsTest, FencedWriteSeesTheReadBeforeIt) {
 
 // As many SENDs as the send queue holds, posted in one list: they complete
 // in order, and each lands in its own receive.
+// The keys of an MR survive ibv_rereg_mr, and a peer keeps the one it read
+// at registration: once a rereg grants remote write, a WRITE with that key
+// lands (rdma-core's test_mr_rereg_access).
+TEST_F(RcOperationsTest, ReregGrantingRemoteWriteOpensTheKeyThePeerHolds) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    Buffer& source = a_.buffer(4096, IBV_ACCESS_LOCAL_WRITE, 1);
+    Buffer& target = b_.buffer(4096, IBV_ACCESS_LOCAL_WRITE, 2);
+    const uint32_t rkey = target.rkey();
+    ASSERT_EQ(ibv_rereg_mr(target.mr(), IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+              0)
+        << strerror(errno);
+    EXPECT_EQ(target.rkey(), rkey);
+    ibv_sge sge = source.sge(0, 4096);
+    ibv_send_wr wr = make_wr(1, IBV_WR_RDMA_WRITE, std::span(&sge, 1));
+    wr.wr.rdma = {target.addr(), rkey};
+    a_.post_send(wr);
+    expect_sent(a_.poll_one(), 1, IBV_WR_RDMA_WRITE);
+    EXPECT_TRUE(same_bytes(target.bytes(), source.bytes()));
+}
+
 TEST_F(RcOperationsTest, FullSendQueueCompletesInOrder) {
     RcOptions options;
     options.cap.max_send_wr = options.cap.max_recv_wr = 128;

@@ -473,6 +473,55 @@ TEST_F(DatapathTest, ResizeBelowTheWaitingCompletionsIsInvalid) {
     }
 }
 
+// Resetting a QP takes its completions out of its CQ, as mlx5 does
+// (rdma-core's rereg tests reset failed QPs and poll only new traffic);
+// another QP's completions stay, in order.
+TEST_F(DatapathTest, ResetForgetsTheQpsCompletionsAndKeepsOthers) {
+    ChannelPtr channel(ibv_create_comp_channel(context()));
+    ASSERT_TRUE(channel) << strerror(errno);
+    CqPtr cq(ibv_create_cq(context(), 16, nullptr, channel.get(), 0));
+    ASSERT_TRUE(cq) << strerror(errno);
+    std::vector<QpPtr> qps;
+    for (int i = 0; i < 2; ++i) {
+        ibv_qp_init_attr init{};
+        init.send_cq = init.recv_cq = cq.get();
+        init.cap = kCap;
+        init.qp_type = IBV_QPT_RC;
+        qps.emplace_back(ibv_create_qp(pd(), &init));
+        ASSERT_TRUE(qps.back()) << strerror(errno);
+        move_to(qps.back().get(), IBV_QPS_INIT);
+    }
+    // Flush 2 receives of the second QP, then 3 of the first, each waited
+    // for through the channel so that all five are in the CQ.
+    for (int which : {1, 0}) {
+        const int count = which ? 2 : 3;
+        std::vector<ibv_recv_wr> wrs = chain<ibv_recv_wr>(count, [which](size_t i) {
+            return ibv_recv_wr{which * 10 + i, nullptr, nullptr, 0};
+        });
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(qps[which].get(), wrs.data(), &bad), 0);
+        ASSERT_EQ(ibv_req_notify_cq(cq.get(), 0), 0);
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_ERR;
+        ASSERT_EQ(ibv_modify_qp(qps[which].get(), &attr, IBV_QP_STATE), 0);
+        ibv_cq* event_cq = nullptr;
+        void* event_context = nullptr;
+        ASSERT_EQ(ibv_get_cq_event(channel.get(), &event_cq, &event_context), 0);
+        ibv_ack_cq_events(cq.get(), 1);
+    }
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RESET;
+    ASSERT_EQ(ibv_modify_qp(qps[0].get(), &attr, IBV_QP_STATE), 0);
+    ibv_wc wc[8];
+    ASSERT_EQ(ibv_poll_cq(cq.get(), 8, wc), 2);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(wc[i].qp_num, qps[1]->qp_num);
+        EXPECT_EQ(wc[i].wr_id, 10u + i);
+    }
+    // Nothing of the reset QP is left behind them.
+    EXPECT_EQ(ibv_poll_cq(cq.get(), 8, wc), 0);
+}
+
 TEST_F(DatapathTest, DoorbellPageIsReadOnly) {
     const std::vector<Mapping> pages = mappings_of("uroce-doorbell");
     ASSERT_FALSE(pages.empty());
