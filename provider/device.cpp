@@ -26,6 +26,7 @@ const verbs_context_ops kContextOps = [] {
     ops.advise_mr = advise_mr;
     ops.alloc_dm = alloc_dm;
     ops.alloc_mw = alloc_mw;
+    ops.alloc_parent_domain = alloc_parent_domain;
     ops.alloc_pd = alloc_pd;
     ops.attach_mcast = attach_mcast;
     ops.bind_mw = bind_mw;
@@ -186,6 +187,13 @@ __attribute__((constructor)) void register_driver() {
 int report(ibv_context* context, const char* verb, int error) {
     __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR, "uroce: %s: %s: %s\n", verb,
                 strerror(error), client_of(context).last_error().c_str());
+    errno = error;
+    return error;
+}
+
+int refuse(ibv_context* context, const char* verb, int error, const char* why) {
+    __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR, "uroce: %s: %s: %s\n", verb,
+                strerror(error), why);
     errno = error;
     return error;
 }

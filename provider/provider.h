@@ -5,6 +5,8 @@
 
 #include <errno.h>
 
+#include <atomic>
+
 #include "driver_abi.h"
 #include "protocol/client.h"
 #include "queue.h"
@@ -60,6 +62,18 @@ struct ProviderQp {
     WrBatch batch;
 };
 
+// A protection domain, or a parent domain over one (ibv_alloc_parent_domain).
+// A parent domain carries its PD's handle, so every verb given it acts on
+// that PD; the daemon never hears of it. uroce's queues are shared memory
+// the daemon makes, so a parent domain's custom allocators are never asked
+// for memory (as mlx5 when they answer IBV_ALLOCATOR_USE_DEFAULT).
+struct ProviderPd {
+    ibv_pd ibv;
+    ProviderPd* protection_domain = nullptr;  // set for a parent domain
+    void* pd_context = nullptr;
+    std::atomic<uint32_t> parent_domains{0};  // over this PD: it stays until they go
+};
+
 struct ProviderSrq {
     verbs_srq ibv;
     WorkQueue rq;
@@ -86,6 +100,9 @@ inline ProviderCq* to_cq(ibv_cq_ex* cq) {
 inline ProviderQp* to_qp(ibv_qp* qp) {
     return reinterpret_cast<ProviderQp*>(qp);
 }
+inline ProviderPd* to_pd(ibv_pd* pd) {
+    return reinterpret_cast<ProviderPd*>(pd);
+}
 inline ProviderSrq* to_srq(ibv_srq* srq) {
     return reinterpret_cast<ProviderSrq*>(srq);
 }
@@ -96,6 +113,8 @@ inline ProviderWq* to_wq(ibv_wq* wq) {
 // Sets errno from a failed call and logs the daemon's reason through
 // libibverbs' log (VERBS_LOG_LEVEL=1 shows it). Returns the errno.
 int report(ibv_context* context, const char* verb, int error);
+// The same for a verb the provider refuses itself, saying why.
+int refuse(ibv_context* context, const char* verb, int error, const char* why);
 // The same for a queue the daemon sent that cannot be mapped.
 int report_ring(ibv_context* context, const char* verb, int error);
 
@@ -105,6 +124,7 @@ int query_port(ibv_context*, uint8_t, ibv_port_attr*);
 int query_rt_values(ibv_context*, ibv_values_ex*);
 
 ibv_pd* alloc_pd(ibv_context*);
+ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
 int dealloc_pd(ibv_pd*);
 ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
 int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);

@@ -61,13 +61,17 @@ ibv_cq* create_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int 
 
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     const uint32_t flags = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) ? attr->flags : 0;
-    if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
-        errno = EOPNOTSUPP;  // parent domains are not supported
+    // A CQ may name a parent domain (nothing of it changes the CQ here);
+    // anything else in that field is invalid, as on mlx5.
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+        (!attr->parent_domain || attr->parent_domain->context != context ||
+         !to_pd(attr->parent_domain)->protection_domain)) {
+        refuse(context, "create_cq_ex", EINVAL, "parent_domain is not a parent domain");
         return nullptr;
     }
-    ProviderCq* cq =
-        new_cq(context, static_cast<int>(attr->cqe), attr->channel,
-               static_cast<int>(attr->comp_vector), attr->comp_mask, attr->wc_flags, flags);
+    ProviderCq* cq = new_cq(context, static_cast<int>(attr->cqe), attr->channel,
+                            static_cast<int>(attr->comp_vector),
+                            attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_PD, attr->wc_flags, flags);
     if (!cq) {
         return nullptr;
     }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 
 #include "provider.h"
 
@@ -57,23 +58,66 @@ ibv_pd* alloc_pd(ibv_context* context) {
         report(context, "alloc_pd", error);
         return nullptr;
     }
-    auto* pd = static_cast<ibv_pd*>(calloc(1, sizeof(ibv_pd)));
+    auto* pd = new (std::nothrow) ProviderPd;
     if (!pd) {
         client_of(context).call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{reply.handle});
         errno = ENOMEM;
         return nullptr;
     }
-    pd->context = context;
-    pd->handle = reply.handle;
-    return pd;
+    pd->ibv.context = context;
+    pd->ibv.handle = reply.handle;
+    return &pd->ibv;
 }
 
-int dealloc_pd(ibv_pd* pd) {
-    if (int error =
-            client_of(pd->context).call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{pd->handle})) {
-        return report(pd->context, "dealloc_pd", error);
+// ibv_alloc_parent_domain(3). Thread domains cannot be allocated here, so
+// none can be given; the PD must be a protection domain of this context.
+ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* attr) {
+    constexpr uint32_t kKnown =
+        IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    const char* wrong = !attr->pd                            ? "no protection domain"
+                        : attr->pd->context != context       ? "a PD of another context"
+                        : to_pd(attr->pd)->protection_domain ? "a parent domain as its PD"
+                        : attr->td                           ? "a thread domain"
+                        : (attr->comp_mask & ~kKnown)        ? "unknown comp_mask bits"
+                        : ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) &&
+                           (!attr->alloc || !attr->free))
+                            ? "an allocator without its free"
+                            : nullptr;
+    if (wrong) {
+        refuse(context, "alloc_parent_domain", EINVAL, wrong);
+        return nullptr;
     }
-    free(pd);
+    auto* parent = new (std::nothrow) ProviderPd;
+    if (!parent) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    ProviderPd* pd = to_pd(attr->pd);
+    parent->ibv.context = context;
+    parent->ibv.handle = pd->ibv.handle;
+    parent->protection_domain = pd;
+    if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT) {
+        parent->pd_context = attr->pd_context;
+    }
+    ++pd->parent_domains;
+    return &parent->ibv;
+}
+
+int dealloc_pd(ibv_pd* ibpd) {
+    ProviderPd* pd = to_pd(ibpd);
+    if (ProviderPd* under = pd->protection_domain) {
+        --under->parent_domains;
+        delete pd;
+        return 0;
+    }
+    if (pd->parent_domains) {
+        return refuse(ibpd->context, "dealloc_pd", EBUSY, "parent domains use it");
+    }
+    if (int error = client_of(ibpd->context)
+                        .call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{ibpd->handle})) {
+        return report(ibpd->context, "dealloc_pd", error);
+    }
+    delete pd;
     return 0;
 }
 

@@ -104,7 +104,7 @@ TEST_P(DeviceTest, GidTableListsEveryGid) {
     ASSERT_EQ(ibv_query_port(context_.get(), 1, &port), 0);
     std::vector<ibv_gid_entry> entries(port.gid_tbl_len + 2);
     const ssize_t count = ibv_query_gid_table(context_.get(), entries.data(), entries.size(), 0);
-    ASSERT_EQ(count, port.gid_tbl_len) << strerror(errno);
+    ASSERT_EQ(count, 2) << strerror(errno);  // the populated slots of the table
     for (ssize_t i = 0; i < count; ++i) {
         ibv_gid_entry one;
         ASSERT_EQ(ibv_query_gid_ex(context_.get(), 1, static_cast<uint32_t>(i), &one, 0), 0);
@@ -114,6 +114,30 @@ TEST_P(DeviceTest, GidTableListsEveryGid) {
         EXPECT_EQ(entries[i].gid_type, IBV_GID_TYPE_ROCE_V2);
     }
     EXPECT_LT(ibv_query_gid_table(context_.get(), entries.data(), 1, 0), 0);
+}
+
+// As a kernel's table, the port's has empty slots past its two GIDs: such a
+// slot reads as the zero GID, and ibv_query_gid_ex says ENODATA (rdma-core's
+// test_query_gid_ex_bad_flow).
+TEST_P(DeviceTest, EmptyGidSlotsAreNoData) {
+    ibv_port_attr port;
+    ASSERT_EQ(ibv_query_port(context_.get(), 1, &port), 0);
+    ASSERT_GT(port.gid_tbl_len, 2);
+    for (int index : {2, port.gid_tbl_len - 1}) {
+        SCOPED_TRACE(index);
+        ibv_gid_entry entry;
+        EXPECT_EQ(ibv_query_gid_ex(context_.get(), 1, static_cast<uint32_t>(index), &entry, 0),
+                  ENODATA);
+        ibv_gid gid;
+        memset(&gid, 0xff, sizeof(gid));
+        ASSERT_EQ(ibv_query_gid(context_.get(), 1, index, &gid), 0);
+        EXPECT_EQ(gid.global.subnet_prefix, 0u);
+        EXPECT_EQ(gid.global.interface_id, 0u);
+    }
+    ibv_gid_entry entry;
+    EXPECT_EQ(
+        ibv_query_gid_ex(context_.get(), 1, static_cast<uint32_t>(port.gid_tbl_len), &entry, 0),
+        EINVAL);
 }
 
 TEST_P(DeviceTest, PkeyZeroIsTheDefaultFullMemberKey) {
@@ -152,16 +176,84 @@ INSTANTIATE_TEST_SUITE_P(Devices, DeviceTest,
                                            DeviceAddress{"uroce1", "::ffff:127.0.0.2"}),
                          [](const auto& p) { return std::string(p.param.device); });
 
-// Thread domains and parent domains are not offered: the verbs say so.
+// Thread domains are not offered: the verb says so.
 using DomainTest = VerbsTest;
-TEST_F(DomainTest, ThreadAndParentDomainsAreNotSupported) {
+TEST_F(DomainTest, ThreadDomainsAreNotSupported) {
     ibv_td_init_attr td_attr{};
     EXPECT_EQ(ibv_alloc_td(context(), &td_attr), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);
-    ibv_parent_domain_init_attr pd_attr{};
-    pd_attr.pd = pd();
-    EXPECT_EQ(ibv_alloc_parent_domain(context(), &pd_attr), nullptr);
-    EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+void* never_allocate(ibv_pd*, void*, size_t, size_t, uint64_t) {
+    return IBV_ALLOCATOR_USE_DEFAULT;
+}
+void never_free(ibv_pd*, void*, void*, uint64_t) {}
+
+// ibv_alloc_parent_domain(3): a parent domain stands for its PD in every
+// verb that takes one, and keeps it from being deallocated (EBUSY).
+TEST_F(DomainTest, ParentDomainStandsForItsPd) {
+    int user_context = 0;
+    ibv_parent_domain_init_attr attr{};
+    attr.pd = pd();
+    attr.comp_mask =
+        IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    attr.alloc = never_allocate;
+    attr.free = never_free;
+    attr.pd_context = &user_context;
+    PdPtr parent(ibv_alloc_parent_domain(context(), &attr));
+    ASSERT_TRUE(parent) << strerror(errno);
+    EXPECT_EQ(parent->context, context());
+
+    std::vector<char> buffer(4096);
+    MrPtr mr(ibv_reg_mr(parent.get(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(mr) << strerror(errno);
+    EXPECT_EQ(mr->pd, parent.get());
+
+    ibv_cq_init_attr_ex cq_attr{};
+    cq_attr.cqe = 16;
+    cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+    cq_attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+    cq_attr.parent_domain = parent.get();
+    ibv_cq_ex* cq_ex = ibv_create_cq_ex(context(), &cq_attr);
+    ASSERT_NE(cq_ex, nullptr) << strerror(errno);
+    CqPtr cq(ibv_cq_ex_to_cq(cq_ex));
+    cq_attr.parent_domain = pd();  // not a parent domain
+    EXPECT_EQ(ibv_create_cq_ex(context(), &cq_attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+
+    ibv_qp_init_attr qp_attr{};
+    qp_attr.send_cq = qp_attr.recv_cq = cq.get();
+    qp_attr.cap = {4, 4, 1, 1, 0};
+    qp_attr.qp_type = IBV_QPT_RC;
+    QpPtr qp(ibv_create_qp(parent.get(), &qp_attr));
+    ASSERT_TRUE(qp) << strerror(errno);
+    EXPECT_EQ(qp->pd, parent.get());
+
+    EXPECT_EQ(ibv_dealloc_pd(pd()), EBUSY);
+    qp.reset();
+    mr.reset();
+    cq.reset();
+    EXPECT_EQ(ibv_dealloc_pd(parent.release()), 0);
+    // The PD is free again: the fixture deallocates it.
+}
+
+TEST_F(DomainTest, BadParentDomainsAreInvalid) {
+    ibv_parent_domain_init_attr attr{};
+    EXPECT_EQ(ibv_alloc_parent_domain(context(), &attr), nullptr);  // no PD
+    EXPECT_EQ(errno, EINVAL);
+    attr.pd = pd();
+    attr.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT << 1;
+    EXPECT_EQ(ibv_alloc_parent_domain(context(), &attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    attr.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;  // without functions
+    EXPECT_EQ(ibv_alloc_parent_domain(context(), &attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+    attr.comp_mask = 0;
+    PdPtr parent(ibv_alloc_parent_domain(context(), &attr));
+    ASSERT_TRUE(parent) << strerror(errno);
+    attr.pd = parent.get();  // a parent domain over a parent domain
+    EXPECT_EQ(ibv_alloc_parent_domain(context(), &attr), nullptr);
+    EXPECT_EQ(errno, EINVAL);
 }
 
 }  // namespace
