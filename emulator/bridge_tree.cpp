@@ -11,6 +11,7 @@ std::vector<bridge::TreeDevice> bridge_tree(const std::vector<std::unique_ptr<De
         for (const ibv_gid& gid : device->gids()) {
             port.gids.push_back({gid, IBV_GID_TYPE_ROCE_V2});
         }
+        port.gids.resize(static_cast<size_t>(port.attr.gid_tbl_len));  // empty slots: zero GIDs
         port.netdev = device->config().netdev;
         bridge::TreeDevice entry;
         entry.ibdev = device->name();

@@ -162,9 +162,13 @@ void write_port(const fs::path& dir, const TreePort& port) {
     for (size_t i = 0; i < port.gids.size(); ++i) {
         const std::string index = std::to_string(i);
         write_file(dir / "gids" / index, gid_string(port.gids[i].gid));
-        // The kernel fails reads of an empty slot's attributes; a missing file
-        // fails them too.
-        if (!is_zero(port.gids[i].gid)) {
+        // The kernel fails reads of an empty slot's type with EINVAL, which
+        // libibverbs takes for "IB/RoCE v1" before it sees the zero GID and
+        // answers ENODATA; a file that says so leads there too (a missing one
+        // would fail the whole ibv_query_gid_table). An empty slot has no ndev.
+        if (is_zero(port.gids[i].gid)) {
+            write_file(dir / "gid_attrs" / "types" / index, "IB/RoCE v1");
+        } else {
             write_file(dir / "gid_attrs" / "types" / index, gid_type_string(port.gids[i].type));
             write_file(dir / "gid_attrs" / "ndevs" / index, port.netdev);
         }

@@ -27,6 +27,7 @@ constexpr int kMaxSrqWr = 16384;
 constexpr int kMaxMcastGroups = 8192;
 constexpr int kMaxMcastQpAttach = 56;
 constexpr uint32_t kMaxWq = 4096;
+constexpr int kGidTableLen = 16;
 constexpr uint32_t kMaxRwqIndTableSize = 256;
 constexpr uint16_t kMaxCqPeriodUs = 4095;    // as mlx5
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // as the on-chip memory of a ConnectX NIC
@@ -137,7 +138,9 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
     link_local.global.interface_id = htobe64(node_guid_);
     gids_ = {v4, link_local};
-    port_attr_.gid_tbl_len = static_cast<int>(gids_.size());
+    // A kernel's GID table has a fixed length with empty slots (rxe's has
+    // 1024); querying an empty one is ENODATA.
+    port_attr_.gid_tbl_len = kGidTableLen;
 }
 
 }  // namespace uroce
