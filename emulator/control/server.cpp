@@ -143,6 +143,16 @@ Device* Server::find_device(const std::string& name) const {
     return nullptr;
 }
 
+std::shared_ptr<Context> Server::find_context(const std::string& device, uint64_t token) const {
+    for (const auto& session : sessions_) {
+        const auto& context = session->shared_context();
+        if (context && context->attach_token() == token && context->device().name() == device) {
+            return context;
+        }
+    }
+    return nullptr;
+}
+
 Result Server::find(const std::string& name, Device*& device) const {
     device = find_device(name);
     return device ? ok() : fail(ENODEV, "no device named %s", name.c_str());

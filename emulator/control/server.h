@@ -20,6 +20,7 @@
 
 namespace uroce {
 
+class Context;
 class Session;
 
 class Server {
@@ -29,6 +30,8 @@ class Server {
     ~Server();
 
     Device* find_device(const std::string& name) const;
+    // The open context of `device` whose attach token this is, if any.
+    std::shared_ptr<Context> find_context(const std::string& device, uint64_t token) const;
     const Doorbell& doorbell() const { return doorbell_; }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;

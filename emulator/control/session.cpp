@@ -129,6 +129,11 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
               result && context_ ? std::span<const int>(doorbell) : std::span<const int>{});
         return;
     }
+    if (header.op == rpc::Op::kAttach) {
+        const Result result = attach(body);
+        reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
+        return;
+    }
     if (header.op == rpc::Op::kStatus) {
         status_page(header, body);
         return;
@@ -142,6 +147,7 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         reply(header, fail(EPROTO, "request op %u before hello", unsigned(header.op)), {});
         return;
     }
+    context_->set_caller(peer_.pid);
     Answer answer = dispatch(*context_, header.op, body, fds);
     if (!answer.result && refusals_logged_.allow(RateLimit::Clock::now())) {
         if (refusals_logged_.suppressed()) {
@@ -180,6 +186,23 @@ void Session::status_page(const rpc::RequestHeader& header, std::span<const std:
     reply(header, ok(), out);
 }
 
+Result Session::attach(std::span<const std::byte> body) {
+    rpc::AttachRequest request{};
+    if (Result r = decode(body, request); !r) {
+        return r;
+    }
+    if (context_ || tool_) {
+        return fail(EALREADY, "this connection has already said hello");
+    }
+    request.device[sizeof(request.device) - 1] = '\0';
+    context_ = server_.find_context(request.device, request.attach_token);
+    if (!context_) {
+        return fail(ENOENT, "no open context of %s has that attach token", request.device);
+    }
+    log_info("client pid %d attached to a context of %s", peer_.pid, request.device);
+    return ok();
+}
+
 Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                       rpc::HelloReply& reply) {
     rpc::HelloRequest request;
@@ -202,8 +225,9 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     if (fds.empty()) {
         return fail(EINVAL, "hello for a device must carry the async event pipe");
     }
-    context_ = std::make_unique<Context>(*device, peer_.pid, std::move(fds.front()));
+    context_ = std::make_shared<Context>(*device, peer_.pid, std::move(fds.front()));
     reply.device_index = device->index();
+    reply.attach_token = context_->attach_token();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
     return ok();
 }

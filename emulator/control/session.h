@@ -30,6 +30,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
     const ucred& peer() const { return peer_; }
     const Context* context() const { return context_.get(); }
+    const std::shared_ptr<Context>& shared_context() const { return context_; }
 
   private:
     void wait();
@@ -39,13 +40,15 @@ class Session : public std::enable_shared_from_this<Session> {
                std::span<const std::byte> body, std::span<const int> fds = {});
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                  rpc::HelloReply& reply);
+    Result attach(std::span<const std::byte> body);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
     void status_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;
     ucred peer_;
-    std::unique_ptr<Context> context_;
+    // Shared with the connections of forked children that attached.
+    std::shared_ptr<Context> context_;
     // A client that has every verb refused cannot fill the disk: a burst
     // of lines, then a few a second.
     RateLimit refusals_logged_{100, 10};

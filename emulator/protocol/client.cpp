@@ -12,30 +12,46 @@
 
 namespace uroce {
 
-ControlClient* ControlClient::connect(const char* socket_path, const char* device, int async_fd,
-                                      std::string& why, std::vector<int>* received) {
+namespace {
+
+// A new connection to the daemon's socket; -1 with `why` and errno set.
+int open_connection(const std::string& socket_path, std::string& why) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    if (strlen(socket_path) >= sizeof(addr.sun_path)) {
+    if (socket_path.size() >= sizeof(addr.sun_path)) {
         why = "socket path too long";
         errno = ENAMETOOLONG;
-        return nullptr;
+        return -1;
     }
-    strcpy(addr.sun_path, socket_path);
+    strcpy(addr.sun_path, socket_path.c_str());
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         why = std::string("socket: ") + strerror(errno);
-        return nullptr;
+        return -1;
     }
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
         const int error = errno;
-        why = std::string("cannot reach uroced at ") + socket_path + ": " + strerror(error) +
+        why = "cannot reach uroced at " + socket_path + ": " + strerror(error) +
               " (is it running? see 'uroce status')";
         ::close(fd);
         errno = ENODEV;
+        return -1;
+    }
+    return fd;
+}
+
+}  // namespace
+
+ControlClient::ControlClient(int fd, const char* socket_path, const char* device)
+    : fd_(fd), socket_path_(socket_path), device_(device), pid_(getpid()) {}
+
+ControlClient* ControlClient::connect(const char* socket_path, const char* device, int async_fd,
+                                      std::string& why, std::vector<int>* received) {
+    const int fd = open_connection(socket_path, why);
+    if (fd < 0) {
         return nullptr;
     }
-    auto* client = new ControlClient(fd);
+    auto* client = new ControlClient(fd, socket_path, device);
     rpc::HelloRequest hello{};
     snprintf(hello.device, sizeof(hello.device), "%s", device);
     rpc::HelloReply reply;
@@ -47,7 +63,30 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
         errno = error;
         return nullptr;
     }
+    client->attach_token_ = reply.attach_token;
     return client;
+}
+
+int ControlClient::attach_after_fork() {
+    std::string why;
+    const int fd = open_connection(socket_path_, why);
+    if (fd < 0) {
+        last_error_ = why;
+        return EIO;
+    }
+    // The inherited descriptor stays the parent's: this process lets go of
+    // its copy only.
+    ::close(fd_);
+    fd_ = fd;
+    pid_ = getpid();
+    rpc::AttachRequest attach{};
+    snprintf(attach.device, sizeof(attach.device), "%s", device_.c_str());
+    attach.attach_token = attach_token_;
+    std::string body;
+    if (int error = exchange(rpc::Op::kAttach, &attach, sizeof(attach), {}, body, nullptr)) {
+        return error;
+    }
+    return body.size() == sizeof(rpc::Empty) ? 0 : EIO;
 }
 
 ControlClient::~ControlClient() {
@@ -62,6 +101,11 @@ std::string ControlClient::last_error() const {
 int ControlClient::exchange(rpc::Op op, const void* request, size_t request_size,
                             std::span<const int> fds, std::string& reply_body,
                             std::vector<int>* received) {
+    if (pid_ != getpid() && attach_token_ != 0 && op != rpc::Op::kAttach) {
+        if (int error = attach_after_fork(); error) {
+            return error;
+        }
+    }
     rpc::RequestHeader header{rpc::kMagic, rpc::kVersion, op,
                               static_cast<uint32_t>(sizeof(rpc::RequestHeader) + request_size),
                               ++seq_};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <mutex>
 #include <span>
@@ -47,16 +48,23 @@ class ControlClient {
 
     // Why the last refused call was refused, as the daemon put it.
     std::string last_error() const;
-    // Reads a whole text reply (status).
     // The daemon's status report, fetched page by page.
     int call_status(std::string& text);
 
   private:
-    explicit ControlClient(int fd) : fd_(fd) {}
+    ControlClient(int fd, const char* socket_path, const char* device);
     int exchange(rpc::Op op, const void* request, size_t request_size, std::span<const int> fds,
                  std::string& reply_body, std::vector<int>* received);
+    // In a process forked from the one that connected: a connection of its
+    // own, attached to the same context (rpc::AttachRequest), so that
+    // parent and child never read each other's replies.
+    int attach_after_fork();
 
     int fd_;
+    std::string socket_path_;
+    std::string device_;
+    uint64_t attach_token_ = 0;  // 0: a tool connection, which no child uses
+    pid_t pid_;                  // the process fd_ belongs to
     uint32_t seq_ = 0;
     mutable std::mutex mutex_;
     std::string last_error_;

@@ -32,6 +32,7 @@ inline constexpr int64_t kMaxFaultDelayUs = 10 * 1000 * 1000;
 
 enum class Op : uint16_t {
     kHello = 1,
+    kAttach,
     kStatus,
     kQueryDevice,
     kQueryPort,
@@ -113,6 +114,19 @@ struct HelloRequest {
 // protocol/queues.h DoorbellPage).
 struct HelloReply {
     uint32_t device_index;
+    uint32_t reserved;
+    // Names the context for kAttach: a process forked from this one joins
+    // the context with it over a connection of its own.
+    uint64_t attach_token;
+};
+
+// A forked child's connection to the context its parent opened: as with a
+// kernel's shared uverbs file, the child issues verbs on the same context
+// (its objects, and the parent's), each acting for the child's pid. The
+// context lives until its last connection closes. No fds either way.
+struct AttachRequest {
+    char device[kNameLen];
+    uint64_t attach_token;
 };
 
 // Status is a text report of any length, fetched a page at a time: the
@@ -460,6 +474,7 @@ struct Traits;
 // Requests whose body type is shared (HandleRequest, DeviceRequest) are sent with an
 // explicit op; see Client::call.
 UROCE_RPC(kHello, HelloRequest, HelloReply)
+UROCE_RPC(kAttach, AttachRequest, Empty)
 UROCE_RPC(kQueryDevice, QueryDeviceRequest, QueryDeviceReply)
 UROCE_RPC(kQueryPort, QueryPortRequest, QueryPortReply)
 UROCE_RPC(kRegMr, RegMrRequest, RegMrReply)

@@ -2,11 +2,15 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/random.h>
 
 namespace uroce {
 
 Context::Context(Device& device, pid_t pid, UniqueFd async_events)
     : device_(device), pid_(pid), events_(std::make_shared<EventPipe>()) {
+    while (getrandom(&attach_token_, sizeof(attach_token_), 0) != sizeof(attach_token_) ||
+           attach_token_ == 0) {
+    }
     events_->fd = std::move(async_events);
     // Events are dropped rather than ever blocking the daemon.
     fcntl(events_->fd.get(), F_SETFL, fcntl(events_->fd.get(), F_GETFL) | O_NONBLOCK);

@@ -30,6 +30,12 @@ class Context {
 
     Device& device() { return device_; }
     const Device& device() const { return device_; }
+    // The process a request comes from: the one that opened the context or
+    // a child forked from it that attached (rpc::AttachRequest). New MRs
+    // describe its memory; capabilities are its own.
+    void set_caller(pid_t pid) { pid_ = pid; }
+    // The secret a forked child presents to attach (random, 64 bits).
+    uint64_t attach_token() const { return attach_token_; }
 
     Result query_device(const rpc::QueryDeviceRequest&, rpc::QueryDeviceReply&);
     Result query_port(const rpc::QueryPortRequest&, rpc::QueryPortReply&);
@@ -97,6 +103,7 @@ class Context {
 
     Device& device_;
     pid_t pid_;
+    uint64_t attach_token_ = 0;
     std::shared_ptr<EventPipe> events_;
     HandleTable<Pd> pds_;
     HandleTable<Mr> mrs_;

@@ -62,7 +62,9 @@ class MalformedRequestTest(harness.DaemonTestCase):
         """A correct hello, query_port and alloc_pd from a raw client succeed;
         the PD is counted and released when the connection closes."""
         reply = self.open_device("uroce1")
-        self.assertEqual(struct.unpack("<I", reply.body), (1,))  # HelloReply.device_index
+        device_index, _, token = struct.unpack("<IIQ", reply.body)  # HelloReply
+        self.assertEqual(device_index, 1)
+        self.assertNotEqual(token, 0, "a context has an attach token")
         reply = self.client.call(Op.QUERY_PORT, QUERY_PORT_1)
         self.assertEqual(reply.error, 0, reply.message)
         state, max_mtu = struct.unpack_from("<ii", reply.body)  # ibv_port_attr starts so
