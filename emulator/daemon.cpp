@@ -68,7 +68,8 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     }
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
-    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell());
+    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(),
+                                       [this] { engine_->take_posted_work(); });
     publish_devices();
     std::ofstream(paths_.pid_file()) << getpid() << "\n";
 }

@@ -90,9 +90,11 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 }  // namespace
 
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
-               std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell)
+               std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
+               std::function<void()> take_posted_work)
     : io_(io),
       socket_path_(socket_path),
+      take_posted_work_(std::move(take_posted_work)),
       listener_(io, listen_on(socket_path)),
       devices_(devices),
       doorbell_(doorbell) {

@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -25,14 +26,20 @@ class Session;
 
 class Server {
   public:
+    // `take_posted_work` runs the data plane over what clients have posted.
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
-           std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell);
+           std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
+           std::function<void()> take_posted_work);
     ~Server();
 
     Device* find_device(const std::string& name) const;
     // The open context of `device` whose attach token this is, if any.
     std::shared_ptr<Context> find_context(const std::string& device, uint64_t token) const;
     const Doorbell& doorbell() const { return doorbell_; }
+    // Before a verb whose answer depends on completions (ibv_resize_cq), the
+    // work a client posted before asking is taken, as a kernel's post_send
+    // has run by the time the next verb is called.
+    void take_posted_work() const { take_posted_work_(); }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
 
@@ -58,6 +65,7 @@ class Server {
 
     boost::asio::io_context& io_;
     std::filesystem::path socket_path_;
+    std::function<void()> take_posted_work_;
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;

@@ -148,6 +148,9 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     context_->set_caller(peer_.pid);
+    if (header.op == rpc::Op::kResizeCq) {
+        server_.take_posted_work();
+    }
     Answer answer = dispatch(*context_, header.op, body, fds);
     if (!answer.result && refusals_logged_.allow(RateLimit::Clock::now())) {
         if (refusals_logged_.suppressed()) {

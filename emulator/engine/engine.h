@@ -52,6 +52,8 @@ class Engine : public transport::PacketOutput {
                           transport::Clock::time_point now = transport::Clock::now());
     // One turn of the loop without sleeping; true when it did work.
     bool run_once();
+    // One pass over the QPs now: what clients have posted is taken.
+    void take_posted_work() { run_queue_pairs(transport::Clock::now()); }
 
   private:
     struct LocalPacket {

@@ -473,6 +473,37 @@ TEST_F(DatapathTest, ResizeBelowTheWaitingCompletionsIsInvalid) {
     }
 }
 
+// ibv_resize_cq comes after the sends posted before it: their completions
+// count among those the new size must hold, as with a kernel, where
+// post_send has run by then (rdma-core's test_resize_cq posts and resizes
+// at once). UD sends to the QP itself complete as they leave.
+TEST_F(DatapathTest, ResizeCountsTheCompletionsOfSendsPostedBeforeIt) {
+    ibv_qp_cap cap = kCap;
+    QpPtr qp = create_qp(IBV_QPT_UD, cap);
+    ASSERT_TRUE(qp);
+    move_to(qp.get(), IBV_QPS_RTS);
+    AhPtr ah = create_ah();
+    ASSERT_TRUE(ah);
+    for (int round = 0; round < 200; ++round) {
+        SCOPED_TRACE(round);
+        std::vector<ibv_send_wr> wrs = chain<ibv_send_wr>(4, [&](size_t i) {
+            ibv_send_wr wr = send_wr(i);
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.ud = {ah.get(), qp->qp_num, 0x11111111};
+            return wr;
+        });
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(qp.get(), wrs.data(), &bad), 0);
+        EXPECT_EQ(ibv_resize_cq(cq_.get(), 1), EINVAL);
+        ibv_wc wc[8];
+        int got = 0;
+        for (int spins = 0; spins < 100000 && got < 4; ++spins) {
+            got += ibv_poll_cq(cq_.get(), 8 - got, wc + got);
+        }
+        ASSERT_EQ(got, 4);
+    }
+}
+
 // Resetting a QP takes its completions out of its CQ, as mlx5 does
 // (rdma-core's rereg tests reset failed QPs and poll only new traffic);
 // another QP's completions stay, in order.
