@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <stdexcept>
 
 #include "control/session.h"
+#include "protocol/socket.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -97,7 +100,8 @@ Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_
       take_posted_work_(std::move(take_posted_work)),
       listener_(io, listen_on(socket_path)),
       devices_(devices),
-      doorbell_(doorbell) {
+      doorbell_(doorbell),
+      reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
     accept();
 }
 
@@ -118,6 +122,9 @@ void Server::accept() {
             }
             int fd =
                 accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+                refuse_for_want_of_descriptors();
+            }
             if (fd >= 0) {
                 ucred peer{};
                 socklen_t len = sizeof(peer);
@@ -134,6 +141,49 @@ void Server::accept() {
             }
             accept();
         });
+}
+
+void Server::refuse_for_want_of_descriptors() {
+    reserve_.reset();
+    if (UniqueFd fd(accept4(listener_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC)); fd) {
+        // The hello comes right after connect; a client too slow to send it
+        // is closed all the same.
+        const timeval wait{0, 200000};
+        setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+        std::vector<std::byte> message;
+        std::vector<int> fds;
+        rpc::RequestHeader request{};
+        const int error = rpc::receive_message(fd.get(), message, fds);
+        if ((error == 0 || error == EMFILE || error == ETOOMANYREFS) &&
+            message.size() >= sizeof(request)) {
+            memcpy(&request, message.data(), sizeof(request));
+        }
+        for (int received : fds) {
+            ::close(received);
+        }
+        rlimit limit{};
+        getrlimit(RLIMIT_NOFILE, &limit);
+        rpc::ReplyHeader reply{};
+        reply.magic = rpc::kMagic;
+        reply.version = rpc::kVersion;
+        reply.op = request.op;
+        reply.seq = request.seq;
+        reply.length = sizeof(reply);
+        reply.error = EMFILE;
+        snprintf(reply.message, sizeof(reply.message),
+                 "uroced has no file descriptors left (limit %llu): close other clients or "
+                 "raise its RLIMIT_NOFILE",
+                 static_cast<unsigned long long>(limit.rlim_cur));
+        rpc::send_message(fd.get(), std::as_bytes(std::span(&reply, 1)));
+        if (descriptor_refusals_logged_.allow(RateLimit::Clock::now())) {
+            log_warn(
+                "refused a client: no file descriptors left (limit %llu; %llu more refused "
+                "and not logged)",
+                static_cast<unsigned long long>(limit.rlim_cur),
+                static_cast<unsigned long long>(descriptor_refusals_logged_.suppressed()));
+        }
+    }
+    reserve_ = UniqueFd(open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 Device* Server::find_device(const std::string& name) const {

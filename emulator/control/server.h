@@ -16,6 +16,7 @@
 #include "device/device.h"
 #include "protocol/messages.h"
 #include "queues/doorbell.h"
+#include "util/rate_limit.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -60,6 +61,9 @@ class Server {
     };
 
     void accept();
+    // Out of descriptors: takes the next client with the one held in
+    // reserve and answers its hello with EMFILE, so that it hears why.
+    void refuse_for_want_of_descriptors();
     Result find(const std::string& name, Device*& device) const;
     void end_traces_of(const Session& session);
 
@@ -71,6 +75,8 @@ class Server {
     std::set<std::shared_ptr<Session>> sessions_;
     std::map<Device*, Trace> traces_;
     const Doorbell& doorbell_;
+    UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
+    RateLimit descriptor_refusals_logged_{10, 1};
 };
 
 }  // namespace uroce

@@ -73,8 +73,8 @@ void Session::on_readable() {
         wait();
         return;
     }
-    if (error == 0 || error == EMSGSIZE) {
-        handle(message, fds);
+    if (error == 0 || error == EMSGSIZE || error == EMFILE || error == ETOOMANYREFS) {
+        handle(message, fds, error == EMSGSIZE ? 0 : error);
         wait();
         return;
     }
@@ -87,7 +87,7 @@ void Session::on_readable() {
     server_.end(shared_from_this());
 }
 
-void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_fds) {
+void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_fds, int lost_fds) {
     std::vector<UniqueFd> fds;
     for (int fd : raw_fds) {
         fds.emplace_back(fd);
@@ -115,6 +115,14 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         reply(header,
               fail(EPROTO, "malformed request: length field %u, message %zu bytes", header.length,
                    message.size()),
+              {});
+        return;
+    }
+    if (lost_fds) {
+        reply(header,
+              fail(lost_fds, lost_fds == EMFILE
+                                 ? "uroced has no file descriptors left to receive the request's"
+                                 : "the request carries more descriptors than the protocol allows"),
               {});
         return;
     }
@@ -161,7 +169,11 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
                  context_->device().name().c_str(), unsigned(header.op),
                  answer.result.message.c_str(), strerror(answer.result.error));
     }
-    reply(header, answer.result, answer.body, answer.fds);
+    std::vector<int> fds_out;
+    for (const UniqueFd& fd : answer.fds) {
+        fds_out.push_back(fd.get());
+    }
+    reply(header, answer.result, answer.body, fds_out);
 }
 
 void Session::status_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {

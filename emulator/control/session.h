@@ -35,7 +35,9 @@ class Session : public std::enable_shared_from_this<Session> {
   private:
     void wait();
     void on_readable();
-    void handle(std::span<const std::byte> message, std::vector<int>& fds);
+    // `lost_fds`: EMFILE or ETOOMANYREFS when not all of the message's
+    // descriptors arrived (the request is refused with it), else 0.
+    void handle(std::span<const std::byte> message, std::vector<int>& fds, int lost_fds);
     void reply(const rpc::RequestHeader& request, const Result& result,
                std::span<const std::byte> body, std::span<const int> fds = {});
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,

@@ -73,11 +73,16 @@ int receive_message(int sock, std::vector<std::byte>& buffer, std::vector<int>& 
         pollfd p{sock, POLLRDHUP, 0};
         return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) ? ECONNRESET : 0;
     }
-    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) > kMaxMessage) {
+    if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > kMaxMessage) {
         buffer.clear();
         return EMSGSIZE;
     }
     buffer.resize(static_cast<size_t>(n));
+    // The message is whole but not all its descriptors came: more than a
+    // message may carry, or none left to install them in this process.
+    if (msg.msg_flags & MSG_CTRUNC) {
+        return fds.size() < kMaxFds ? EMFILE : ETOOMANYREFS;
+    }
     return 0;
 }
 

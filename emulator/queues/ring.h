@@ -22,7 +22,10 @@ class Ring {
 
     uint32_t entries() const { return entries_; }
     uint32_t entry_size() const { return entry_size_; }
+    // The memfd until release_fd() hands it over for the client's copy; the
+    // daemon then keeps only the mapping.
     int fd() const { return memory_.fd(); }
+    UniqueFd release_fd() { return memory_.release_fd(); }
     size_t bytes() const { return memory_.size(); }
     bool broken() const { return broken_; }
 

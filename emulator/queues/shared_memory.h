@@ -27,6 +27,10 @@ class SharedMemory {
     void* data() const { return data_; }
     size_t size() const { return size_; }
     int fd() const { return fd_.get(); }
+    // Hands the descriptor over (for the client); the mapping stays. A
+    // daemon that kept one per queue would run out of descriptors long
+    // before max_qp.
+    UniqueFd release_fd() { return std::move(fd_); }
 
   private:
     UniqueFd fd_;

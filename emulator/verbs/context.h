@@ -17,8 +17,9 @@
 
 namespace uroce {
 
-// Descriptors a reply carries (the daemon keeps its own; the client gets copies).
-using ReplyFds = std::vector<int>;
+// Descriptors a reply carries, closed here once it is sent (the client
+// has its copies).
+using ReplyFds = std::vector<UniqueFd>;
 
 class Context {
   public:

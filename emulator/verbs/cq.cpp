@@ -97,7 +97,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cqs_.add(cq);
     ++device_.counts().cq;
     reply = {cq->handle, cq->cqe, entries};
-    fds.push_back(cq->ring.fd());
+    fds.push_back(cq->ring.release_fd());
     return ok();
 }
 
@@ -132,7 +132,7 @@ Result Context::resize_cq(const rpc::ResizeCqRequest& req, rpc::ResizeCqReply& r
     cq->ring = std::move(ring);
     cq->cqe = cqe;
     reply = {cq->cqe, cq->ring.entries()};
-    fds.push_back(cq->ring.fd());
+    fds.push_back(cq->ring.release_fd());
     return ok();
 }
 

@@ -310,9 +310,9 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
              cap,
              {qp->send_queue.entries(), qp->send_queue.entry_size()},
              {qp->recv_queue.entries(), qp->recv_queue.entry_size()}};
-    for (const Ring* ring : {&qp->send_queue, &qp->recv_queue}) {
+    for (Ring* ring : {&qp->send_queue, &qp->recv_queue}) {
         if (ring->entries()) {
-            fds.push_back(ring->fd());
+            fds.push_back(ring->release_fd());
         }
     }
     return ok();

@@ -83,7 +83,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     device_.srq_table()[srq->srq_num] = srq;
     ++device_.counts().srq;
     reply = {srq->handle, srq->srq_num, srq->attr, srq->ring.entries(), srq->ring.entry_size()};
-    fds.push_back(srq->ring.fd());
+    fds.push_back(srq->ring.release_fd());
     return ok();
 }
 
@@ -124,7 +124,7 @@ Result Context::modify_srq(const rpc::ModifySrqRequest& req, rpc::ModifySrqReply
         }
         srq->ring = std::move(bigger);
         reply = {srq->ring.entries(), srq->ring.entry_size()};
-        fds.push_back(srq->ring.fd());
+        fds.push_back(srq->ring.release_fd());
     }
     srq->attr = next;
     return ok();

@@ -84,7 +84,7 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
              wq->max_wr,
              wq->max_sge,
              {wq->ring.entries(), wq->ring.entry_size()}};
-    fds.push_back(wq->ring.fd());
+    fds.push_back(wq->ring.release_fd());
     return ok();
 }
 

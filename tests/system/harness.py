@@ -533,10 +533,11 @@ class Daemon:
             log.close()
         return self
 
-    def start(self):
-        """Starts the daemon and returns once it answers status and its
-        device tree is published; fails with the log otherwise."""
-        self.launch()
+    def start(self, wrapper=()):
+        """Starts the daemon (under `wrapper` when given) and returns once it
+        answers status and its device tree is published; fails with the log
+        otherwise."""
+        self.launch(wrapper)
 
         def ready():
             if self.proc.poll() is not None:

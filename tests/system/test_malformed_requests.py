@@ -5,6 +5,7 @@ daemon nor its other clients notice."""
 import errno
 import os
 import select
+import shutil
 import struct
 import time
 import unittest
@@ -330,6 +331,44 @@ class LogBoundTest(harness.DaemonTestCase):
         self.assertLess(refused, 8 * 150, "refusals are not rate-limited")
         self.assertRegex(text, r"client pid \d+: \d+ more refusals not logged")
         self.daemon.assert_alive(self)
+
+
+class OutOfDescriptorsTest(unittest.TestCase):
+    """A daemon whose descriptors run out refuses new clients with EMFILE
+    and a sentence, answering each request it received (never a reply that
+    belongs to another), and serves again once clients leave."""
+
+    def setUp(self):
+        prlimit = shutil.which("prlimit")
+        self.assertIsNotNone(prlimit, "prlimit (util-linux) is not installed")
+        self.daemon = harness.Daemon(())
+        self.addCleanup(self.daemon.cleanup)
+        self.daemon.start(wrapper=[prlimit, "--nofile=48:48", "--"])
+        self.addCleanup(self.daemon.stop)
+
+    def test_clients_beyond_the_limit_are_refused_with_emfile(self):
+        clients = []
+        refusals = []
+        try:
+            for _ in range(40):
+                client = self.daemon.raw_client()
+                clients.append(client)
+                reply = client.hello("uroce0")
+                self.assertEqual((reply.op, reply.seq), (Op.HELLO, client.seq),
+                                 "a reply that is not this request's")
+                if reply.error:
+                    refusals.append(reply)
+            self.assertGreater(len(refusals), 0, "40 clients fit in 48 descriptors?")
+            for reply in refusals:
+                self.assertEqual(reply.error, errno.EMFILE, reply.message)
+                self.assertIn("no file descriptors left", reply.message)
+        finally:
+            for client in clients:
+                client.close()
+        self.daemon.assert_alive(self)
+        self.daemon.wait_until_idle()
+        with self.daemon.raw_client() as client:
+            self.assertEqual(client.hello("uroce0").error, 0)
 
 
 def request_bytes_of_size(size):

@@ -118,7 +118,7 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
     ReplyFds fds;
     check(context_->create_cq(cq_req, cq, fds), "create_cq");
     cq_ = cq.handle;
-    if (SharedRing::map(fds.at(0), cq.ring_entries, queues::kCqeSize, sizeof(queues::CqState),
+    if (SharedRing::map(fds.at(0).get(), cq.ring_entries, queues::kCqeSize, sizeof(queues::CqState),
                         SharedRing::Side::kConsumer, cq_ring_) != 0) {
         throw std::runtime_error("cannot map the CQ ring");
     }
@@ -171,11 +171,12 @@ Harness::QueuePair Harness::create_qp(ibv_qp_type type) {
     qp.handle = reply.handle;
     qp.qpn = reply.qpn;
     // Reply fds: the send ring, then the receive ring.
-    if (map_work_queue(fds.at(0), reply.send_queue,
+    if (map_work_queue(fds.at(0).get(), reply.send_queue,
                        queues::send_wqe_size(reply.cap.max_send_sge, reply.cap.max_inline_data),
                        reply.cap.max_send_wr, qp.send_queue) != 0 ||
-        map_work_queue(fds.at(1), reply.recv_queue, queues::recv_wqe_size(reply.cap.max_recv_sge),
-                       reply.cap.max_recv_wr, qp.recv_queue) != 0) {
+        map_work_queue(fds.at(1).get(), reply.recv_queue,
+                       queues::recv_wqe_size(reply.cap.max_recv_sge), reply.cap.max_recv_wr,
+                       qp.recv_queue) != 0) {
         throw std::runtime_error("cannot map a QP's queues");
     }
     return qp;
@@ -292,9 +293,8 @@ void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4
     if (datagram.size() < wire::kIcrcBytes) {
         return;
     }
-    auto addresses =
-        wire::IcrcAddresses::v4(bytes_of(src_ipv4.value_or(loopback(kForgerHost))),
-                                bytes_of(loopback(kDeviceHost)), port_, port_);
+    auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ipv4.value_or(loopback(kForgerHost))),
+                                             bytes_of(loopback(kDeviceHost)), port_, port_);
     addresses.ipv4_id = ipv4_id;
     const size_t covered = datagram.size() - wire::kIcrcBytes;
     wire::store_icrc(wire::icrc(addresses, datagram.first(covered)),
