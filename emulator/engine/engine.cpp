@@ -10,6 +10,7 @@
 #include "transport/receive_queue.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
+#include "wire/udp_port.h"
 
 namespace uroce {
 namespace {
@@ -84,24 +85,27 @@ Device* Engine::device_at(uint32_t ipv4) const {
     return nullptr;
 }
 
-void Engine::send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
-                  std::span<const std::byte> payload) {
+void Engine::send(Device& from, const Qp& qp, uint32_t dest_ipv4,
+                  const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
     const uint32_t src_ipv4 = from.config().address.s_addr;
-    const auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4),
-                                                   network_.port(), network_.port());
+    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
+    // The QP's own source port; over UDP, one the daemon can send from.
+    const uint16_t wanted = wire::roce_source_port(qp.qpn);
+    const uint16_t src_port = local ? wanted : network_.source_port(from.index(), wanted);
+    const auto addresses =
+        wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4), src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     std::vector<uint8_t> bytes = spare_buffer();
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
     // The ICRC matters on the wire and in traces; a packet between two of
     // this daemon's devices that nobody records does without.
-    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
     const bool icrc = !local || from.trace().is_open() || local->trace().is_open();
     if (wire::build_packet(headers, data, icrc ? &addresses : nullptr, bytes).error !=
         wire::BuildError::kOk) {
         return;
     }
     ++from.stats().sent_pkts;
-    transmit(from, dest_ipv4, std::move(bytes));
+    transmit(from, dest_ipv4, src_port, std::move(bytes));
 }
 
 // The segment joins every device of the daemon. As a NIC's embedded switch
@@ -135,11 +139,11 @@ void Engine::recycle(std::vector<uint8_t>&& bytes) {
 
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
-void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
-    from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, network_.port(),
-                        network_.port());
+void Engine::transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+                      std::vector<uint8_t>&& bytes) {
+    from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, src_port, network_.port());
     if (!from.faults().active()) {
-        deliver(from, dest_ipv4, std::move(bytes));
+        deliver(from, dest_ipv4, src_port, std::move(bytes));
         return;
     }
     const FaultVerdict verdict = from.faults().decide();
@@ -157,34 +161,35 @@ void Engine::transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& b
             ++from.stats().fault_dropped;  // the delay line is full
         } else if (verdict.delay.count() > 0) {
             held_.emplace(Clock::now() + verdict.delay,
-                          HeldPacket{&from, dest_ipv4, std::move(packet)});
+                          HeldPacket{&from, dest_ipv4, src_port, std::move(packet)});
         } else {
-            deliver(from, dest_ipv4, std::move(packet));
+            deliver(from, dest_ipv4, src_port, std::move(packet));
         }
     }
 }
 
-void Engine::deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes) {
+void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+                     std::vector<uint8_t>&& bytes) {
     const uint32_t src_ipv4 = from.config().address.s_addr;
     // The emulated fabric is this daemon's devices: a multicast packet
     // reaches each device with a member of the group, whatever the path.
     if (is_multicast(dest_ipv4)) {
         for (const auto& device : devices_) {
             if (has_member(*device, dest_ipv4)) {
-                local_.push_back({device.get(), src_ipv4, dest_ipv4, bytes});
+                local_.push_back({device.get(), src_ipv4, dest_ipv4, src_port, bytes});
             }
         }
         recycle(std::move(bytes));
         return;
     }
     if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
-        local_.push_back({local, src_ipv4, dest_ipv4, std::move(bytes)});
+        local_.push_back({local, src_ipv4, dest_ipv4, src_port, std::move(bytes)});
         return;
     }
     const std::span<uint8_t> buffer = network_.send_buffer();
     if (bytes.size() <= buffer.size()) {
         memcpy(buffer.data(), bytes.data(), bytes.size());
-        network_.send(from.index(), dest_ipv4, bytes.size());
+        network_.send(from.index(), dest_ipv4, bytes.size(), src_port);
     }
     recycle(std::move(bytes));
 }
@@ -194,7 +199,7 @@ bool Engine::release_held(Clock::time_point now) {
     while (!held_.empty() && held_.begin()->first <= now) {
         HeldPacket packet = std::move(held_.begin()->second);
         held_.erase(held_.begin());
-        deliver(*packet.from, packet.dest_ipv4, std::move(packet.bytes));
+        deliver(*packet.from, packet.dest_ipv4, packet.src_port, std::move(packet.bytes));
         any = true;
     }
     return any;
@@ -265,7 +270,7 @@ bool Engine::deliver_local(Clock::time_point now) {
     for (size_t n = local_.size(); n > 0; --n) {
         LocalPacket packet = std::move(local_.front());
         local_.pop_front();
-        receive(*packet.to, packet.bytes, packet.src_ipv4, packet.dest_ipv4, false, network_.port(),
+        receive(*packet.to, packet.bytes, packet.src_ipv4, packet.dest_ipv4, false, packet.src_port,
                 now);
         recycle(std::move(packet.bytes));
         any = true;

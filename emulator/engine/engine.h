@@ -39,7 +39,7 @@ class Engine : public transport::PacketOutput {
     // Runs until the io_context is stopped.
     void run();
 
-    void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
+    void send(Device& from, const Qp& qp, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
               std::span<const std::byte> payload) override;
     void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) override;
 
@@ -60,12 +60,14 @@ class Engine : public transport::PacketOutput {
         Device* to;
         uint32_t src_ipv4;
         uint32_t dest_ipv4;  // the device's address, or a multicast group's
+        uint16_t src_port;
         std::vector<uint8_t> bytes;
     };
 
     struct HeldPacket {
         Device* from;
         uint32_t dest_ipv4;
+        uint16_t src_port;
         std::vector<uint8_t> bytes;
     };
 
@@ -76,8 +78,9 @@ class Engine : public transport::PacketOutput {
     static constexpr size_t kMaxSpareBuffers = 256;
     // Packets a delay fault holds at once; beyond, the fault drops them.
     static constexpr size_t kMaxHeldPackets = 16384;
-    void transmit(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
-    void deliver(Device& from, uint32_t dest_ipv4, std::vector<uint8_t>&& bytes);
+    void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+                  std::vector<uint8_t>&& bytes);
+    void deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
     bool run_queue_pairs(transport::Clock::time_point now);
     bool deliver_local(transport::Clock::time_point now);

@@ -51,17 +51,33 @@ UdpNetwork::~UdpNetwork() {
     }
 }
 
-Result UdpNetwork::open(in_addr address) {
+namespace {
+
+// A non-blocking UDP socket on address:port with don't-fragment set (so
+// that the kernel sends IP ID 0, as uroce's ICRC assumes).
+Result bind_udp(in_addr address, uint16_t port, bool share_port, UniqueFd& out) {
     UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr = address;
-    addr.sin_port = htons(port_);
-    // Don't-fragment makes the kernel send IP ID 0, which the ICRC assumes.
+    addr.sin_port = htons(port);
     const int pmtu = IP_PMTUDISC_DO;
+    const int on = 1;
     if (!fd || setsockopt(fd.get(), IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0 ||
+        (share_port && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0) ||
         bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-        return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(address), port_, strerror(errno));
+        return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(address), port, strerror(errno));
+    }
+    out = std::move(fd);
+    return ok();
+}
+
+}  // namespace
+
+Result UdpNetwork::open(in_addr address) {
+    UniqueFd fd;
+    if (Result r = bind_udp(address, port_, false, fd); !r) {
+        return r;
     }
     for (int option : {SO_RCVBUFFORCE, SO_SNDBUFFORCE}) {
         if (setsockopt(fd.get(), SOL_SOCKET, option, &kSocketBufferBytes,
@@ -72,9 +88,29 @@ Result UdpNetwork::open(in_addr address) {
         }
     }
     sockets_.push_back(std::move(fd));
+    addresses_.push_back(address);
+    source_sockets_.emplace_back();
     watch(sockets_.size() - 1);
     submit();
     return ok();
+}
+
+uint16_t UdpNetwork::source_port(size_t index, uint16_t wanted) {
+    if (wanted == port_) {
+        return port_;
+    }
+    auto [it, added] = source_sockets_[index].try_emplace(wanted);
+    if (added) {
+        UniqueFd fd;
+        if (bind_udp(addresses_[index], wanted, true, fd)) {
+            const int bytes = kSocketBufferBytes;
+            if (setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0) {
+                setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+            }
+            it->second = std::move(fd);
+        }
+    }
+    return it->second ? wanted : port_;
 }
 
 UdpNetwork::Buffer* UdpNetwork::take_buffer() {
@@ -120,7 +156,7 @@ std::span<uint8_t> UdpNetwork::send_buffer() {
     return {building_->data, sizeof(building_->data)};
 }
 
-void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size) {
+void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size, uint16_t src_port) {
     Buffer* buffer = building_;
     building_ = nullptr;
     buffer->peer = {};
@@ -129,7 +165,9 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size) {
     buffer->peer.sin_port = htons(port_);
     buffer->prepare(size);
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_sendmsg(sqe, sockets_[index].get(), &buffer->msg, 0);
+    const int fd =
+        src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
+    io_uring_prep_sendmsg(sqe, fd, &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);
 }
 

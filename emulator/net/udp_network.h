@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -34,8 +35,13 @@ class UdpNetwork {
 
     // A buffer to build one outgoing packet in.
     std::span<uint8_t> send_buffer();
-    // Sends the first `size` bytes of the last send_buffer() from socket `index`.
-    void send(size_t index, uint32_t dest_ipv4, size_t size);
+    // The source port device `index` can send from for `wanted`: it, once a
+    // socket is bound there (SO_REUSEPORT, so that daemons of one user
+    // share ports), else the device's own port when it cannot be bound.
+    uint16_t source_port(size_t index, uint16_t wanted);
+    // Sends the first `size` bytes of the last send_buffer() from device
+    // `index`'s address and `src_port` (one source_port() gave).
+    void send(size_t index, uint32_t dest_ipv4, size_t size, uint16_t src_port);
 
     // Datagrams one poll() takes from a socket, at most.
     static constexpr unsigned kMaxReceivesPerPoll = 256;
@@ -64,6 +70,10 @@ class UdpNetwork {
     io_uring ring_{};
     bool ring_ready_ = false;
     std::vector<UniqueFd> sockets_;
+    std::vector<in_addr> addresses_;  // of each device's socket
+    // Send-only sockets on other source ports, per device; an invalid one
+    // marks a port that could not be bound. At most wire::kSourcePorts each.
+    std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<Buffer*> free_;
     Buffer* building_ = nullptr;

@@ -206,7 +206,7 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
             }
         }
     }
-    output_.send(device, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
+    output_.send(device, qp, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
 }
 
 // The message bytes [offset, offset + bytes), read from the application a

@@ -143,7 +143,7 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
-    output_.send(device, dest_ipv4, h, {});
+    output_.send(device, qp, dest_ipv4, h, {});
 }
 
 // No receive WQE for `psn`: the requester waits and sends it again. Until it
@@ -508,7 +508,7 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
         h.bth.dest_qp = qp.attr.dest_qp_num;
         h.bth.psn = wire::psn_add(request.psn, i);
         h.aeth = wire::Aeth::ack(s.msn);
-        output_.send(device, reply.dest_ipv4, h, chunk);
+        output_.send(device, qp, reply.dest_ipv4, h, chunk);
     }
     if (reply.next == packets) {
         s.reply.reset();
@@ -563,7 +563,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     h.bth.psn = psn;
     h.aeth = wire::Aeth::ack(s.msn);
     h.atomic_ack_eth.original = original;
-    output_.send(device, src_ipv4, h, {});
+    output_.send(device, qp, src_ipv4, h, {});
 }
 
 // A request seen before: answer again without executing it again.
@@ -592,7 +592,7 @@ void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacke
             h.bth.psn = psn;
             h.aeth = wire::Aeth::ack(s.msn);
             h.atomic_ack_eth.original = r.original;
-            output_.send(device, src_ipv4, h, {});
+            output_.send(device, qp, src_ipv4, h, {});
             return;
         }
         return;  // older than the responder resources remember

@@ -23,8 +23,9 @@ namespace uroce::transport {
 class PacketOutput {
   public:
     virtual ~PacketOutput() = default;
-    virtual void send(Device& from, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
-                      std::span<const std::byte> payload) = 0;
+    // A packet of `qp` (whose number picks the UDP source port).
+    virtual void send(Device& from, const Qp& qp, uint32_t dest_ipv4,
+                      const wire::PacketHeaders& headers, std::span<const std::byte> payload) = 0;
     // A whole Ethernet frame a RAW_PACKET QP sends onto the emulated segment.
     virtual void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) = 0;
 };

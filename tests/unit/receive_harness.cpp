@@ -333,11 +333,12 @@ void Harness::settle() {
 std::vector<Answer> Harness::answers(int wait_ms) {
     settle();
     std::vector<Answer> out;
-    const auto addresses = wire::IcrcAddresses::v4(bytes_of(loopback(kDeviceHost)),
-                                                   bytes_of(loopback(kForgerHost)), port_, port_);
     for (;;) {
         uint8_t datagram[65536];
-        const ssize_t n = recv(forger_.get(), datagram, sizeof(datagram), MSG_DONTWAIT);
+        sockaddr_in from{};
+        socklen_t from_len = sizeof(from);
+        const ssize_t n = recvfrom(forger_.get(), datagram, sizeof(datagram), MSG_DONTWAIT,
+                                   reinterpret_cast<sockaddr*>(&from), &from_len);
         if (n < 0) {
             pollfd p{forger_.get(), POLLIN, 0};
             if (wait_ms <= 0 || poll(&p, 1, wait_ms) <= 0) {
@@ -347,6 +348,9 @@ std::vector<Answer> Harness::answers(int wait_ms) {
         }
         Answer a;
         a.bytes.assign(datagram, datagram + n);
+        a.src_port = ntohs(from.sin_port);
+        const auto addresses = wire::IcrcAddresses::v4(
+            bytes_of(loopback(kDeviceHost)), bytes_of(loopback(kForgerHost)), a.src_port, port_);
         a.error = wire::parse_packet(a.bytes, addresses, a.packet);
         out.push_back(std::move(a));
     }

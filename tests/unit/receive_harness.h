@@ -40,6 +40,7 @@ struct Answer {
     Answer& operator=(const Answer&) = delete;
 
     std::vector<uint8_t> bytes;
+    uint16_t src_port = 0;  // UDP
     wire::ParseError error = wire::ParseError::kOk;
     wire::ParsedPacket packet;
     wire::Operation operation() const { return wire::opcode_operation(packet.hdr.bth.opcode); }

@@ -3,9 +3,11 @@
 // counted, or NAKed as IBA vol.1 chapter 9 says, and nothing outside a
 // registered range is ever read or written. The setup is in receive_harness.h.
 #include <gtest/gtest.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <set>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +18,7 @@
 
 #include "receive_harness.h"
 #include "wire/psn.h"
+#include "wire/udp_port.h"
 
 namespace uroce::test {
 namespace {
@@ -236,8 +239,9 @@ TEST_F(ReceivePathTest, PacketsSentWithNonZeroIpIdsAreAccepted) {
     h.inject(corrupted);
     h.inject(first);
     h.inject(second);
-    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 3}, {"rcvd_icrc_err", 1}, {"sent_pkts", 2},
-                                 {"rdma_recvs", 2}}));
+    EXPECT_EQ(
+        moved(),
+        (Counters{{"rcvd_pkts", 3}, {"rcvd_icrc_err", 1}, {"sent_pkts", 2}, {"rdma_recvs", 2}}));
     EXPECT_EQ(answers(), (Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " ack"),
                                 hex_psn("RC_ACKNOWLEDGE", kPsn + 1, " ack")}));
     const auto wcs = h.poll_cq();
@@ -780,6 +784,43 @@ INSTANTIATE_TEST_SUITE_P(Operations, WithoutFirstTest,
                                            Operation::kWriteMiddle, Operation::kWriteLast,
                                            Operation::kWriteLastImm),
                          operation_name);
+
+// ---- UDP source ports -----------------------------------------------------------
+
+// Each QP's packets leave from a source port of its own (as rxe's), which the
+// ICRC covers: the answers of two QPs come from the ports their numbers
+// choose, and verify against them.
+TEST_F(ReceivePathTest, EachQpSendsFromItsOwnSourcePort) {
+    h.post_recv(h.rtr(), 7, 0, 64);
+    h.inject(send_only(kPsn, pattern(40, 1)));
+    queues::SendWqe wqe{};
+    wqe.opcode = IBV_WR_SEND;
+    h.post_send(h.rts(), wqe, 0, 16);
+    const auto sent = h.answers();
+    ASSERT_EQ(sent.size(), 2u);
+    for (const Answer& a : sent) {
+        EXPECT_EQ(a.error, wire::ParseError::kOk);
+        EXPECT_GE(a.src_port, wire::kSourcePortBase);
+        EXPECT_LT(a.src_port, wire::kSourcePortBase + wire::kSourcePorts);
+    }
+    const uint16_t ack_port = wire::roce_source_port(h.rtr().qpn);
+    const uint16_t send_port = wire::roce_source_port(h.rts().qpn);
+    EXPECT_EQ(sent[0].operation() == Operation::kAck ? sent[0].src_port : sent[1].src_port,
+              ack_port);
+    EXPECT_EQ(sent[0].operation() == Operation::kAck ? sent[1].src_port : sent[0].src_port,
+              send_port);
+}
+
+TEST(wireSourcePort, SpreadsQpNumbersOverItsPorts) {
+    std::set<uint16_t> ports;
+    for (uint32_t qpn = 0x11; qpn < 0x11 + 64; ++qpn) {
+        const uint16_t port = wire::roce_source_port(qpn);
+        EXPECT_GE(port, 0xC000) << "RoCE's recommended range";
+        EXPECT_GE(port, 61000) << "above Linux's ephemeral ports";
+        ports.insert(port);
+    }
+    EXPECT_GE(ports.size(), 48u) << "64 consecutive QPs share few ports";
+}
 
 // ---- Responses the requester never asked for ----------------------------------
 
