@@ -43,6 +43,7 @@ struct WrBatch {
     ibv_send_wr wr{};
     std::vector<ibv_sge> sges;           // wr.sg_list
     std::vector<std::byte> inline_data;  // copied at once: the caller may reuse its buffers
+    uint64_t atomic_write = 0;           // ibv_wr_atomic_write's 8 bytes (wr.sg_list)
 };
 
 // Device memory: a page-aligned mapping of this process that the daemon

@@ -21,7 +21,8 @@ constexpr uint32_t kUcOpcodes = kUdOpcodes | bit(IBV_WR_RDMA_WRITE) |
                                 bit(IBV_WR_RDMA_WRITE_WITH_IMM) | bit(IBV_WR_LOCAL_INV) |
                                 bit(IBV_WR_BIND_MW);
 constexpr uint32_t kRcOpcodes = kUcOpcodes | bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_READ) |
-                                bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
+                                bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD) |
+                                bit(IBV_WR_ATOMIC_WRITE);
 constexpr uint32_t kAtomicOpcodes =
     bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
 // ibv_post_send(3): IBV_SEND_INLINE is valid for sends and RDMA writes only.
@@ -55,6 +56,12 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
         return EINVAL;
     }
     if ((opcode & kAtomicOpcodes) && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
+        return EINVAL;
+    }
+    // IBA 1.5's atomic write: exactly 8 bytes to an 8-byte aligned address,
+    // read from the gather list when posted (as rxe), and carried inline.
+    if (wr.opcode == IBV_WR_ATOMIC_WRITE && ((wr.wr.rdma.remote_addr & 7) || length != 8 ||
+                                             qp.sq.ring.entry_size() < queues::kSendWqeFixed + 8)) {
         return EINVAL;
     }
     if ((wr.send_flags & IBV_SEND_INLINE) &&
@@ -109,7 +116,10 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
             break;
     }
     std::byte* data = slot + queues::kSendWqeFixed;
-    if (wr.send_flags & IBV_SEND_INLINE) {
+    if (wr.opcode == IBV_WR_ATOMIC_WRITE) {
+        wqe.send_flags |= IBV_SEND_INLINE;
+    }
+    if (wqe.send_flags & IBV_SEND_INLINE) {
         // The WQE carries either a gather list or inline data, never both.
         wqe.inline_length = static_cast<uint32_t>(length);
         for (int i = 0; i < wr.num_sge; ++i) {

@@ -234,6 +234,7 @@ bool send_opcode_allowed(ibv_qp_type type, uint32_t opcode) {
         case IBV_WR_RDMA_READ:
         case IBV_WR_ATOMIC_CMP_AND_SWP:
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        case IBV_WR_ATOMIC_WRITE:
             return reliable;
         default:
             return false;

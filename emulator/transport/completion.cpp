@@ -29,6 +29,8 @@ ibv_wc_opcode wc_opcode(uint32_t wr_opcode) {
             return IBV_WC_COMP_SWAP;
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
             return IBV_WC_FETCH_ADD;
+        case IBV_WR_ATOMIC_WRITE:
+            return IBV_WC_ATOMIC_WRITE;
         case IBV_WR_LOCAL_INV:
             return IBV_WC_LOCAL_INV;
         case IBV_WR_BIND_MW:

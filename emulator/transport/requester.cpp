@@ -73,6 +73,8 @@ Operation send_operation(const SendWork& w, uint32_t index) {
             return Operation::kReadRequest;
         case IBV_WR_ATOMIC_CMP_AND_SWP:
             return Operation::kCompareSwap;
+        case IBV_WR_ATOMIC_WRITE:
+            return Operation::kAtomicWrite;
         default:
             return Operation::kFetchAdd;
     }
@@ -151,7 +153,9 @@ bool Transport::take_work(Device& device, Qp& qp) {
         if (!w.error && w.length > kMaxMessage) {
             w.error = IBV_WC_LOC_LEN_ERR;
         }
-        if (!w.error && atomic && (w.length != 8 || (w.wqe.remote_addr & 7))) {
+        // An atomic write carries its 8 bytes inline (the provider copies them).
+        const bool eight_bytes = atomic || w.wqe.opcode == IBV_WR_ATOMIC_WRITE;
+        if (!w.error && eight_bytes && (w.length != 8 || (w.wqe.remote_addr & 7))) {
             w.error = w.length != 8 ? IBV_WC_LOC_LEN_ERR : IBV_WC_REM_INV_REQ_ERR;
         }
         if (!w.error && qp.type == IBV_QPT_UD && !address_datagram(qp, w)) {

@@ -298,7 +298,8 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     // The QP's own access flags gate RDMA and atomics before any key is
     // looked at (rxe's check_qp_attr_access()).
     const wire::Family family = packet.info->family;
-    const unsigned needed = family == wire::Family::kWrite && starts_message(position)
+    const unsigned needed = (family == wire::Family::kWrite && starts_message(position)) ||
+                                    family == wire::Family::kAtomicWrite
                                 ? IBV_ACCESS_REMOTE_WRITE
                             : family == wire::Family::kReadRequest ? IBV_ACCESS_REMOTE_READ
                             : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
@@ -326,6 +327,9 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
         }
         case wire::Family::kAtomic:
             execute_atomic(device, qp, packet, src_ipv4);
+            break;
+        case wire::Family::kAtomicWrite:
+            execute_atomic_write(device, qp, packet, src_ipv4);
             break;
         default:
             responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
@@ -396,6 +400,35 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     if (packet.hdr.bth.ack_req) {
         acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
     }
+}
+
+// IBA 1.5's ATOMIC WRITE: 8 bytes placed at once at an 8-byte aligned
+// address the rkey opens for remote write, then acknowledged; a duplicate is
+// acknowledged again, as a write's (rxe's atomic_write_reply).
+void Transport::execute_atomic_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                                     uint32_t src_ipv4) {
+    ResponderState& s = qp.responder;
+    const uint32_t psn = packet.hdr.bth.psn;
+    const wire::Reth& reth = packet.hdr.reth;
+    if (packet.payload.size() != 8 || reth.dma_length != 8 || (reth.va & 7)) {
+        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
+                        src_ipv4);
+        return;
+    }
+    Extent target;
+    if (resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
+                       target) != AccessFault::kNone) {
+        responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
+                        src_ipv4);
+        return;
+    }
+    if (const int error = write_process(target.pid, std::as_bytes(packet.payload), target.segments);
+        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
+        return;
+    }
+    s.expected_psn = wire::psn_add(psn, 1);
+    s.msn = wire::psn_add(s.msn, 1);
+    acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
 }
 
 void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,

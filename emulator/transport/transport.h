@@ -75,6 +75,8 @@ class Transport {
     // responder.cpp
     void on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
     void execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
+    void execute_atomic_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                              uint32_t src_ipv4);
     void execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
     void execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
                       const ResponderResource& request);

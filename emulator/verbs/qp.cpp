@@ -208,11 +208,16 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
         return fail(EOPNOTSUPP, "TSO is not supported");
     }
     for (uint64_t ops = req.send_ops_flags; ops; ops &= ops - 1) {
-        const auto opcode = static_cast<uint32_t>(std::countr_zero(ops));
-        // Bits 0..9 are IBV_QP_EX_WITH_<opcode>; TSO and ATOMIC_WRITE are not offered.
-        if (opcode > IBV_WR_SEND_WITH_INV || !send_opcode_allowed(type, opcode)) {
+        const auto bit = static_cast<uint32_t>(std::countr_zero(ops));
+        // Bits 0..9 are IBV_QP_EX_WITH_<opcode>; then TSO and FLUSH (not
+        // offered) and ATOMIC_WRITE.
+        const uint32_t opcode = (1ull << bit) == IBV_QP_EX_WITH_ATOMIC_WRITE
+                                    ? static_cast<uint32_t>(IBV_WR_ATOMIC_WRITE)
+                                : bit <= IBV_WR_SEND_WITH_INV ? bit
+                                                              : UINT32_MAX;
+        if (!send_opcode_allowed(type, opcode)) {
             return fail(EOPNOTSUPP, "send_ops_flags bit 0x%llx is not supported on %s QPs",
-                        1ull << opcode, qp_type_name(type));
+                        1ull << bit, qp_type_name(type));
         }
     }
     if (req.create_flags) {

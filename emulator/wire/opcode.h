@@ -106,6 +106,7 @@ enum class Operation : uint8_t {
     kFetchAdd = 0x14,
     kSendLastInv = 0x16,
     kSendOnlyInv = 0x17,
+    kAtomicWrite = 0x1d,  // IBA 1.5 memory placement extensions
 };
 
 constexpr uint8_t make_opcode(Transport transport, Operation operation) {
