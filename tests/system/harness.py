@@ -631,6 +631,16 @@ class Daemon:
         kwargs.setdefault("env", self.env())
         return run_program(args, timeout=timeout, log=self.log, **kwargs)
 
+    def rss(self):
+        """The daemon's resident memory in bytes."""
+        with open(self.pid_path) as f:
+            pid = int(f.read())
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS for uroced")
+
     def assert_alive(self, test):
         """The daemon still runs and answers status."""
         test.assertTrue(self.running(), "uroced died\n" + self.log())

@@ -10,7 +10,6 @@ and scaled by UROCE_FUZZ_SCALE (default 1, a few seconds each; tools/fuzz
 runs them longer). The suite runs them twice, the second time under
 AddressSanitizer and UndefinedBehaviorSanitizer."""
 
-import errno
 import os
 import random
 import signal
@@ -23,7 +22,7 @@ import unittest
 import zlib
 
 import harness
-from harness import MAGIC, VERSION, Op, REQUEST_HEADER
+from harness import MAGIC, VERSION, Op
 
 SCALE = max(1, int(os.environ.get("UROCE_FUZZ_SCALE", "1")))
 SEED = int(os.environ.get("UROCE_FUZZ_SEED", str(int(time.time()))))
@@ -35,16 +34,6 @@ def rng_for(test):
     print("\n%s: UROCE_FUZZ_SEED=%d UROCE_FUZZ_SCALE=%d" % (test.id(), SEED, SCALE),
           file=sys.stderr)
     return random.Random("%d:%s" % (SEED, test.id()))
-
-
-def daemon_rss(daemon):
-    with open(daemon.pid_path) as f:
-        pid = int(f.read())
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS for uroced")
 
 
 # Every op the protocol has, and some it does not.
@@ -73,7 +62,7 @@ class ControlMessageFuzzTest(harness.DaemonTestCase):
 
     def test_random_requests_are_each_answered(self):
         rng = rng_for(self)
-        start_rss = daemon_rss(self.daemon)
+        start_rss = self.daemon.rss()
         answered = 0
         for connection in range(10 * SCALE):
             with self.daemon.raw_client() as client:
@@ -104,7 +93,7 @@ class ControlMessageFuzzTest(harness.DaemonTestCase):
         self.daemon.assert_alive(self)
         self.daemon.wait_until_idle()
         self.assertGreater(answered, 1000)
-        self.assertLess(daemon_rss(self.daemon) - start_rss, 32 << 20)
+        self.assertLess(self.daemon.rss() - start_rss, 32 << 20)
 
 
 def icrc_of(src, dst, src_port, dst_port, udp_payload_without_icrc):
@@ -154,7 +143,7 @@ class PacketFuzzTest(harness.DaemonTestCase):
         program = harness.require_program("ib_send_lat")
         port = int(self.daemon.args[self.daemon.args.index("--udp-port") + 1])
         before = harness.parse_stats(self.daemon.stats_text())
-        start_rss = daemon_rss(self.daemon)
+        start_rss = self.daemon.rss()
         tcp_port = harness.free_tcp_port()
         common = ["-x", "0", "-n", str(3000 * SCALE), "-s", "64", "-p", str(tcp_port)]
         env = self.daemon.env()
@@ -202,7 +191,7 @@ class PacketFuzzTest(harness.DaemonTestCase):
         self.assertEqual(sum(after[d]["retry_exceeded_err"] - before[d]["retry_exceeded_err"]
                              for d in harness.DEFAULT_DEVICES), 0)
         self.daemon.wait_until_idle()
-        self.assertLess(daemon_rss(self.daemon) - start_rss, 32 << 20)
+        self.assertLess(self.daemon.rss() - start_rss, 32 << 20)
 
 
 class VerbSequenceFuzzTest(harness.DaemonTestCase):
@@ -219,7 +208,7 @@ class VerbSequenceFuzzTest(harness.DaemonTestCase):
     def test_random_verb_sequences(self):
         rng = rng_for(self)
         script = os.path.join(HERE, "pyverbs_scripts", "verb_fuzz.py")
-        start_rss = daemon_rss(self.daemon)
+        start_rss = self.daemon.rss()
         for batch in range(3 * SCALE):
             procs = []
             for _ in range(4):
@@ -239,7 +228,7 @@ class VerbSequenceFuzzTest(harness.DaemonTestCase):
                         seed, output, self.daemon.log()))
             self.daemon.wait_until_idle(timeout=10.0)
         self.daemon.assert_alive(self)
-        self.assertLess(daemon_rss(self.daemon) - start_rss, 64 << 20)
+        self.assertLess(self.daemon.rss() - start_rss, 64 << 20)
 
 
 if __name__ == "__main__":

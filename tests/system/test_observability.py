@@ -500,6 +500,17 @@ class TrafficTest(ObservabilityTestCase):
             self.assertIsNotNone(side.qpn, side.output)
         return server, client
 
+    def send_lat(self, program, iters, size, timeout):
+        """ib_send_lat from uroce1 to uroce0; both sides must succeed."""
+        port = harness.free_tcp_port()
+        common = ["-x", "0", "-n", str(iters), "-s", str(size), "-p", str(port)]
+        pair = harness.run_server_client(self.daemon.env(), [program, "-d", "uroce0", *common],
+                                         [program, "-d", "uroce1", *common, "127.0.0.1"], port,
+                                         timeout=timeout, log=self.daemon.log)
+        for device, side in zip(("uroce0", "uroce1"), pair):
+            self.assertEqual(side.returncode, 0, "ib_send_lat on %s failed:\n%s\n%s" % (
+                device, side.output, self.daemon.log()))
+
     def read_trace(self, path):
         """The packets of a trace as tshark decodes them. RoCEv2 is the
         InfiniBand dissector on UDP; this daemon's port is not 4791."""
@@ -611,14 +622,7 @@ class TrafficTest(ObservabilityTestCase):
                             "2%")
         self.addCleanup(self.uroce, "fault", "uroce0", "--clear")
         self.assert_exit(result, 0)
-        port = harness.free_tcp_port()
-        common = ["-x", "0", "-n", "200", "-s", "64", "-p", str(port)]
-        pair = harness.run_server_client(self.daemon.env(), [program, "-d", "uroce0", *common],
-                                         [program, "-d", "uroce1", *common, "127.0.0.1"], port,
-                                         timeout=90, log=self.daemon.log)
-        for device, side in zip(("uroce0", "uroce1"), pair):
-            self.assertEqual(side.returncode, 0, "ib_send_lat on %s failed:\n%s\n%s" % (
-                device, side.output, self.daemon.log()))
+        self.send_lat(program, 200, 64, timeout=90)
         after = self.stats()
 
         def grew(device, counter):
@@ -640,31 +644,15 @@ class TrafficTest(ObservabilityTestCase):
             self.assert_exit(self.uroce("fault", device, "--duplicate", "50%"), 0)
             self.addCleanup(self.uroce, "fault", device, "--clear")
         before_stats = self.stats()
-        before = self.daemon_rss()
-        port = harness.free_tcp_port()
-        common = ["-x", "0", "-n", "5000", "-s", "4096", "-p", str(port)]
-        pair = harness.run_server_client(self.daemon.env(), [program, "-d", "uroce0", *common],
-                                         [program, "-d", "uroce1", *common, "127.0.0.1"], port,
-                                         timeout=120, log=self.daemon.log)
-        for device, side in zip(("uroce0", "uroce1"), pair):
-            self.assertEqual(side.returncode, 0, "ib_send_lat on %s failed:\n%s\n%s" % (
-                device, side.output, self.daemon.log()))
+        before = self.daemon.rss()
+        self.send_lat(program, 5000, 4096, timeout=120)
         after_stats = self.stats()
         duplicated = sum(after_stats[d]["fault_duplicated"] - before_stats[d]["fault_duplicated"]
                          for d in harness.DEFAULT_DEVICES)
         self.assertGreater(duplicated, 4000, after_stats)
-        grown = self.daemon_rss() - before
+        grown = self.daemon.rss() - before
         self.assertLess(grown, 8 << 20, "the daemon grew by %d bytes over %d duplicates" % (
             grown, duplicated))
-
-    def daemon_rss(self):
-        with open(self.daemon.pid_path) as f:
-            pid = int(f.read())
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        self.fail("no VmRSS for uroced")
 
 
 if __name__ == "__main__":
