@@ -28,6 +28,16 @@ struct ibv_context;
 int uroce_comp_channel_create(struct ibv_context* ctx);
 int uroce_comp_channel_destroy(struct ibv_context* ctx, int fd);
 
+// The provider's library name, which the bridge looks for among those loaded
+// when it has no context to find the provider by.
+#define UROCE_PROVIDER_LIBRARY "liburoce-rdmav34.so"
+
+// ibv_import_device asks the kernel for the new context's async event fd
+// (UVERBS_METHOD_ASYNC_EVENT_ALLOC on the command fd). The bridge answers
+// that ioctl with this: a new descriptor for the async events of the
+// context whose command fd is (a duplicate of) cmd_fd, or -1 with errno set.
+int uroce_import_async_fd(int cmd_fd);
+
 #ifdef __cplusplus
 }
 #endif

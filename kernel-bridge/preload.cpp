@@ -6,6 +6,8 @@
 //    libibverbs enumerates from that tree even where the kernel has RDMA.
 //  - ibv_create_comp_channel / ibv_destroy_comp_channel get their fd from the
 //    uroce provider for uroce contexts (libibverbs would ask the kernel).
+//  - the one ioctl libibverbs sends a uroce command fd, asking for an
+//    imported context's async event fd, is answered by the provider.
 // Anything else goes to the next definition unchanged. Built without the C++
 // runtime (no exceptions, no static constructors): it is loaded into every
 // process the user starts.
@@ -15,13 +17,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 #include <linux/netlink.h>
 #include <pthread.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "bridge_abi.h"
 #include "provider/driver_abi.h"
@@ -218,4 +225,61 @@ EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     }
     pthread_mutex_unlock(&ctx->mutex);
     return ret;
+}
+
+namespace {
+
+// The provider's exported function `name`, found among the loaded libraries
+// by the provider's library name (no context is at hand to find it by).
+void* loaded_provider_symbol(const char* name) {
+    const char* path = nullptr;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* found) {
+            const char* base = strrchr(info->dlpi_name, '/');
+            if (base && strcmp(base + 1, UROCE_PROVIDER_LIBRARY) == 0) {
+                *static_cast<const char**>(found) = info->dlpi_name;
+                return 1;
+            }
+            return 0;
+        },
+        &path);
+    void* lib = path ? dlopen(path, RTLD_NOLOAD | RTLD_LAZY) : nullptr;
+    if (!lib) {
+        return nullptr;
+    }
+    void* sym = dlsym(lib, name);
+    dlclose(lib);
+    return sym;
+}
+
+// A uroce command fd is the /dev/null that stands in for the device node.
+bool is_stand_in(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+           minor(st.st_rdev) == 3;
+}
+
+}  // namespace
+
+EXPORT int ioctl(int fd, unsigned long request, ...) noexcept {
+    va_list args;
+    va_start(args, request);
+    void* arg = va_arg(args, void*);
+    va_end(args);
+    auto* hdr = static_cast<ib_uverbs_ioctl_hdr*>(arg);
+    if (request == RDMA_VERBS_IOCTL && hdr && hdr->object_id == UVERBS_OBJECT_ASYNC_EVENT &&
+        hdr->method_id == UVERBS_METHOD_ASYNC_EVENT_ALLOC && hdr->num_attrs == 1 &&
+        hdr->attrs[0].attr_id == UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE && is_stand_in(fd)) {
+        auto async_fd = reinterpret_cast<decltype(&uroce_import_async_fd)>(
+            loaded_provider_symbol("uroce_import_async_fd"));
+        const int got = async_fd ? async_fd(fd) : -1;
+        if (got < 0) {
+            errno = async_fd ? errno : ENOTTY;
+            return -1;
+        }
+        hdr->attrs[0].data = static_cast<uint64_t>(got);
+        return 0;
+    }
+    auto real = NEXT(ioctl);
+    return real ? real(fd, request, arg) : (errno = ENOSYS, -1);
 }

@@ -1,12 +1,17 @@
 // Registration with libibverbs, device and context lifetime.
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "bridge_abi.h"
 #include "provider.h"
@@ -28,6 +33,12 @@ const verbs_context_ops kContextOps = [] {
     ops.alloc_mw = alloc_mw;
     ops.alloc_parent_domain = alloc_parent_domain;
     ops.alloc_pd = alloc_pd;
+    ops.import_dm = import_dm;
+    ops.import_mr = import_mr;
+    ops.import_pd = import_pd;
+    ops.unimport_dm = unimport_dm;
+    ops.unimport_mr = unimport_mr;
+    ops.unimport_pd = unimport_pd;
     ops.attach_mcast = attach_mcast;
     ops.bind_mw = bind_mw;
     ops.close_xrcd = close_xrcd;
@@ -113,6 +124,37 @@ int open_doorbell(ReceivedFds& received, ProviderDoorbell& out, std::string& why
     return 0;
 }
 
+// The contexts this process has open, for ibv_import_device.
+std::mutex open_contexts_lock;
+std::vector<ProviderContext*> open_contexts;
+
+// The open context (not an import) whose command fd is cmd_fd or a
+// duplicate of it.
+ProviderContext* opened_with(int cmd_fd) {
+    std::lock_guard lock(open_contexts_lock);
+    const pid_t self = getpid();
+    for (ProviderContext* c : open_contexts) {
+        if (c->ibv.context.async_fd >= 0 &&
+            syscall(SYS_kcmp, self, self, KCMP_FILE, c->ibv.context.cmd_fd, cmd_fd) == 0) {
+            return c;
+        }
+    }
+    return nullptr;
+}
+
+// The rest of opening a context, once the daemon has answered.
+verbs_context* finish_context(ProviderContext* context, ControlClient* client,
+                              ProviderDoorbell&& doorbell, int async_fd) {
+    context->client = client;
+    new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
+    context->ibv.context.async_fd = async_fd;
+    context->ibv.context.num_comp_vectors = 1;
+    verbs_set_ops(&context->ibv, &kContextOps);
+    std::lock_guard lock(open_contexts_lock);
+    open_contexts.push_back(context);
+    return &context->ibv;
+}
+
 verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
     std::string socket_path;
     if (!socket_path_of(ibdev, socket_path)) {
@@ -149,16 +191,51 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         close(async_pipe[0]);
         return nullptr;
     }
-    context->client = client;
-    new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
-    context->ibv.context.async_fd = async_pipe[0];
-    context->ibv.context.num_comp_vectors = 1;
-    verbs_set_ops(&context->ibv, &kContextOps);
-    return &context->ibv;
+    return finish_context(context, client, std::move(doorbell), async_pipe[0]);
+}
+
+// ibv_import_device(3): the descriptor must be (a duplicate of) the command
+// descriptor of a context this process opened; the new context attaches to
+// the same daemon context, so PDs, MRs and DM can be imported on it. Across
+// processes uroce cannot tell whose descriptor it is: EOPNOTSUPP.
+verbs_context* import_context(ibv_device*, int cmd_fd) {
+    ProviderContext* original = opened_with(cmd_fd);
+    if (!original) {
+        errno = EOPNOTSUPP;
+        return nullptr;
+    }
+    ibv_device* ibdev = original->ibv.context.device;
+    std::string socket_path;
+    std::string why;
+    ReceivedFds received;
+    ControlClient* client =
+        socket_path_of(ibdev, socket_path)
+            ? ControlClient::attach(socket_path.c_str(), ibdev->name,
+                                    original->client->attach_token(), why, &received.fds)
+            : nullptr;
+    ProviderDoorbell doorbell;
+    if (int error = client ? open_doorbell(received, doorbell, why) : ENODEV) {
+        fprintf(stderr, "uroce: cannot import a context of %s: %s\n", ibdev->name, why.c_str());
+        delete client;
+        errno = error;
+        return nullptr;
+    }
+    auto* context = static_cast<ProviderContext*>(_verbs_init_and_alloc_context(
+        ibdev, cmd_fd, sizeof(ProviderContext), &static_cast<ProviderContext*>(nullptr)->ibv,
+        0 /* RDMA_DRIVER_UNKNOWN */));
+    if (!context) {
+        delete client;
+        return nullptr;
+    }
+    return finish_context(context, client, std::move(doorbell), -1);
 }
 
 void free_context(ibv_context* ibctx) {
     ProviderContext* context = to_context(ibctx);
+    {
+        std::lock_guard lock(open_contexts_lock);
+        std::erase(open_contexts, context);
+    }
     delete context->client;  // the daemon destroys whatever is left
     std::destroy_at(&context->doorbell);
     verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
@@ -173,7 +250,7 @@ const verbs_device_ops kDeviceOps = {
     .static_providers = nullptr,
     .match_device = nullptr,
     .alloc_context = alloc_context,
-    .import_context = nullptr,
+    .import_context = import_context,
     .alloc_device = alloc_device,
     .uninit_device = uninit_device,
 };
@@ -183,6 +260,15 @@ __attribute__((constructor)) void register_driver() {
 }
 
 }  // namespace
+
+extern "C" __attribute__((visibility("default"))) int uroce_import_async_fd(int cmd_fd) {
+    ProviderContext* original = opened_with(cmd_fd);
+    if (!original) {
+        errno = EBADF;
+        return -1;
+    }
+    return fcntl(original->ibv.context.async_fd, F_DUPFD_CLOEXEC, 0);
+}
 
 int report(ibv_context* context, const char* verb, int error) {
     __verbs_log(&to_context(context)->ibv, VERBS_LOG_ERR, "uroce: %s: %s: %s\n", verb,

@@ -126,6 +126,12 @@ int query_rt_values(ibv_context*, ibv_values_ex*);
 
 ibv_pd* alloc_pd(ibv_context*);
 ibv_pd* alloc_parent_domain(ibv_context*, ibv_parent_domain_init_attr*);
+ibv_pd* import_pd(ibv_context*, uint32_t);
+void unimport_pd(ibv_pd*);
+ibv_mr* import_mr(ibv_pd*, uint32_t);
+void unimport_mr(ibv_mr*);
+ibv_dm* import_dm(ibv_context*, uint32_t);
+void unimport_dm(ibv_dm*);
 int dealloc_pd(ibv_pd*);
 ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
 int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);

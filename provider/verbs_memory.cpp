@@ -238,7 +238,9 @@ int free_dm(ibv_dm* ibdm) {
             client_of(context).call_op(rpc::Op::kFreeDm, rpc::HandleRequest{dm->ibv.handle})) {
         return report(context, "free_dm", error);
     }
-    munmap(dm->memory, dm->mapped);
+    if (dm->mapped) {  // an imported one is the allocator's mapping
+        munmap(dm->memory, dm->mapped);
+    }
     free(dm);
     return 0;
 }
@@ -331,6 +333,81 @@ int dealloc_mw(ibv_mw* mw) {
     }
     free(mw);
     return 0;
+}
+
+// Imports (ibv_import_pd/mr/dm(3)) on a context imported from another's
+// command descriptor: the objects are that context's, which the daemon
+// shares; unimporting frees only this process's view of them.
+ibv_pd* import_pd(ibv_context* context, uint32_t handle) {
+    if (int error = client_of(context).call_op(rpc::Op::kImportPd, rpc::HandleRequest{handle})) {
+        report(context, "import_pd", error);
+        return nullptr;
+    }
+    auto* pd = new (std::nothrow) ProviderPd;
+    if (!pd) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    pd->ibv.context = context;
+    pd->ibv.handle = handle;
+    return &pd->ibv;
+}
+
+void unimport_pd(ibv_pd* pd) {
+    delete to_pd(pd);
+}
+
+ibv_mr* import_mr(ibv_pd* pd, uint32_t handle) {
+    rpc::ImportMrReply reply;
+    if (int error = client_of(pd->context)
+                        .call(rpc::Op::kImportMr, &handle, sizeof(handle), &reply, sizeof(reply))) {
+        report(pd->context, "import_mr", error);
+        return nullptr;
+    }
+    auto* vmr = static_cast<verbs_mr*>(calloc(1, sizeof(verbs_mr)));
+    if (!vmr) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    vmr->ibv_mr = {pd->context,  pd,     reinterpret_cast<void*>(reply.addr),
+                   reply.length, handle, reply.lkey,
+                   reply.rkey};
+    vmr->mr_type = IBV_MR_TYPE_IMPORTED_MR;
+    vmr->access = reply.access;
+    return &vmr->ibv_mr;
+}
+
+void unimport_mr(ibv_mr* mr) {
+    free(mr);
+}
+
+// Device memory is a mapping of the process that allocated it; the import
+// reaches the same mapping (imports stay within that process).
+ibv_dm* import_dm(ibv_context* context, uint32_t handle) {
+    rpc::ImportDmReply reply;
+    if (int error = client_of(context).call(rpc::Op::kImportDm, &handle, sizeof(handle), &reply,
+                                            sizeof(reply))) {
+        report(context, "import_dm", error);
+        return nullptr;
+    }
+    auto* dm = static_cast<ProviderDm*>(calloc(1, sizeof(ProviderDm)));
+    if (!dm) {
+        errno = ENOMEM;
+        return nullptr;
+    }
+    dm->memory = reinterpret_cast<std::byte*>(reply.addr);
+    dm->length = reply.length;
+    dm->mapped = 0;  // not this object's to unmap
+    dm->ibv.handle = handle;
+    dm->ibv.dm.context = context;
+    dm->ibv.dm.handle = handle;
+    dm->ibv.dm.memcpy_to_dm = memcpy_to_dm;
+    dm->ibv.dm.memcpy_from_dm = memcpy_from_dm;
+    return &dm->ibv.dm;
+}
+
+void unimport_dm(ibv_dm* dm) {
+    free(to_dm(dm));
 }
 
 }  // namespace uroce

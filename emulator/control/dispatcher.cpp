@@ -72,6 +72,9 @@ std::array<Handler, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
     set(Op::kDeallocMw, verb(&Context::dealloc_mw));
     set(Op::kAllocDm, verb(&Context::alloc_dm));
     set(Op::kFreeDm, verb(&Context::free_dm));
+    set(Op::kImportPd, verb(&Context::import_pd));
+    set(Op::kImportMr, verb(&Context::import_mr));
+    set(Op::kImportDm, verb(&Context::import_dm));
     set(Op::kRegDmMr, verb(&Context::reg_dm_mr));
     set(Op::kCreateCompChannel,
         [](Context& context, std::span<const std::byte> body, std::vector<UniqueFd>& fds) {

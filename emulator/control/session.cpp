@@ -138,8 +138,12 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     if (header.op == rpc::Op::kAttach) {
+        // The doorbell goes along, as with hello: an imported context needs it
+        // (a forked child has it already and closes these).
         const Result result = attach(body);
-        reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
+        const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
+        reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{},
+              result ? std::span<const int>(doorbell) : std::span<const int>{});
         return;
     }
     if (header.op == rpc::Op::kStatus) {

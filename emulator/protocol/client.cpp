@@ -67,6 +67,34 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
     return client;
 }
 
+ControlClient* ControlClient::attach(const char* socket_path, const char* device, uint64_t token,
+                                     std::string& why, std::vector<int>* received) {
+    const int fd = open_connection(socket_path, why);
+    if (fd < 0) {
+        return nullptr;
+    }
+    auto* client = new ControlClient(fd, socket_path, device);
+    client->attach_token_ = token;  // no other thread knows the client yet
+    if (int error = client->send_attach(received)) {
+        why = client->last_error_;
+        delete client;
+        errno = error;
+        return nullptr;
+    }
+    return client;
+}
+
+int ControlClient::send_attach(std::vector<int>* received) {
+    rpc::AttachRequest attach{};
+    snprintf(attach.device, sizeof(attach.device), "%s", device_.c_str());
+    attach.attach_token = attach_token_;
+    std::string body;
+    if (int error = exchange(rpc::Op::kAttach, &attach, sizeof(attach), {}, body, received)) {
+        return error;
+    }
+    return body.size() == sizeof(rpc::Empty) ? 0 : EIO;
+}
+
 int ControlClient::attach_after_fork() {
     std::string why;
     const int fd = open_connection(socket_path_, why);
@@ -79,14 +107,7 @@ int ControlClient::attach_after_fork() {
     ::close(fd_);
     fd_ = fd;
     pid_ = getpid();
-    rpc::AttachRequest attach{};
-    snprintf(attach.device, sizeof(attach.device), "%s", device_.c_str());
-    attach.attach_token = attach_token_;
-    std::string body;
-    if (int error = exchange(rpc::Op::kAttach, &attach, sizeof(attach), {}, body, nullptr)) {
-        return error;
-    }
-    return body.size() == sizeof(rpc::Empty) ? 0 : EIO;
+    return send_attach(nullptr);
 }
 
 ControlClient::~ControlClient() {

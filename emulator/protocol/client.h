@@ -23,7 +23,14 @@ class ControlClient {
     // given. Returns nullptr with errno set, and `why` filled, on failure.
     static ControlClient* connect(const char* socket_path, const char* device, int async_fd,
                                   std::string& why, std::vector<int>* received = nullptr);
+    // A new connection attached to the context another client opened
+    // (rpc::AttachRequest), as an imported context's; the descriptors of the
+    // reply (the doorbell) go to `received`.
+    static ControlClient* attach(const char* socket_path, const char* device, uint64_t token,
+                                 std::string& why, std::vector<int>* received);
     ~ControlClient();
+
+    uint64_t attach_token() const { return attach_token_; }
 
     // Sends `op` with `request` and `fds`; on success fills `reply` with
     // exactly reply_size bytes and, when `received` is given, hands over the
@@ -59,6 +66,8 @@ class ControlClient {
     // own, attached to the same context (rpc::AttachRequest), so that
     // parent and child never read each other's replies.
     int attach_after_fork();
+    // Sends rpc::AttachRequest on this connection.
+    int send_attach(std::vector<int>* received);
 
     int fd_;
     std::string socket_path_;

@@ -46,6 +46,9 @@ enum class Op : uint16_t {
     kDeallocMw,
     kAllocDm,
     kFreeDm,
+    kImportPd,
+    kImportMr,
+    kImportDm,
     kRegDmMr,
     kCreateCompChannel,
     kDestroyCompChannel,
@@ -123,7 +126,8 @@ struct HelloReply {
 // A forked child's connection to the context its parent opened: as with a
 // kernel's shared uverbs file, the child issues verbs on the same context
 // (its objects, and the parent's), each acting for the child's pid. The
-// context lives until its last connection closes. No fds either way.
+// context lives until its last connection closes. The reply carries the
+// doorbell fds, as hello's does.
 struct AttachRequest {
     char device[kNameLen];
     uint64_t attach_token;
@@ -207,6 +211,22 @@ struct AllocDmRequest {
 };
 struct AllocDmReply {
     uint32_t handle;
+};
+
+// ibv_import_pd/mr/dm(3) on a context imported from this one's command
+// descriptor (it attached to the same context): the handle (a
+// HandleRequest) is checked and the object described. kImportPd answers Empty.
+struct ImportMrReply {
+    uint64_t addr;
+    uint64_t length;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint32_t pd;
+    int32_t access;
+};
+struct ImportDmReply {
+    uint64_t addr;  // the mapping in the client
+    uint64_t length;
 };
 
 struct RegDmMrRequest {

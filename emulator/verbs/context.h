@@ -51,6 +51,9 @@ class Context {
     Result dealloc_mw(const rpc::HandleRequest&, rpc::Empty&);
     Result alloc_dm(const rpc::AllocDmRequest&, rpc::AllocDmReply&);
     Result free_dm(const rpc::HandleRequest&, rpc::Empty&);
+    Result import_pd(const rpc::HandleRequest&, rpc::Empty&);
+    Result import_mr(const rpc::HandleRequest&, rpc::ImportMrReply&);
+    Result import_dm(const rpc::HandleRequest&, rpc::ImportDmReply&);
     Result reg_dm_mr(const rpc::RegDmMrRequest&, rpc::RegMrReply&);
 
     Result create_comp_channel(const rpc::CreateCompChannelRequest&, UniqueFd write_end);

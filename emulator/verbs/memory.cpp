@@ -345,4 +345,26 @@ Result Context::dealloc_mw(const rpc::HandleRequest& req, rpc::Empty&) {
     return ok();
 }
 
+Result Context::import_pd(const rpc::HandleRequest& req, rpc::Empty&) {
+    return pds_.find(req.handle) ? ok() : fail(EINVAL, "no PD with handle %u", req.handle);
+}
+
+Result Context::import_mr(const rpc::HandleRequest& req, rpc::ImportMrReply& reply) {
+    auto mr = mrs_.find(req.handle);
+    if (!mr) {
+        return fail(EINVAL, "no MR with handle %u", req.handle);
+    }
+    reply = {mr->iova, mr->length, mr->lkey, mr->rkey, mr->pd.get()->handle, mr->access};
+    return ok();
+}
+
+Result Context::import_dm(const rpc::HandleRequest& req, rpc::ImportDmReply& reply) {
+    auto dm = dms_.find(req.handle);
+    if (!dm) {
+        return fail(EINVAL, "no device memory with handle %u", req.handle);
+    }
+    reply = {dm->addr, dm->length};
+    return ok();
+}
+
 }  // namespace uroce

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <set>
 #include <vector>
@@ -254,6 +255,55 @@ TEST_F(DomainTest, BadParentDomainsAreInvalid) {
     attr.pd = parent.get();  // a parent domain over a parent domain
     EXPECT_EQ(ibv_alloc_parent_domain(context(), &attr), nullptr);
     EXPECT_EQ(errno, EINVAL);
+}
+
+// ibv_import_device(3) on a duplicate of an open context's command fd gives
+// a second context on the same objects: PDs, MRs and device memory import
+// by handle with what the original sees, and an import is freed without
+// destroying the object. A descriptor no context of this process opened
+// cannot be imported.
+TEST_F(DomainTest, ImportedContextSharesTheObjects) {
+    ContextPtr imported(ibv_import_device(dup(context()->cmd_fd)));
+    ASSERT_TRUE(imported) << strerror(errno);
+    EXPECT_STREQ(ibv_get_device_name(imported->device), ibv_get_device_name(context()->device));
+    EXPECT_GE(imported->async_fd, 0);
+
+    std::vector<char> buffer(4096, 'a');
+    MrPtr mr(ibv_reg_mr(pd(), buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(mr) << strerror(errno);
+    ibv_pd* pd_import = ibv_import_pd(imported.get(), pd()->handle);
+    ASSERT_NE(pd_import, nullptr) << strerror(errno);
+    ibv_mr* mr_import = ibv_import_mr(pd_import, mr->handle);
+    ASSERT_NE(mr_import, nullptr) << strerror(errno);
+    EXPECT_EQ(mr_import->lkey, mr->lkey);
+    EXPECT_EQ(mr_import->rkey, mr->rkey);
+    EXPECT_EQ(mr_import->addr, mr->addr);
+    EXPECT_EQ(mr_import->length, mr->length);
+    EXPECT_EQ(ibv_import_mr(pd_import, mr->handle + 1000), nullptr);
+    EXPECT_EQ(errno, EINVAL);
+
+    ibv_alloc_dm_attr dm_attr{64, 0, 0};
+    DmPtr dm(ibv_alloc_dm(context(), &dm_attr));
+    ASSERT_TRUE(dm) << strerror(errno);
+    ibv_dm* dm_import = ibv_import_dm(imported.get(), dm->handle);
+    ASSERT_NE(dm_import, nullptr) << strerror(errno);
+    const uint64_t word = 0x0123456789abcdef;
+    uint64_t back = 0;
+    ASSERT_EQ(ibv_memcpy_to_dm(dm.get(), 8, &word, 8), 0);
+    ASSERT_EQ(ibv_memcpy_from_dm(&back, dm_import, 8, 8), 0);
+    EXPECT_EQ(back, word);
+
+    ibv_unimport_dm(dm_import);
+    ibv_unimport_mr(mr_import);
+    ibv_unimport_pd(pd_import);
+    // The originals are still whole.
+    ASSERT_EQ(ibv_memcpy_from_dm(&back, dm.get(), 8, 8), 0);
+    EXPECT_EQ(back, word);
+
+    const int foreign = open("/dev/null", O_RDWR | O_CLOEXEC);
+    EXPECT_EQ(ibv_import_device(foreign), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    close(foreign);
 }
 
 }  // namespace
