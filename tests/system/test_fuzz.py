@@ -27,9 +27,6 @@ from harness import MAGIC, VERSION, Op
 SCALE = max(1, int(os.environ.get("UROCE_FUZZ_SCALE", "1")))
 SEED = int(os.environ.get("UROCE_FUZZ_SEED", str(int(time.time()))))
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Under AddressSanitizer freed memory waits in its quarantine (tools/test
-# bounds it at 64 MiB) and shadow memory comes on top: a bounded allowance.
-SANITIZER_SLACK = (96 << 20) if os.environ.get("UROCE_SANITIZER_PRELOAD") else 0
 
 
 def rng_for(test):
@@ -96,7 +93,8 @@ class ControlMessageFuzzTest(harness.DaemonTestCase):
         self.daemon.assert_alive(self)
         self.daemon.wait_until_idle()
         self.assertGreater(answered, 1000)
-        self.assertLess(self.daemon.rss() - start_rss, (32 << 20) + SANITIZER_SLACK)
+        self.assertLess(self.daemon.rss() - start_rss,
+                        (32 << 20) + harness.SANITIZER_MEMORY_SLACK)
 
 
 def icrc_of(src, dst, src_port, dst_port, udp_payload_without_icrc):
@@ -194,7 +192,8 @@ class PacketFuzzTest(harness.DaemonTestCase):
         self.assertEqual(sum(after[d]["retry_exceeded_err"] - before[d]["retry_exceeded_err"]
                              for d in harness.DEFAULT_DEVICES), 0)
         self.daemon.wait_until_idle()
-        self.assertLess(self.daemon.rss() - start_rss, (32 << 20) + SANITIZER_SLACK)
+        self.assertLess(self.daemon.rss() - start_rss,
+                        (32 << 20) + harness.SANITIZER_MEMORY_SLACK)
 
 
 class VerbSequenceFuzzTest(harness.DaemonTestCase):
@@ -231,7 +230,8 @@ class VerbSequenceFuzzTest(harness.DaemonTestCase):
                         seed, output, self.daemon.log()))
             self.daemon.wait_until_idle(timeout=10.0)
         self.daemon.assert_alive(self)
-        self.assertLess(self.daemon.rss() - start_rss, (64 << 20) + SANITIZER_SLACK)
+        self.assertLess(self.daemon.rss() - start_rss,
+                        (64 << 20) + harness.SANITIZER_MEMORY_SLACK)
 
 
 if __name__ == "__main__":
