@@ -142,9 +142,20 @@ ProviderContext* opened_with(int cmd_fd) {
     return nullptr;
 }
 
-// The rest of opening a context, once the daemon has answered.
-verbs_context* finish_context(ProviderContext* context, ControlClient* client,
-                              ProviderDoorbell&& doorbell, int async_fd) {
+// The rest of opening a context once the daemon has answered: libibverbs'
+// part, then ours. On failure the client and async_fd are let go.
+verbs_context* make_context(ibv_device* ibdev, int cmd_fd, ControlClient* client,
+                            ProviderDoorbell&& doorbell, int async_fd) {
+    auto* context = static_cast<ProviderContext*>(_verbs_init_and_alloc_context(
+        ibdev, cmd_fd, sizeof(ProviderContext), &static_cast<ProviderContext*>(nullptr)->ibv,
+        0 /* RDMA_DRIVER_UNKNOWN */));
+    if (!context) {
+        delete client;
+        if (async_fd >= 0) {
+            close(async_fd);
+        }
+        return nullptr;
+    }
     context->client = client;
     new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
     context->ibv.context.async_fd = async_fd;
@@ -183,15 +194,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         errno = error;
         return nullptr;
     }
-    auto* context = static_cast<ProviderContext*>(_verbs_init_and_alloc_context(
-        ibdev, cmd_fd, sizeof(ProviderContext), &static_cast<ProviderContext*>(nullptr)->ibv,
-        0 /* RDMA_DRIVER_UNKNOWN */));
-    if (!context) {
-        delete client;
-        close(async_pipe[0]);
-        return nullptr;
-    }
-    return finish_context(context, client, std::move(doorbell), async_pipe[0]);
+    return make_context(ibdev, cmd_fd, client, std::move(doorbell), async_pipe[0]);
 }
 
 // ibv_import_device(3): the descriptor must be (a duplicate of) the command
@@ -220,14 +223,8 @@ verbs_context* import_context(ibv_device*, int cmd_fd) {
         errno = error;
         return nullptr;
     }
-    auto* context = static_cast<ProviderContext*>(_verbs_init_and_alloc_context(
-        ibdev, cmd_fd, sizeof(ProviderContext), &static_cast<ProviderContext*>(nullptr)->ibv,
-        0 /* RDMA_DRIVER_UNKNOWN */));
-    if (!context) {
-        delete client;
-        return nullptr;
-    }
-    return finish_context(context, client, std::move(doorbell), -1);
+    // libibverbs asks for the async fd itself (uroce_import_async_fd).
+    return make_context(ibdev, cmd_fd, client, std::move(doorbell), -1);
 }
 
 void free_context(ibv_context* ibctx) {
