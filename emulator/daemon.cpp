@@ -68,7 +68,14 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     }
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
-    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(),
+    cm_ = std::make_unique<cm::ConnectionManager>(
+        io_, devices_, [this](Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad) {
+            engine_->send_mad(from, dest_ipv4, mad);
+        });
+    engine_->set_mad_receiver([this](Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) {
+        cm_->receive_mad(to, src_ipv4, mad);
+    });
+    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
                                        [this] { engine_->take_posted_work(); });
     publish_devices();
     std::ofstream(paths_.pid_file()) << getpid() << "\n";
@@ -87,7 +94,7 @@ Daemon::~Daemon() {
 
 void Daemon::publish_devices() {
     const auto tree = bridge_tree(devices_, paths_.socket());
-    bridge::write_tree(paths_.sysfs(), tree);
+    bridge::write_tree(paths_.sysfs(), tree, paths_.socket());
     device_nodes_ = bridge::create_device_nodes(tree);
     for (const auto& device : devices_) {
         log_info("device %s ready on %s (%s)", device->name().c_str(),

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "cm/connection_manager.h"
 #include "control/server.h"
 #include "device/device.h"
 #include "engine/engine.h"
@@ -30,6 +31,7 @@ class Daemon {
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
     std::unique_ptr<Engine> engine_;
+    std::unique_ptr<cm::ConnectionManager> cm_;  // outlives the server's sessions
     std::unique_ptr<Server> server_;
     bool device_nodes_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <rdma/rdma_user_cm.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -212,6 +213,16 @@ void write_uverbs(const fs::path& dir, const TreeDevice& dev, const std::string&
     write_file(dir / "abi_version", std::to_string(UROCE_UVERBS_ABI_VERSION));
 }
 
+fs::path cm_dir(const fs::path& root) {
+    return root / "class" / "misc" / "rdma_cm";
+}
+
+void write_cm(const fs::path& dir, const fs::path& socket_path) {
+    fs::create_directories(dir);
+    write_file(dir / "abi_version", std::to_string(RDMA_USER_CM_ABI_VERSION));
+    write_file(dir / UROCE_SYSFS_SOCKET_FILE, socket_path.string());
+}
+
 fs::path staging_path(const fs::path& dst) {
     return dst.parent_path() / ("." + dst.filename().string() + ".new");
 }
@@ -259,11 +270,15 @@ void remove_others(const fs::path& dir, const std::set<std::string>& keep) {
 
 }  // namespace
 
-void write_tree(const fs::path& root, const std::vector<TreeDevice>& devices) {
+void write_tree(const fs::path& root, const std::vector<TreeDevice>& devices,
+                const fs::path& cm_socket_path) {
     const fs::path ib_dir = root / "class" / "infiniband";
     const fs::path verbs_dir = root / "class" / "infiniband_verbs";
     fs::create_directories(ib_dir);
     fs::create_directories(verbs_dir);
+    if (cm_socket_path.empty()) {
+        remove_whole(cm_dir(root));
+    }
 
     const fs::path abi_file = verbs_dir / "abi_version";
     const fs::path abi_staged = staging_path(abi_file);
@@ -294,9 +309,18 @@ void write_tree(const fs::path& root, const std::vector<TreeDevice>& devices) {
         write_uverbs(verbs_staged, dev, dev_numbers);
         install(verbs_staged, verbs_dir / dev.uverbs);
     }
+
+    // librdmacm starts from rdma_cm and then lists the devices: it comes last.
+    if (!cm_socket_path.empty()) {
+        const fs::path staged = staging_path(cm_dir(root));
+        fs::remove_all(staged);
+        write_cm(staged, cm_socket_path);
+        install(staged, cm_dir(root));
+    }
 }
 
 void remove_tree(const fs::path& root) {
+    remove_whole(cm_dir(root));
     remove_whole(root / "class" / "infiniband_verbs");
     fs::remove_all(root);
 }

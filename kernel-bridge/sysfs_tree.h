@@ -47,10 +47,14 @@ struct TreeDevice {
 // removes devices no longer listed. Each device directory is built under a
 // dot-name (libibverbs skips those) and renamed into place, so a concurrent
 // reader sees a device whole or not at all. One writer per root at a time.
+// With a cm_socket_path, also the rdma_cm misc device librdmacm looks for:
+// class/misc/rdma_cm/abi_version, and its uroce_socket, where
+// liburoce-bridge.so finds the daemon that answers /dev/infiniband/rdma_cm.
 // Throws std::system_error.
-void write_tree(const std::filesystem::path& root, const std::vector<TreeDevice>& devices);
+void write_tree(const std::filesystem::path& root, const std::vector<TreeDevice>& devices,
+                const std::filesystem::path& cm_socket_path = {});
 
-// Removes <root> and everything under it; devices disappear first.
+// Removes <root> and everything under it; rdma_cm and the devices disappear first.
 void remove_tree(const std::filesystem::path& root);
 
 // Creates <dev_dir>/<uverbs> as a symlink to /dev/null for every device (the

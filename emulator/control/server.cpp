@@ -94,13 +94,14 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
                std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
-               std::function<void()> take_posted_work)
+               cm::ConnectionManager& cm, std::function<void()> take_posted_work)
     : io_(io),
       socket_path_(socket_path),
       take_posted_work_(std::move(take_posted_work)),
       listener_(io, listen_on(socket_path)),
       devices_(devices),
       doorbell_(doorbell),
+      cm_(cm),
       reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
     accept();
 }
@@ -244,17 +245,21 @@ std::string Server::status_text() const {
         }
     }
     size_t tools = 0;
+    size_t channels = 0;
     for (const auto& session : sessions_) {
         if (const Context* context = session->context()) {
             out << "client pid " << session->peer().pid << " uid " << session->peer().uid
                 << " device " << context->device().name() << " objects ";
             add_counts(out, context->counts());
             out << "\n";
+        } else if (session->cm_channel()) {
+            ++channels;
         } else {
             ++tools;
         }
     }
-    out << "clients " << sessions_.size() - tools << "\n";
+    out << "clients " << sessions_.size() - tools - channels << "\n";
+    out << "rdma_cm channels " << channels << "\n" << cm_.status_text();
     return out.str();
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cm/connection_manager.h"
 #include "device/device.h"
 #include "protocol/messages.h"
 #include "queues/doorbell.h"
@@ -30,13 +31,14 @@ class Server {
     // `take_posted_work` runs the data plane over what clients have posted.
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
            std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
-           std::function<void()> take_posted_work);
+           cm::ConnectionManager& cm, std::function<void()> take_posted_work);
     ~Server();
 
     Device* find_device(const std::string& name) const;
     // The open context of `device` whose attach token this is, if any.
     std::shared_ptr<Context> find_context(const std::string& device, uint64_t token) const;
     const Doorbell& doorbell() const { return doorbell_; }
+    cm::ConnectionManager& cm() { return cm_; }
     // Before a verb whose answer depends on completions (ibv_resize_cq), the
     // work a client posted before asking is taken, as a kernel's post_send
     // has run by the time the next verb is called.
@@ -75,6 +77,7 @@ class Server {
     std::set<std::shared_ptr<Session>> sessions_;
     std::map<Device*, Trace> traces_;
     const Doorbell& doorbell_;
+    cm::ConnectionManager& cm_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
 };

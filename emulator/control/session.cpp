@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "cm/ucma.h"
 #include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
@@ -50,6 +51,10 @@ void Session::start() {
 }
 
 void Session::close() {
+    if (cm_channel_) {
+        server_.cm().close_channel(*cm_channel_);
+        cm_channel_ = nullptr;
+    }
     context_.reset();  // now, while the devices exist; pending handlers may outlive them
     boost::system::error_code ignored;
     socket_.cancel(ignored);
@@ -150,6 +155,14 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         status_page(header, body);
         return;
     }
+    if (header.op == rpc::Op::kCmOpen) {
+        cm_open(header, body, fds);
+        return;
+    }
+    if (header.op == rpc::Op::kCmCommand) {
+        cm_command(header, body);
+        return;
+    }
     if (is_tool_op(header.op)) {
         const Answer answer = tool_request(header.op, body, fds);
         reply(header, answer.result, answer.body);
@@ -164,20 +177,67 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         server_.take_posted_work();
     }
     Answer answer = dispatch(*context_, header.op, body, fds);
-    if (!answer.result && refusals_logged_.allow(RateLimit::Clock::now())) {
-        if (refusals_logged_.suppressed()) {
-            log_info("client pid %d: %llu more refusals not logged", peer_.pid,
-                     static_cast<unsigned long long>(refusals_logged_.suppressed()));
-        }
-        log_info("client pid %d on %s: op %u refused: %s (%s)", peer_.pid,
-                 context_->device().name().c_str(), unsigned(header.op),
-                 answer.result.message.c_str(), strerror(answer.result.error));
+    if (!answer.result) {
+        char what[120];
+        snprintf(what, sizeof(what), "on %s: op %u", context_->device().name().c_str(),
+                 unsigned(header.op));
+        log_refusal(what, answer.result);
     }
     std::vector<int> fds_out;
     for (const UniqueFd& fd : answer.fds) {
         fds_out.push_back(fd.get());
     }
     reply(header, answer.result, answer.body, fds_out);
+}
+
+void Session::log_refusal(const char* what, const Result& result) {
+    if (!refusals_logged_.allow(RateLimit::Clock::now())) {
+        return;
+    }
+    if (refusals_logged_.suppressed()) {
+        log_info("client pid %d: %llu more refusals not logged", peer_.pid,
+                 static_cast<unsigned long long>(refusals_logged_.suppressed()));
+    }
+    log_info("client pid %d %s refused: %s (%s)", peer_.pid, what, result.message.c_str(),
+             strerror(result.error));
+}
+
+void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                      std::vector<UniqueFd>& fds) {
+    rpc::CmOpenRequest request;
+    Result result = decode(body, request);
+    if (result && (context_ || tool_ || cm_channel_)) {
+        result = fail(EALREADY, "this connection has already said hello");
+    } else if (result && fds.size() != 1) {
+        result = fail(EINVAL, "an rdma_cm channel opens with its eventfd and nothing else");
+    }
+    rpc::CmOpenReply reply_body{};
+    if (result) {
+        cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(fds.front()));
+        reply_body.channel_token = cm_channel_->token;
+    }
+    reply(header, result, result ? bytes_of(reply_body) : std::vector<std::byte>{});
+}
+
+void Session::cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    if (!cm_channel_) {
+        reply(header, fail(EPROTO, "an rdma_cm command before the channel was opened"), {});
+        return;
+    }
+    // Large and sent often: kept off the stack and out of the allocator.
+    static rpc::CmCommandRequest request;
+    static rpc::CmCommandReply reply_body;
+    Result result = decode(body, request);
+    if (result) {
+        reply_body = {};
+        result = cm::execute_ucma(server_.cm(), *cm_channel_, request, reply_body);
+    }
+    // No event yet, and librdmacm's probe of AF_IB at start, are routine.
+    if (!result && result.error != EAGAIN && result.error != EAFNOSUPPORT) {
+        log_refusal("rdma_cm command", result);
+    }
+    reply(header, result,
+          result ? std::as_bytes(std::span(&reply_body, 1)) : std::span<const std::byte>{});
 }
 
 void Session::status_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cm/connection_manager.h"
 #include "control/dispatcher.h"
 #include "protocol/messages.h"
 #include "util/rate_limit.h"
@@ -31,6 +32,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const ucred& peer() const { return peer_; }
     const Context* context() const { return context_.get(); }
     const std::shared_ptr<Context>& shared_context() const { return context_; }
+    const cm::Channel* cm_channel() const { return cm_channel_; }
 
   private:
     void wait();
@@ -43,6 +45,11 @@ class Session : public std::enable_shared_from_this<Session> {
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
                  rpc::HelloReply& reply);
     Result attach(std::span<const std::byte> body);
+    // rdma_cm: the connection becomes an event channel, then carries commands.
+    void cm_open(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                 std::vector<UniqueFd>& fds);
+    void cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    void log_refusal(const char* what, const Result& result);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
     void status_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
 
@@ -57,6 +64,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // The status report this connection is reading page by page.
     std::string status_snapshot_;
     bool tool_ = false;
+    cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager
 };
 
 }  // namespace uroce

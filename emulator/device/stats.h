@@ -38,7 +38,11 @@ namespace uroce {
     X(raw_steered_drop, "Ethernet frames dropped by a flow rule's drop action")        \
     X(raw_no_receive, "Ethernet frames for a QP or WQ with no receive WQE (dropped)")  \
     X(fault_dropped, "outgoing packets dropped by fault injection")                    \
-    X(fault_duplicated, "outgoing packets duplicated by fault injection")
+    X(fault_duplicated, "outgoing packets duplicated by fault injection")              \
+    X(cm_mads_sent, "connection manager MADs sent (retries included)")                 \
+    X(cm_mads_rcvd, "connection manager MADs received")                                \
+    X(cm_mads_retried, "connection manager MADs sent again for want of an answer")     \
+    X(cm_mads_dropped, "connection manager MADs malformed, stale or for no connection")
 
 struct DeviceStats {
 #define UROCE_COUNTER_FIELD(name, text) uint64_t name = 0;

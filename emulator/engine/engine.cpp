@@ -10,6 +10,7 @@
 #include "transport/receive_queue.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
+#include "wire/psn.h"
 #include "wire/udp_port.h"
 
 namespace uroce {
@@ -87,10 +88,25 @@ Device* Engine::device_at(uint32_t ipv4) const {
 
 void Engine::send(Device& from, const Qp& qp, uint32_t dest_ipv4,
                   const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
+    send_from(from, qp.qpn, dest_ipv4, headers, payload);
+}
+
+void Engine::send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad) {
+    wire::PacketHeaders headers;
+    headers.bth.opcode = wire::make_opcode(wire::Transport::kUd, wire::Operation::kSendOnly);
+    headers.bth.dest_qp = wire::kGsiQpn;
+    headers.bth.psn = gsi_psn_++ & wire::kPsnMask;
+    headers.deth.qkey = wire::kGsiQkey;
+    headers.deth.src_qp = wire::kGsiQpn;
+    send_from(from, wire::kGsiQpn, dest_ipv4, headers, mad);
+}
+
+void Engine::send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
+                       const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
     const uint32_t src_ipv4 = from.config().address.s_addr;
     Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
     // The QP's own source port; over UDP, one the daemon can send from.
-    const uint16_t wanted = wire::roce_source_port(qp.qpn);
+    const uint16_t wanted = wire::roce_source_port(src_qpn);
     const uint16_t src_port = local ? wanted : network_.source_port(from.index(), wanted);
     const auto addresses =
         wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4), src_port, network_.port());
@@ -230,6 +246,17 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
     }
     if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
         receive_multicast(to, packet, src_ipv4, dest_ipv4, now);
+        return;
+    }
+    if (packet.hdr.bth.dest_qp == wire::kGsiQpn) {
+        // QP1 takes only GSI datagrams with the well-known Q_Key.
+        const bool gsi = transport == wire::Transport::kUd &&
+                         packet.hdr.deth.qkey == wire::kGsiQkey && mad_receiver_;
+        if (gsi) {
+            mad_receiver_(to, src_ipv4, packet.payload);
+        } else {
+            ++to.stats().rcvd_unknown_qp;
+        }
         return;
     }
     auto it = to.qp_table().find(packet.hdr.bth.dest_qp);

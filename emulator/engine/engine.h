@@ -11,6 +11,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -43,6 +44,13 @@ class Engine : public transport::PacketOutput {
               std::span<const std::byte> payload) override;
     void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) override;
 
+    // The General Services Interface: QP1 of every device. A MAD goes out as
+    // a UD datagram to QP1 of `dest_ipv4`; those that arrive go to `receiver`.
+    using MadReceiver =
+        std::function<void(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad)>;
+    void send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad);
+    void set_mad_receiver(MadReceiver receiver) { mad_receiver_ = std::move(receiver); }
+
     // A UDP datagram that arrived for device `index` from src_ipv4:src_port
     // (network order address, host order port): the receive path of the
     // network, and where tests feed crafted packets in. `now`: the engine
@@ -71,6 +79,8 @@ class Engine : public transport::PacketOutput {
         std::vector<uint8_t> bytes;
     };
 
+    void send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
+                   const wire::PacketHeaders& headers, std::span<const std::byte> payload);
     std::vector<uint8_t> spare_buffer();
     // Keeps a packet buffer for reuse while the pool has room; bursts
     // (duplicates, multicast copies) beyond it are freed.
@@ -109,6 +119,8 @@ class Engine : public transport::PacketOutput {
     bool doorbell_armed_ = false;
     bool network_armed_ = false;
     bool timer_armed_ = false;
+    MadReceiver mad_receiver_;
+    uint32_t gsi_psn_ = 0;
     transport::Clock::time_point last_control_poll_{};
 };
 

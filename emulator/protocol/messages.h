@@ -18,7 +18,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 8;
+inline constexpr uint16_t kVersion = 9;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -84,6 +84,9 @@ enum class Op : uint16_t {
     kTraceStart,
     kTraceStop,
     kTraceQuery,
+    // An rdma_cm event channel (the bridge's /dev/infiniband/rdma_cm).
+    kCmOpen,
+    kCmCommand,
     kCount,
 };
 
@@ -482,6 +485,41 @@ struct CreateFlowReply {
     uint32_t handle;
 };
 
+// rdma_cm: librdmacm writes commands of the kernel's ucma ABI
+// (<rdma/rdma_user_cm.h>) to /dev/infiniband/rdma_cm; the bridge carries
+// each to the daemon on a connection of its own, one per open of the node.
+inline constexpr size_t kMaxCmCommand = 1024;     // rdma_ucm_cmd_hdr + `in` bytes
+inline constexpr size_t kMaxCmOptionValue = 256;  // SET_OPTION's optval
+inline constexpr size_t kMaxCmResponse = 1024;
+
+// Makes the connection an event channel. fd[0]: the eventfd the program
+// holds as the channel's descriptor; the daemon keeps it readable while
+// events wait and never otherwise touches its counter.
+struct CmOpenRequest {
+    uint32_t reserved;
+};
+struct CmOpenReply {
+    uint64_t channel_token;  // names the channel in another's MIGRATE_ID
+};
+
+// One write(2), as the program wrote it (`length` bytes of `command`).
+// GET_EVENT never blocks here: the bridge waits on the eventfd first.
+struct CmCommandRequest {
+    uint32_t length;
+    uint32_t option_length;  // SET_OPTION: the value optval points at, read by the bridge
+    uint64_t migrate_token;  // MIGRATE_ID: the token of the channel cmd.fd names
+    uint8_t command[kMaxCmCommand];
+    uint8_t option[kMaxCmOptionValue];
+};
+// What the kernel would copy_to_user: `response_length` bytes to
+// `response_address` in the caller (none on error).
+struct CmCommandReply {
+    uint64_t response_address;
+    uint32_t response_length;
+    uint32_t reserved;
+    uint8_t response[kMaxCmResponse];
+};
+
 // Request type -> op and reply type.
 template <class Request>
 struct Traits;
@@ -521,6 +559,8 @@ UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
 UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
+UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
+UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
 #undef UROCE_RPC
 
 }  // namespace uroce::rpc

@@ -29,6 +29,9 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 // QP numbers are 24 bits; the highest addresses a multicast group.
 inline constexpr uint32_t kQpnMask = 0x00ffffff;
 inline constexpr uint32_t kMulticastQpn = 0x00ffffff;
+// QP1, the General Services Interface, and the Q_Key of its datagrams.
+inline constexpr uint32_t kGsiQpn = 1;
+inline constexpr uint32_t kGsiQkey = 0x80010000u;
 
 // Base Transport Header.
 struct Bth {

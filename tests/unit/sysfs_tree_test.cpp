@@ -160,6 +160,29 @@ TEST(sysfsTree, RemoveTreeRemovesRoot) {
     uroce::bridge::remove_tree(root);  // already gone: no error
 }
 
+TEST(sysfsTree, RdmaCmNamesTheDaemonsSocket) {
+    TempDir tmp;
+    const fs::path cm = tmp.path() / "class/misc/rdma_cm";
+    uroce::bridge::write_tree(tmp.path(), {device("uroce0", 1)}, "/run/uroce/uroced.sock");
+    EXPECT_EQ(read(cm / "abi_version"), "4\n");  // the ucma ABI librdmacm 44 speaks
+    EXPECT_EQ(read(cm / "uroce_socket"), "/run/uroce/uroced.sock\n");
+    uroce::bridge::write_tree(tmp.path(), {device("uroce0", 1)}, "/tmp/other.sock");
+    EXPECT_EQ(read(cm / "uroce_socket"), "/tmp/other.sock\n");
+    for (const auto& entry : fs::directory_iterator(cm.parent_path())) {
+        EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
+    }
+
+    uroce::bridge::write_tree(tmp.path(), {device("uroce0", 1)});  // no socket: no rdma_cm
+    EXPECT_FALSE(fs::exists(cm));
+    EXPECT_TRUE(fs::exists(tmp.path() / "class/infiniband/uroce0"));
+
+    const fs::path root = tmp.path() / "sysfs";
+    uroce::bridge::write_tree(root, {}, "/run/uroce/uroced.sock");
+    EXPECT_TRUE(fs::exists(root / "class/misc/rdma_cm/uroce_socket"));
+    uroce::bridge::remove_tree(root);
+    EXPECT_FALSE(fs::exists(root));
+}
+
 TEST(sysfsTree, WriteFailureThrows) {
     TempDir tmp;
     std::ofstream(tmp.path() / "file") << "x";

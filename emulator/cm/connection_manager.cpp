@@ -1,0 +1,1561 @@
+#include "cm/connection_manager.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "util/log.h"
+#include "wire/headers.h"
+#include "wire/ipv4_gid.h"
+
+namespace uroce::cm {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The kernel's rdma_cm settings for RoCE (cma.c), so that a uroce host
+// times and retries as a kernel peer expects.
+constexpr uint8_t kCmResponseTimeout = 20;  // CMA_CM_RESPONSE_TIMEOUT: 4.096 µs * 2^20
+constexpr uint8_t kMaxCmRetries = 15;       // CMA_MAX_CM_RETRIES
+constexpr uint8_t kPacketLifeTime = 16;     // CMA_IBOE_PACKET_LIFETIME
+constexpr uint8_t kAckTimeout = kPacketLifeTime + 1;
+constexpr uint8_t kMraServiceTimeout = 24;  // CMA_CM_MRA_SETTING
+constexpr uint8_t kHopLimit = 64;
+constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
+constexpr uint16_t kDefaultPkey = 0xffff;
+constexpr uint16_t kFirstEphemeralPort = 32768;  // Linux's ip_local_port_range
+constexpr uint16_t kLastEphemeralPort = 60999;
+constexpr size_t kUserPrivateOffset = kIpCmHeaderSize;
+
+// An IBA time exponent (4.096 µs * 2^t) in milliseconds, as cm.c rounds it.
+milliseconds iba_time(uint8_t exponent) {
+    return milliseconds(exponent > 8 ? 1ull << (exponent - 8) : 1);
+}
+
+// iboe_get_mtu: the largest IB MTU whose RoCE packet fits the netdev's MTU.
+uint8_t path_mtu_of(const Device& device) {
+    int mtu = 1500;
+    std::ifstream("/sys/class/net/" + device.config().netdev + "/mtu") >> mtu;
+    const int payload = mtu - (40 + 8 + 12 + 4 + 28 + 4);  // GRH/IP, UDP, BTH, XRC, atomic, ICRC
+    uint8_t ib_mtu = IBV_MTU_256;
+    for (uint8_t code = IBV_MTU_4096; code >= IBV_MTU_256; --code) {
+        if (payload >= (128 << code)) {
+            ib_mtu = code;
+            break;
+        }
+    }
+    return std::min<uint8_t>(ib_mtu, device.port_attr().active_mtu);
+}
+
+Gid gid_of(uint32_t ipv4) {
+    return wire::ipv4_mapped_gid(ipv4);
+}
+
+uint32_t ipv4_or_zero(const Address& address) {
+    uint32_t ipv4 = 0;
+    ipv4_of(address, ipv4);
+    return ipv4;
+}
+
+bool is_ud(const Id& id) {
+    return id.qp_type == IBV_QPT_UD;
+}
+
+PortSpace port_space(uint16_t ps) {
+    return static_cast<PortSpace>(ps);
+}
+
+template <size_t N>
+std::array<uint8_t, N> private_data(std::span<const uint8_t> user, size_t offset = 0) {
+    std::array<uint8_t, N> out{};
+    std::copy_n(user.begin(), std::min(user.size(), N - offset), out.begin() + offset);
+    return out;
+}
+
+void copy_conn_private(rdma_ucm_conn_param& conn, std::span<const uint8_t> data) {
+    const size_t n = std::min(data.size(), sizeof(conn.private_data));
+    memcpy(conn.private_data, data.data(), n);
+    conn.private_data_len = static_cast<uint8_t>(n);
+}
+
+}  // namespace
+
+const char* name(IdState state) {
+    static const char* const names[] = {"idle",        "addr-query",     "addr-resolved",
+                                        "route-query", "route-resolved", "connect",
+                                        "disconnect",  "addr-bound",     "listen"};
+    return names[static_cast<int>(state)];
+}
+
+const char* name(CmState state) {
+    static const char* const names[] = {
+        "idle",     "req-sent",      "req-rcvd",     "mra-req-sent", "rep-sent",
+        "rep-rcvd", "mra-rep-sent",  "established",  "dreq-sent",    "dreq-rcvd",
+        "timewait", "sidr-req-sent", "sidr-req-rcvd"};
+    return names[static_cast<int>(state)];
+}
+
+ConnectionManager::ConnectionManager(boost::asio::io_context& io,
+                                     std::vector<std::unique_ptr<Device>>& devices, MadSender send)
+    : io_(io), devices_(devices), send_mad_(std::move(send)), random_(std::random_device{}()) {
+    next_comm_id_ = random_();
+}
+
+ConnectionManager::~ConnectionManager() = default;
+
+// ---- channels and IDs ----------------------------------------------------
+
+Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, UniqueFd eventfd) {
+    auto channel = std::make_unique<Channel>();
+    do {
+        channel->token = (uint64_t(random_()) << 32) | random_();
+    } while (channel->token == 0 || channels_.count(channel->token));
+    channel->pid = pid;
+    channel->uid = uid;
+    channel->eventfd = std::move(eventfd);
+    Channel& ref = *channel;
+    channels_.emplace(ref.token, std::move(channel));
+    return ref;
+}
+
+void ConnectionManager::close_channel(Channel& channel) {
+    std::vector<uint32_t> handles;
+    for (const auto& [handle, id] : ids_) {
+        if (id->channel == &channel) {
+            handles.push_back(handle);
+        }
+    }
+    for (uint32_t handle : handles) {
+        if (Id* id = lookup(handle)) {
+            abandon_connection(*id);
+            erase(*id);
+        }
+    }
+    channels_.erase(channel.token);
+}
+
+Channel* ConnectionManager::find_channel(uint64_t token) {
+    auto it = channels_.find(token);
+    return it == channels_.end() ? nullptr : it->second.get();
+}
+
+Id* ConnectionManager::lookup(uint32_t handle) {
+    auto it = ids_.find(handle);
+    return it == ids_.end() ? nullptr : it->second.get();
+}
+
+Result ConnectionManager::find(Channel& channel, uint32_t handle, Id*& id) {
+    id = lookup(handle);
+    if (!id) {
+        return fail(ENOENT, "no rdma_cm ID %u", handle);
+    }
+    if (id->channel != &channel) {
+        id = nullptr;
+        return fail(EINVAL, "rdma_cm ID %u belongs to another event channel", handle);
+    }
+    return ok();
+}
+
+Id& ConnectionManager::new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type) {
+    auto id = std::make_unique<Id>();
+    while (next_handle_ == 0 || ids_.count(next_handle_)) {
+        ++next_handle_;
+    }
+    id->handle = next_handle_++;
+    id->channel = &channel;
+    id->uid = uid;
+    id->ps = ps;
+    id->qp_type = qp_type;
+    id->seq_num = random_() & wire::kQpnMask;
+    id->transaction_id = uint64_t(random_()) << 32;
+    id->timer = std::make_unique<boost::asio::steady_timer>(io_);
+    Id& ref = *id;
+    ids_.emplace(ref.handle, std::move(id));
+    return ref;
+}
+
+void ConnectionManager::erase(Id& id) {
+    id.timer->cancel();
+    if (id.local_comm_id) {
+        comm_ids_.erase(id.local_comm_id);
+    }
+    release_port(id);
+    ids_.erase(id.handle);
+}
+
+Result ConnectionManager::create_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type,
+                                    uint32_t& handle) {
+    uint8_t type;
+    switch (ps) {
+        case RDMA_PS_TCP:
+            type = IBV_QPT_RC;
+            break;
+        case RDMA_PS_UDP:
+        case RDMA_PS_IPOIB:
+            type = IBV_QPT_UD;
+            break;
+        case RDMA_PS_IB:
+            type = qp_type;
+            break;
+        default:
+            return fail(EINVAL, "CREATE_ID: port space 0x%x is not one of rdma_cm's", ps);
+    }
+    handle = new_id(channel, uid, ps, type).handle;
+    return ok();
+}
+
+Result ConnectionManager::destroy_id(Channel& channel, uint32_t handle, uint32_t& events_reported) {
+    Id* id;
+    if (Result r = find(channel, handle, id); !r) {
+        return r;
+    }
+    // Its events nobody took go with it; connection requests that waited on
+    // a listener are refused.
+    std::vector<uint32_t> waiting;
+    std::erase_if(channel.events, [&](const Channel::Event& event) {
+        if (event.owner != handle) {
+            return false;
+        }
+        if (event.new_id) {
+            waiting.push_back(event.new_id);
+        }
+        return true;
+    });
+    update_readiness(channel);
+    for (uint32_t new_handle : waiting) {
+        if (Id* request = lookup(new_handle)) {
+            abandon_connection(*request);
+            erase(*request);
+        }
+    }
+    abandon_connection(*id);
+    events_reported = id->events_reported;
+    erase(*id);
+    return ok();
+}
+
+// ---- events --------------------------------------------------------------
+
+bool ConnectionManager::queue(Channel& channel, const Channel::Event& event) {
+    if (channel.events.size() >= Channel::kMaxEvents) {
+        log_warn("rdma_cm channel of pid %d holds %zu events nobody took: event %u lost",
+                 channel.pid, channel.events.size(), event.resp.event);
+        return false;
+    }
+    channel.events.push_back(event);
+    update_readiness(channel);
+    return true;
+}
+
+bool ConnectionManager::report(Id& id, rdma_cm_event_type event, int32_t status,
+                               const std::function<void(rdma_ucm_event_resp&)>& fill) {
+    if (!id.reporting) {
+        return false;  // a connection request's ID before ACCEPT (ucma drops these)
+    }
+    Channel::Event entry{id.handle, 0, {}};
+    entry.resp.uid = id.uid;
+    entry.resp.id = id.handle;
+    entry.resp.event = event;
+    entry.resp.status = static_cast<uint32_t>(status);
+    if (fill) {
+        fill(entry.resp);
+    }
+    return queue(*id.channel, entry);
+}
+
+// The program's descriptor is readable exactly while events wait. The daemon
+// alone moves the eventfd's counter, between 0 and 1.
+void ConnectionManager::update_readiness(Channel& channel) {
+    const bool waiting = !channel.events.empty();
+    if (waiting == channel.signalled) {
+        return;
+    }
+    uint64_t value = 1;
+    const ssize_t n = waiting ? write(channel.eventfd.get(), &value, sizeof(value))
+                              : read(channel.eventfd.get(), &value, sizeof(value));
+    if (n == sizeof(value)) {
+        channel.signalled = waiting;
+    }
+}
+
+Result ConnectionManager::get_event(Channel& channel, rdma_ucm_event_resp& resp) {
+    if (channel.events.empty()) {
+        return fail(EAGAIN, "no rdma_cm event waits");
+    }
+    const Channel::Event event = channel.events.front();
+    channel.events.pop_front();
+    update_readiness(channel);
+    resp = event.resp;
+    if (Id* owner = lookup(event.owner)) {
+        ++owner->events_reported;
+        if (event.new_id) {
+            ++owner->backlog;  // the request is the program's now
+        }
+    }
+    return ok();
+}
+
+Result ConnectionManager::migrate(Id& id, Channel& to, uint32_t& events_reported) {
+    Channel& from = *id.channel;
+    if (&from != &to) {
+        std::deque<Channel::Event> moving;
+        std::erase_if(from.events, [&](const Channel::Event& event) {
+            if (event.owner == id.handle) {
+                moving.push_back(event);
+                return true;
+            }
+            return false;
+        });
+        if (to.events.size() + moving.size() > Channel::kMaxEvents) {
+            from.events.insert(from.events.end(), moving.begin(), moving.end());
+            return fail(ENOMEM, "MIGRATE_ID: the destination channel has no room for the events");
+        }
+        to.events.insert(to.events.end(), moving.begin(), moving.end());
+        id.channel = &to;
+        update_readiness(from);
+        update_readiness(to);
+    }
+    events_reported = id.events_reported;
+    return ok();
+}
+
+// ---- addresses -------------------------------------------------------------
+
+Result ConnectionManager::bind(Id& id, const Address& address) {
+    if (address.ss_family != AF_INET && address.ss_family != AF_INET6) {
+        return fail(EAFNOSUPPORT, "rdma_cm address family %u is not supported by uroce",
+                    address.ss_family);
+    }
+    if (id.state != IdState::kIdle) {
+        return fail(EINVAL, "BIND on an ID in state %s", name(id.state));
+    }
+    Device* device = nullptr;
+    if (!is_any(address)) {
+        uint32_t ipv4 = 0;
+        const bool v4 = ipv4_of(address, ipv4);
+        device = v4 ? device_at(devices_, ipv4) : nullptr;
+        if (!device) {
+            const bool local = (v4 && is_host_address(ipv4)) || is_loopback(address);
+            return fail(local ? ENODEV : EADDRNOTAVAIL, "%s is %s", to_string(address).c_str(),
+                        local ? "an address of this host that no uroce device has"
+                              : "not an address of this host");
+        }
+    }
+    id.src = address;
+    id.device = device;
+    if (!id.afonly_set) {
+        // An AF_INET6 ID takes IPv4 too, as net.ipv6.bindv6only=0 says.
+        id.afonly = address.ss_family == AF_INET;
+    }
+    id.dst = Address{};
+    id.dst.ss_family = address.ss_family;
+    if (Result r = take_port(id); !r) {
+        id.src = Address{};
+        id.dst = Address{};
+        id.device = nullptr;
+        return r;
+    }
+    id.state = IdState::kAddrBound;
+    return ok();
+}
+
+bool ConnectionManager::conflicts(const Id& id, const Id& other, bool listening) const {
+    const bool reuse = listening ? false : id.reuseaddr;
+    if (reuse && other.reuseaddr) {
+        return false;
+    }
+    if (id.afonly && other.afonly && id.src.ss_family != other.src.ss_family) {
+        return false;
+    }
+    return is_any(id.src) || is_any(other.src) || same_host(id.src, other.src);
+}
+
+Result ConnectionManager::take_port(Id& id) {
+    uint16_t port = port_of(id.src);
+    if (port == 0) {
+        const uint32_t range = kLastEphemeralPort - kFirstEphemeralPort + 1;
+        const uint32_t start = random_() % range;
+        for (uint32_t i = 0; i < range && port == 0; ++i) {
+            const uint16_t candidate = kFirstEphemeralPort + (start + i) % range;
+            if (!ports_.count({id.ps, candidate})) {
+                port = candidate;
+            }
+        }
+        if (port == 0) {
+            return fail(EADDRNOTAVAIL, "every ephemeral port of the port space is taken");
+        }
+        set_port(id.src, port);
+    } else {
+        if (port < 1024 && id.channel->uid != 0) {
+            return fail(EACCES, "port %u is below 1024 and the caller is not root", port);
+        }
+        if (auto it = ports_.find({id.ps, port}); it != ports_.end()) {
+            for (uint32_t handle : it->second) {
+                const Id* other = ids_.at(handle).get();
+                if (conflicts(id, *other, false)) {
+                    const bool any = is_any(id.src) || is_any(other->src);
+                    return fail(any ? EADDRNOTAVAIL : EADDRINUSE, "%s is taken by rdma_cm ID %u",
+                                to_string(id.src).c_str(), other->handle);
+                }
+            }
+        }
+    }
+    ports_[{id.ps, port}].push_back(id.handle);
+    id.bound = true;
+    return ok();
+}
+
+void ConnectionManager::release_port(Id& id) {
+    if (!id.bound) {
+        return;
+    }
+    auto it = ports_.find({id.ps, port_of(id.src)});
+    if (it != ports_.end()) {
+        std::erase(it->second, id.handle);
+        if (it->second.empty()) {
+            ports_.erase(it);
+        }
+    }
+    id.bound = false;
+}
+
+Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address& dst) {
+    if (dst.ss_family != AF_INET && dst.ss_family != AF_INET6) {
+        return fail(EAFNOSUPPORT, "rdma_cm address family %u is not supported by uroce",
+                    dst.ss_family);
+    }
+    if (id.state == IdState::kIdle) {
+        Address any{};
+        any.ss_family = dst.ss_family;
+        if (Result r = bind(id, src && !is_any(*src) ? *src : any); !r) {
+            return r;
+        }
+    }
+    if (id.src.ss_family != dst.ss_family) {
+        return fail(EINVAL, "RESOLVE_ADDR: destination family %u, bound family %u", dst.ss_family,
+                    id.src.ss_family);
+    }
+    if (id.state != IdState::kAddrBound) {
+        return fail(EINVAL, "RESOLVE_ADDR on an ID in state %s", name(id.state));
+    }
+    uint32_t destination = 0;
+    Device* device = id.device;
+    if (is_any(dst)) {
+        // rdma_cm's loopback: the bound device, else the first.
+        device = device ? device : devices_.front().get();
+        destination = device->config().address.s_addr;
+    } else if (!ipv4_of(dst, destination)) {
+        return fail(ENETUNREACH, "%s: uroce devices reach IPv4 addresses only",
+                    to_string(dst).c_str());
+    } else if (!device) {
+        if (Result r = route(devices_, destination, device); !r && r.error == ENETUNREACH) {
+            return r;  // no route at all: the command fails, as rdma_resolve_ip's does
+        } else if (!r) {
+            id.dst = dst;
+            id.state = IdState::kAddrQuery;
+            id.state = IdState::kAddrBound;
+            log_info("rdma_cm ID %u: address resolution failed: %s", id.handle, r.message.c_str());
+            report(id, RDMA_CM_EVENT_ADDR_ERROR, -r.error);
+            return ok();
+        }
+    }
+    id.dst = is_any(dst) ? make_address(dst.ss_family, destination, port_of(dst)) : dst;
+    id.device = device;
+    if (is_any(id.src)) {
+        const uint16_t port = port_of(id.src);
+        id.src = make_address(id.src.ss_family, device->config().address.s_addr, port);
+    }
+    id.peer_ipv4 = destination;
+    id.path_mtu = path_mtu_of(*device);
+    id.state = IdState::kAddrResolved;
+    report(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+    return ok();
+}
+
+Result ConnectionManager::resolve_route(Id& id) {
+    if (id.state != IdState::kAddrResolved) {
+        return fail(EINVAL, "RESOLVE_ROUTE on an ID in state %s", name(id.state));
+    }
+    id.state = IdState::kRouteResolved;
+    report(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    return ok();
+}
+
+void ConnectionManager::fill_route(const Id& id, rdma_ucm_query_route_resp& resp) const {
+    if (!id.device) {
+        return;
+    }
+    resp.node_guid = htobe64(id.device->node_guid());
+    resp.port_num = 1;
+    resp.ibdev_index = id.device->index();
+    ib_user_path_rec& path = resp.ib_route[0];
+    const Gid sgid = gid_of(ipv4_or_zero(id.src));
+    const Gid dgid = gid_of(ipv4_or_zero(id.dst));
+    memcpy(path.sgid, sgid.data(), sizeof(path.sgid));
+    memcpy(path.dgid, dgid.data(), sizeof(path.dgid));
+    path.pkey = htobe16(kDefaultPkey);
+    const bool routed = id.state == IdState::kRouteResolved || id.state == IdState::kConnect ||
+                        id.state == IdState::kDisconnect;
+    if (!routed) {
+        return;
+    }
+    resp.num_paths = 1;
+    path.reversible = 1;
+    path.mtu = id.path_mtu;
+    path.mtu_selector = 2;  // exactly
+    path.hop_limit = kHopLimit;
+    path.traffic_class = id.tos;
+    path.numb_path = 1;
+    path.rate_selector = 2;
+    path.packet_life_time_selector = 2;
+    path.packet_life_time = kPacketLifeTime;
+}
+
+void ConnectionManager::fill_addr(const Id& id, rdma_ucm_query_addr_resp& resp) const {
+    resp.src_size = static_cast<uint16_t>(address_size(id.src));
+    resp.dst_size = static_cast<uint16_t>(address_size(id.dst));
+    memcpy(&resp.src_addr, &id.src, resp.src_size);
+    memcpy(&resp.dst_addr, &id.dst, resp.dst_size);
+    resp.ibdev_index = id.device ? id.device->index() : 0;
+    if (id.device) {
+        resp.node_guid = htobe64(id.device->node_guid());
+        resp.port_num = 1;
+        resp.pkey = htobe16(kDefaultPkey);
+    }
+}
+
+Result ConnectionManager::set_option(Id& id, uint32_t level, uint32_t option,
+                                     std::span<const uint8_t> value) {
+    auto as_int = [&](int& out) {
+        if (value.size() != sizeof(int)) {
+            return false;
+        }
+        memcpy(&out, value.data(), sizeof(int));
+        return true;
+    };
+    if (level == RDMA_OPTION_ID) {
+        int flag = 0;
+        switch (option) {
+            case RDMA_OPTION_ID_TOS:
+                if (value.size() != 1) {
+                    return fail(EINVAL, "RDMA_OPTION_ID_TOS takes one byte, not %zu", value.size());
+                }
+                id.tos = value[0];
+                return ok();
+            case RDMA_OPTION_ID_REUSEADDR:
+                if (!as_int(flag)) {
+                    return fail(EINVAL, "RDMA_OPTION_ID_REUSEADDR takes an int");
+                }
+                if (id.state != IdState::kIdle && !(flag && id.state == IdState::kAddrBound)) {
+                    return fail(EINVAL, "REUSEADDR on an ID in state %s", name(id.state));
+                }
+                id.reuseaddr = flag != 0;
+                return ok();
+            case RDMA_OPTION_ID_AFONLY:
+                if (!as_int(flag)) {
+                    return fail(EINVAL, "RDMA_OPTION_ID_AFONLY takes an int");
+                }
+                if (id.state != IdState::kIdle && id.state != IdState::kAddrBound) {
+                    return fail(EINVAL, "AFONLY on an ID in state %s", name(id.state));
+                }
+                id.afonly = flag != 0;
+                id.afonly_set = true;
+                return ok();
+            case RDMA_OPTION_ID_ACK_TIMEOUT:
+                if (value.size() != 1) {
+                    return fail(EINVAL, "RDMA_OPTION_ID_ACK_TIMEOUT takes one byte");
+                }
+                if (id.qp_type != IBV_QPT_RC && id.qp_type != IBV_QPT_XRC_SEND) {
+                    return fail(EINVAL, "an ACK timeout is for RC and XRC IDs");
+                }
+                id.ack_timeout = std::min<uint8_t>(value[0], 31);
+                return ok();
+            default:
+                return fail(ENOSYS, "rdma_cm option %u of level ID is unknown", option);
+        }
+    }
+    if (level == RDMA_OPTION_IB && option == RDMA_OPTION_IB_PATH) {
+        // A path record the program got elsewhere stands for route resolution.
+        constexpr size_t kRecord = sizeof(ib_path_rec_data);
+        constexpr uint32_t kPrimary = IB_PATH_GMP | IB_PATH_PRIMARY | IB_PATH_BIDIRECTIONAL;
+        if (value.empty() || value.size() % kRecord) {
+            return fail(EINVAL, "RDMA_OPTION_IB_PATH takes whole path records");
+        }
+        bool primary = false;
+        for (size_t at = 0; at < value.size(); at += kRecord) {
+            ib_path_rec_data record;
+            memcpy(&record, value.data() + at, kRecord);
+            primary |= record.flags == kPrimary;
+        }
+        if (!primary) {
+            return fail(EINVAL, "RDMA_OPTION_IB_PATH: no primary bidirectional record");
+        }
+        if (id.state != IdState::kAddrResolved) {
+            return fail(EINVAL, "RDMA_OPTION_IB_PATH on an ID in state %s", name(id.state));
+        }
+        id.state = IdState::kRouteResolved;
+        report(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+        return ok();
+    }
+    return fail(ENOSYS, "rdma_cm option level %u name %u is unknown", level, option);
+}
+
+// ---- connections -----------------------------------------------------------
+
+uint32_t ConnectionManager::new_comm_id() {
+    do {
+        ++next_comm_id_;
+    } while (next_comm_id_ == 0 || comm_ids_.count(next_comm_id_));
+    return next_comm_id_;
+}
+
+Result ConnectionManager::listen(Id& id, uint32_t backlog) {
+    if (id.state == IdState::kIdle) {
+        Address any{};
+        any.ss_family = AF_INET;
+        if (Result r = bind(id, any); !r) {
+            return r;
+        }
+    }
+    if (id.state == IdState::kListen) {
+        id.backlog = backlog;
+        return ok();
+    }
+    if (id.state != IdState::kAddrBound) {
+        return fail(EINVAL, "LISTEN on an ID in state %s", name(id.state));
+    }
+    if (id.reuseaddr) {
+        // Sharing a port to bind is not sharing it to listen.
+        for (uint32_t handle : ports_[{id.ps, port_of(id.src)}]) {
+            const Id& other = *ids_.at(handle);
+            if (&other != &id && conflicts(id, other, true)) {
+                return fail(is_any(id.src) || is_any(other.src) ? EADDRNOTAVAIL : EADDRINUSE,
+                            "%s is taken by rdma_cm ID %u", to_string(id.src).c_str(),
+                            other.handle);
+            }
+        }
+    }
+    id.backlog = backlog;
+    id.state = IdState::kListen;
+    return ok();
+}
+
+Result ConnectionManager::connect(Id& id, const ConnParam& param) {
+    if (id.state != IdState::kRouteResolved) {
+        return fail(EINVAL, "CONNECT on an ID in state %s", name(id.state));
+    }
+    const uint32_t src_ipv4 = ipv4_or_zero(id.src);
+    IpCmHeader header;
+    header.ip_version = 4;
+    header.src_port = port_of(id.src);
+    header.src_ip = ipv4_address(src_ipv4);
+    header.dst_ip = ipv4_address(id.peer_ipv4);
+    const auto ip_header = encode_ip_cm_header(header);
+    const uint64_t service = service_id(port_space(id.ps), port_of(id.dst));
+    id.local_comm_id = new_comm_id();
+    comm_ids_[id.local_comm_id] = id.handle;
+    id.transaction_id = (id.transaction_id & ~0xffffffffull) | id.local_comm_id;
+    if (is_ud(id)) {
+        if (param.private_data.size() > SidrReq{}.private_data.size() - kUserPrivateOffset) {
+            return fail(EINVAL, "UD CONNECT private data of %zu bytes (at most %zu)",
+                        param.private_data.size(),
+                        SidrReq{}.private_data.size() - kUserPrivateOffset);
+        }
+        SidrReq req;
+        req.request_id = id.local_comm_id;
+        req.pkey = kDefaultPkey;
+        req.service_id = service;
+        req.private_data = private_data<216>(param.private_data, kUserPrivateOffset);
+        std::copy(ip_header.begin(), ip_header.end(), req.private_data.begin());
+        id.cm = CmState::kSidrReqSent;
+        id.state = IdState::kConnect;
+        id.retry_interval = iba_time(kCmResponseTimeout);
+        send(id, req, true);
+        return ok();
+    }
+    if (param.private_data.size() > Req{}.private_data.size() - kUserPrivateOffset) {
+        return fail(EINVAL, "CONNECT private data of %zu bytes (at most %zu)",
+                    param.private_data.size(), Req{}.private_data.size() - kUserPrivateOffset);
+    }
+    id.qp_num = param.qp_num & wire::kQpnMask;
+    id.responder_resources = param.responder_resources;
+    id.initiator_depth = param.initiator_depth;
+    id.retry_count = std::min<uint8_t>(param.retry_count, 7);
+    id.rnr_retry_count = std::min<uint8_t>(param.rnr_retry_count, 7);
+    Req req;
+    req.local_comm_id = id.local_comm_id;
+    req.service_id = service;
+    req.local_ca_guid = id.device->node_guid();
+    req.local_qpn = id.qp_num;
+    req.responder_resources = id.responder_resources;
+    req.initiator_depth = id.initiator_depth;
+    req.remote_cm_response_timeout = kCmResponseTimeout;
+    req.transport_service =
+        id.qp_type == IBV_QPT_UC ? TransportService::kUc : TransportService::kRc;
+    req.end_to_end_flow_control = param.flow_control;
+    req.starting_psn = id.seq_num;
+    req.local_cm_response_timeout = kCmResponseTimeout;
+    req.retry_count = id.retry_count;
+    req.pkey = kDefaultPkey;
+    req.path_mtu = id.path_mtu;
+    req.rnr_retry_count = id.rnr_retry_count;
+    req.max_cm_retries = kMaxCmRetries;
+    req.srq = param.srq;
+    req.primary.local_lid = 0xffff;  // permissive: RoCE routes by GID
+    req.primary.remote_lid = 0xffff;
+    req.primary.local_gid = gid_of(src_ipv4);
+    req.primary.remote_gid = gid_of(id.peer_ipv4);
+    req.primary.traffic_class = id.tos;
+    req.primary.hop_limit = kHopLimit;
+    req.primary.local_ack_timeout = kAckTimeout;
+    req.private_data = private_data<92>(param.private_data, kUserPrivateOffset);
+    std::copy(ip_header.begin(), ip_header.end(), req.private_data.begin());
+    id.has_cm = true;
+    id.cm = CmState::kReqSent;
+    id.state = IdState::kConnect;
+    // cm.c: twice the packet lifetime and the peer's CM response time.
+    id.retry_interval = 2 * iba_time(kPacketLifeTime) + iba_time(kCmResponseTimeout);
+    send(id, req, true);
+    return ok();
+}
+
+Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
+    if (id.state != IdState::kConnect) {
+        return fail(EINVAL, "ACCEPT on an ID in state %s", name(id.state));
+    }
+    if (id.cm == CmState::kSidrReqRcvd) {
+        if (!param) {
+            return fail(EINVAL, "ACCEPT of a UD request needs connection parameters");
+        }
+        if (param->private_data.size() > SidrRep{}.private_data.size()) {
+            return fail(EINVAL, "ACCEPT private data of %zu bytes (at most %zu)",
+                        param->private_data.size(), SidrRep{}.private_data.size());
+        }
+        SidrRep rep;
+        rep.request_id = id.remote_comm_id;
+        rep.status = SidrStatus::kSuccess;
+        rep.qpn = param->qp_num & wire::kQpnMask;
+        rep.service_id = service_id(port_space(id.ps), port_of(id.src));
+        rep.qkey = kUdpQkey;
+        rep.private_data = private_data<136>(param->private_data);
+        id.uid = uid;
+        id.reporting = true;
+        id.cm = CmState::kIdle;
+        send(id, rep, false);
+        return ok();
+    }
+    if (id.cm == CmState::kReqRcvd || id.cm == CmState::kMraReqSent) {
+        if (!param) {
+            return fail(EINVAL, "ACCEPT of a connection request needs connection parameters");
+        }
+        if (param->private_data.size() > Rep{}.private_data.size()) {
+            return fail(EINVAL, "ACCEPT private data of %zu bytes (at most %zu)",
+                        param->private_data.size(), Rep{}.private_data.size());
+        }
+        id.qp_num = param->qp_num & wire::kQpnMask;
+        id.responder_resources = param->responder_resources;
+        id.initiator_depth = param->initiator_depth;
+        id.rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
+        Rep rep;
+        rep.local_comm_id = id.local_comm_id;
+        rep.remote_comm_id = id.remote_comm_id;
+        rep.local_qpn = id.qp_num;
+        rep.starting_psn = id.seq_num;
+        rep.responder_resources = id.responder_resources;
+        rep.initiator_depth = id.initiator_depth;
+        rep.end_to_end_flow_control = param->flow_control;
+        rep.rnr_retry_count = id.rnr_retry_count;
+        rep.srq = param->srq;
+        rep.local_ca_guid = id.device->node_guid();
+        rep.private_data = private_data<196>(param->private_data);
+        id.uid = uid;
+        id.reporting = true;
+        id.cm = CmState::kRepSent;
+        id.retry_interval = iba_time(kCmResponseTimeout);
+        send(id, rep, true);
+        return ok();
+    }
+    if (id.cm == CmState::kRepRcvd || id.cm == CmState::kMraRepSent) {
+        // The active side's ACCEPT after CONNECT_RESPONSE: the RTU.
+        Rtu rtu;
+        rtu.local_comm_id = id.local_comm_id;
+        rtu.remote_comm_id = id.remote_comm_id;
+        id.cm = CmState::kEstablished;
+        send(id, rtu, false);
+        return ok();
+    }
+    return fail(EINVAL, "ACCEPT while the connection is %s", name(id.cm));
+}
+
+Result ConnectionManager::reject(Id& id, std::span<const uint8_t> data, uint8_t reason) {
+    const RejectReason why =
+        reason ? static_cast<RejectReason>(reason) : RejectReason::kConsumerDefined;
+    if (why != RejectReason::kConsumerDefined && why != RejectReason::kVendorOptionNotSupported) {
+        return fail(EINVAL, "REJECT reason %u: a program may give 28 or 35", reason);
+    }
+    if (id.cm == CmState::kSidrReqRcvd) {
+        if (data.size() > SidrRep{}.private_data.size()) {
+            return fail(EINVAL, "REJECT private data of %zu bytes (at most %zu)", data.size(),
+                        SidrRep{}.private_data.size());
+        }
+        SidrRep rep;
+        rep.request_id = id.remote_comm_id;
+        rep.status = SidrStatus::kReject;
+        rep.service_id = service_id(port_space(id.ps), port_of(id.src));
+        rep.private_data = private_data<136>(data);
+        id.cm = CmState::kIdle;
+        send(id, rep, false);
+        return ok();
+    }
+    const bool answering = id.cm == CmState::kReqRcvd || id.cm == CmState::kMraReqSent ||
+                           id.cm == CmState::kRepRcvd || id.cm == CmState::kMraRepSent;
+    if (!answering) {
+        return fail(EINVAL, "REJECT while the connection is %s", name(id.cm));
+    }
+    if (data.size() > Rej{}.private_data.size()) {
+        return fail(EINVAL, "REJECT private data of %zu bytes (at most %zu)", data.size(),
+                    Rej{}.private_data.size());
+    }
+    Rej rej;
+    rej.local_comm_id = id.local_comm_id;
+    rej.remote_comm_id = id.remote_comm_id;
+    rej.message_rejected = id.cm == CmState::kRepRcvd || id.cm == CmState::kMraRepSent
+                               ? Answered::kRep
+                               : Answered::kReq;
+    rej.reason = why;
+    rej.private_data = private_data<148>(data);
+    id.cm = CmState::kIdle;
+    id.has_cm = false;
+    send(id, rej, false);
+    return ok();
+}
+
+Result ConnectionManager::disconnect(Id& id) {
+    if (!id.has_cm) {
+        return fail(EINVAL, "DISCONNECT on an ID without a connection");
+    }
+    if (id.cm == CmState::kEstablished) {
+        Dreq dreq;
+        dreq.local_comm_id = id.local_comm_id;
+        dreq.remote_comm_id = id.remote_comm_id;
+        dreq.remote_qpn_eecn = id.remote_qpn;
+        id.cm = CmState::kDreqSent;
+        id.retry_interval = iba_time(kCmResponseTimeout);
+        send(id, dreq, true);
+    } else if (id.cm == CmState::kDreqRcvd) {
+        Drep drep;
+        drep.local_comm_id = id.local_comm_id;
+        drep.remote_comm_id = id.remote_comm_id;
+        send(id, drep, false);
+        enter_timewait(id);
+    }
+    // Anything else: neither a DREQ nor a DREP may go; rdma_disconnect still succeeds.
+    return ok();
+}
+
+Result ConnectionManager::notify(Id& id, uint32_t event) {
+    if (!id.has_cm) {
+        return fail(EINVAL, "NOTIFY on an ID without a connection");
+    }
+    if (event == IBV_EVENT_COMM_EST) {
+        if (id.cm == CmState::kEstablished) {
+            return fail(EISCONN, "the connection is established already");
+        }
+        if (id.cm != CmState::kRepSent) {
+            return fail(EINVAL, "COMM_EST while the connection is %s", name(id.cm));
+        }
+        on_rtu(id);  // the first packet on the QP stands for the RTU
+        return ok();
+    }
+    if (event == IBV_EVENT_PATH_MIG) {
+        return ok();
+    }
+    return fail(EINVAL, "NOTIFY of event %u", event);
+}
+
+// ---- INIT_QP_ATTR ------------------------------------------------------------
+
+Result ConnectionManager::init_qp_attr(Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr) {
+    if (!id.device) {
+        return fail(EINVAL, "INIT_QP_ATTR on an ID with no device yet");
+    }
+    attr.qp_state = qp_state;
+    if (!id.has_cm || is_ud(id)) {
+        // cma_ib_init_qp_attr: what INIT needs, whatever the state asked.
+        attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+        attr.pkey_index = 0;
+        attr.port_num = 1;
+        if (is_ud(id)) {
+            attr.qkey = id.qkey ? id.qkey : kUdpQkey;
+            attr.qp_attr_mask |= IBV_QP_QKEY;
+        } else {
+            attr.qp_access_flags = 0;
+            attr.qp_attr_mask |= IBV_QP_ACCESS_FLAGS;
+        }
+    } else {
+        const bool answered = id.cm != CmState::kIdle && id.cm != CmState::kReqSent &&
+                              id.cm != CmState::kDreqSent && id.cm != CmState::kDreqRcvd &&
+                              id.cm != CmState::kTimewait;
+        switch (qp_state) {
+            case IBV_QPS_INIT:
+                if (id.cm == CmState::kIdle || id.cm == CmState::kTimewait) {
+                    return fail(EINVAL, "INIT_QP_ATTR(INIT) while the connection is %s",
+                                name(id.cm));
+                }
+                attr.qp_attr_mask =
+                    IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+                attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+                if (id.responder_resources) {
+                    attr.qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                }
+                attr.pkey_index = 0;
+                attr.port_num = 1;
+                break;
+            case IBV_QPS_RTR: {
+                if (!answered) {
+                    return fail(EINVAL, "INIT_QP_ATTR(RTR) while the connection is %s",
+                                name(id.cm));
+                }
+                attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                    IBV_QP_MIN_RNR_TIMER;
+                const Gid dgid = gid_of(id.peer_ipv4);
+                memcpy(attr.ah_attr.grh.dgid, dgid.data(), sizeof(attr.ah_attr.grh.dgid));
+                attr.ah_attr.grh.sgid_index = 0;
+                attr.ah_attr.grh.hop_limit = kHopLimit;
+                attr.ah_attr.grh.traffic_class = id.tos;
+                attr.ah_attr.is_global = 1;
+                attr.ah_attr.port_num = 1;
+                attr.path_mtu = id.path_mtu;
+                attr.dest_qp_num = id.remote_qpn;
+                attr.max_dest_rd_atomic = id.responder_resources;
+                attr.min_rnr_timer = 0;
+                break;
+            }
+            case IBV_QPS_RTS:
+                if (!answered) {
+                    return fail(EINVAL, "INIT_QP_ATTR(RTS) while the connection is %s",
+                                name(id.cm));
+                }
+                attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT |
+                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT;
+                attr.sq_psn = id.sq_psn;
+                attr.retry_cnt = id.retry_count;
+                attr.rnr_retry = id.rnr_retry_count;
+                attr.max_rd_atomic = id.initiator_depth;
+                attr.timeout = kAckTimeout;
+                break;
+            default:
+                return fail(EINVAL, "INIT_QP_ATTR for QP state %u of a connection", qp_state);
+        }
+    }
+    if (qp_state == IBV_QPS_RTR) {
+        attr.rq_psn = id.seq_num;  // rdma_init_qp_attr: this side's own starting PSN
+    }
+    if ((attr.qp_attr_mask & IBV_QP_TIMEOUT) && id.ack_timeout) {
+        attr.timeout = *id.ack_timeout;
+    }
+    return ok();
+}
+
+// ---- the wire ----------------------------------------------------------------
+
+void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
+    const auto mad = encode(id.transaction_id, message);
+    ++id.device->stats().cm_mads_sent;
+    send_mad_(*id.device, id.peer_ipv4, mad);
+    if (retransmit) {
+        id.pending_mad = mad;
+        id.retries_left = kMaxCmRetries;
+        arm_retry(id);
+    } else {
+        id.pending_mad.reset();
+        id.timer->cancel();
+    }
+}
+
+void ConnectionManager::send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
+                                   const Message& message) {
+    ++from.stats().cm_mads_sent;
+    send_mad_(from, dest_ipv4, encode(transaction_id, message));
+}
+
+void ConnectionManager::arm_retry(Id& id) {
+    id.timer->expires_after(id.retry_interval);
+    id.timer->async_wait([this, handle = id.handle](const boost::system::error_code& error) {
+        if (!error) {
+            on_retry_timer(handle);
+        }
+    });
+}
+
+void ConnectionManager::on_retry_timer(uint32_t handle) {
+    Id* id = lookup(handle);
+    if (!id) {
+        return;
+    }
+    if (id->cm == CmState::kTimewait) {
+        id->cm = CmState::kIdle;
+        comm_ids_.erase(id->local_comm_id);
+        id->local_comm_id = 0;
+        report(*id, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+        return;
+    }
+    if (!id->pending_mad) {
+        return;
+    }
+    if (id->retries_left > 0) {
+        --id->retries_left;
+        ++id->device->stats().cm_mads_sent;
+        ++id->device->stats().cm_mads_retried;
+        send_mad_(*id->device, id->peer_ipv4, *id->pending_mad);
+        arm_retry(*id);
+        return;
+    }
+    // Out of retries: what cm.c reports for each message that went unanswered.
+    id->pending_mad.reset();
+    log_info("rdma_cm ID %u: no answer from %s after %d retries (%s)", id->handle,
+             to_string(id->dst).c_str(), kMaxCmRetries, name(id->cm));
+    switch (id->cm) {
+        case CmState::kReqSent:
+        case CmState::kRepSent:
+        case CmState::kSidrReqSent:
+            id->cm = CmState::kIdle;
+            id->has_cm = false;
+            report(*id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+            break;
+        case CmState::kDreqSent:
+            report(*id, RDMA_CM_EVENT_DISCONNECTED);
+            id->state = IdState::kDisconnect;
+            enter_timewait(*id);
+            break;
+        default:
+            break;
+    }
+}
+
+void ConnectionManager::enter_timewait(Id& id) {
+    id.cm = CmState::kTimewait;
+    id.pending_mad.reset();
+    id.timer->expires_after(iba_time(kAckTimeout));
+    id.timer->async_wait([this, handle = id.handle](const boost::system::error_code& error) {
+        if (!error) {
+            on_retry_timer(handle);
+        }
+    });
+}
+
+void ConnectionManager::abandon_connection(Id& id) {
+    if (!id.device) {
+        return;
+    }
+    auto rej = [&](RejectReason reason, Answered answered) {
+        Rej message;
+        message.local_comm_id = id.local_comm_id;
+        message.remote_comm_id = id.remote_comm_id;
+        message.message_rejected = answered;
+        message.reason = reason;
+        send(id, message, false);
+    };
+    switch (id.cm) {
+        case CmState::kReqSent:
+            rej(RejectReason::kTimeout, Answered::kReq);
+            break;
+        case CmState::kReqRcvd:
+        case CmState::kMraReqSent:
+            rej(RejectReason::kConsumerDefined, Answered::kReq);
+            break;
+        case CmState::kRepSent:
+        case CmState::kRepRcvd:
+        case CmState::kMraRepSent:
+            rej(RejectReason::kConsumerDefined, Answered::kRep);
+            break;
+        case CmState::kEstablished: {
+            Dreq dreq;
+            dreq.local_comm_id = id.local_comm_id;
+            dreq.remote_comm_id = id.remote_comm_id;
+            dreq.remote_qpn_eecn = id.remote_qpn;
+            send(id, dreq, false);
+            break;
+        }
+        case CmState::kDreqRcvd: {
+            Drep drep;
+            drep.local_comm_id = id.local_comm_id;
+            drep.remote_comm_id = id.remote_comm_id;
+            send(id, drep, false);
+            break;
+        }
+        case CmState::kSidrReqRcvd: {
+            SidrRep rep;
+            rep.request_id = id.remote_comm_id;
+            rep.status = SidrStatus::kReject;
+            rep.service_id = service_id(port_space(id.ps), port_of(id.src));
+            send(id, rep, false);
+            break;
+        }
+        default:
+            break;
+    }
+    id.cm = CmState::kIdle;
+}
+
+void ConnectionManager::receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> bytes) {
+    ++to.stats().cm_mads_rcvd;
+    Mad mad;
+    if (decode(std::as_bytes(bytes), mad) != DecodeError::kOk) {
+        ++to.stats().cm_mads_dropped;
+        return;
+    }
+    handle(to, src_ipv4, mad);
+}
+
+Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4) {
+    auto it = comm_ids_.find(local_comm_id);
+    if (it == comm_ids_.end()) {
+        return nullptr;
+    }
+    Id* id = lookup(it->second);
+    // Only the peer the connection was made with speaks for it.
+    return id && id->peer_ipv4 == src_ipv4 ? id : nullptr;
+}
+
+void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
+    const uint64_t tid = mad.header.transaction_id;
+    if (const auto* req = std::get_if<Req>(&mad.message)) {
+        on_req(to, src_ipv4, tid, *req);
+        return;
+    }
+    if (const auto* req = std::get_if<SidrReq>(&mad.message)) {
+        on_sidr_req(to, src_ipv4, tid, *req);
+        return;
+    }
+    // Every other message names our side's communication ID, and the peer's
+    // once it is known: anything else is stale or forged.
+    auto matching = [&](uint32_t ours, uint32_t theirs) -> Id* {
+        Id* id = by_comm_id(ours, src_ipv4);
+        if (!id || id->device != &to || (id->remote_comm_id && id->remote_comm_id != theirs)) {
+            return nullptr;
+        }
+        return id;
+    };
+    Id* id = nullptr;
+    std::visit(
+        [&](const auto& message) {
+            using T = std::decay_t<decltype(message)>;
+            if constexpr (std::is_same_v<T, Rep>) {
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_rep(*id, message);
+                }
+            } else if constexpr (std::is_same_v<T, Rtu>) {
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_rtu(*id);
+                }
+            } else if constexpr (std::is_same_v<T, Rej>) {
+                // A REJ of a REQ may come before the peer's ID is known to us.
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_rej(*id, message);
+                }
+            } else if constexpr (std::is_same_v<T, Mra>) {
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_mra(*id, message);
+                }
+            } else if constexpr (std::is_same_v<T, Dreq>) {
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_dreq(*id, src_ipv4, tid, message);
+                }
+            } else if constexpr (std::is_same_v<T, Drep>) {
+                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                    on_drep(*id);
+                }
+            } else if constexpr (std::is_same_v<T, SidrRep>) {
+                if ((id = matching(message.request_id, 0))) {
+                    on_sidr_rep(*id, message);
+                }
+            }
+        },
+        mad.message);
+    if (!id) {
+        ++to.stats().cm_mads_dropped;
+    }
+}
+
+Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4) {
+    auto it = ports_.find({ps, port});
+    if (it == ports_.end()) {
+        return nullptr;
+    }
+    Id* wildcard = nullptr;
+    for (uint32_t handle : it->second) {
+        Id* id = lookup(handle);
+        if (!id || id->state != IdState::kListen) {
+            continue;
+        }
+        if (is_any(id->src)) {
+            // An IPv6-only wildcard does not hear IPv4.
+            if (!(id->src.ss_family == AF_INET6 && id->afonly)) {
+                wildcard = wildcard ? wildcard : id;
+            }
+            continue;
+        }
+        uint32_t ipv4;
+        if (ipv4_of(id->src, ipv4) && ipv4 == dest_ipv4 && (!id->device || id->device == &to)) {
+            return id;
+        }
+    }
+    return wildcard;
+}
+
+void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req) {
+    // A REQ again: the peer missed our answer.
+    for (auto& [handle, id] : ids_) {
+        if (id->remote_comm_id == req.local_comm_id && id->peer_ipv4 == src_ipv4 &&
+            id->device == &to && id->has_cm) {
+            if (id->cm == CmState::kMraReqSent) {
+                Mra mra;
+                mra.local_comm_id = id->local_comm_id;
+                mra.remote_comm_id = id->remote_comm_id;
+                mra.message_mraed = Answered::kReq;
+                mra.service_timeout = kMraServiceTimeout;
+                send(*id, mra, false);
+            } else if (id->cm == CmState::kRepSent && id->pending_mad) {
+                ++to.stats().cm_mads_sent;
+                send_mad_(to, src_ipv4, *id->pending_mad);
+            } else {
+                ++to.stats().cm_mads_dropped;
+            }
+            return;
+        }
+    }
+    const auto header = decode_ip_cm_header(req.private_data);
+    const PortSpace ps = port_space_of(req.service_id);
+    auto refuse = [&](RejectReason reason) {
+        Rej rej;
+        rej.remote_comm_id = req.local_comm_id;
+        rej.message_rejected = Answered::kReq;
+        rej.reason = reason;
+        send_reply(to, src_ipv4, tid, rej);
+    };
+    if (!header || header->ip_version != 4 ||
+        ipv4_of(header->dst_ip) != to.config().address.s_addr ||
+        (ps != PortSpace::kTcp && ps != PortSpace::kIb)) {
+        refuse(RejectReason::kInvalidServiceId);
+        return;
+    }
+    Id* listener = find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id),
+                                 ipv4_of(header->dst_ip));
+    if (!listener || listener->qp_type == IBV_QPT_UD) {
+        refuse(RejectReason::kInvalidServiceId);
+        return;
+    }
+    if (listener->backlog == 0) {
+        log_info("rdma_cm: a connection request to %s finds its listener's backlog full",
+                 to_string(listener->src).c_str());
+        refuse(RejectReason::kConsumerDefined);
+        return;
+    }
+    Id& id = new_id(*listener->channel, 0, listener->ps, listener->qp_type);
+    const sa_family_t family = listener->src.ss_family;
+    id.reporting = false;
+    id.state = IdState::kConnect;
+    id.device = &to;
+    id.src = make_address(family, to.config().address.s_addr, port_of(listener->src));
+    id.dst = make_address(family, ipv4_of(header->src_ip), header->src_port);
+    id.listener = listener->handle;
+    id.has_cm = true;
+    id.cm = CmState::kReqRcvd;
+    id.local_comm_id = new_comm_id();
+    comm_ids_[id.local_comm_id] = id.handle;
+    id.transaction_id |= id.local_comm_id;
+    id.remote_comm_id = req.local_comm_id;
+    id.peer_ipv4 = src_ipv4;
+    id.remote_qpn = req.local_qpn;
+    id.sq_psn = req.starting_psn;
+    id.path_mtu = std::min<uint8_t>(req.path_mtu, path_mtu_of(to));
+    id.responder_resources = req.initiator_depth;
+    id.initiator_depth = req.responder_resources;
+    id.retry_count = req.retry_count;
+    id.rnr_retry_count = req.rnr_retry_count;
+    id.tos = req.primary.traffic_class;
+
+    Channel::Event event{listener->handle, id.handle, {}};
+    event.resp.uid = listener->uid;
+    event.resp.id = id.handle;
+    event.resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
+    rdma_ucm_conn_param& conn = event.resp.param.conn;
+    copy_conn_private(conn, std::span(req.private_data).subspan(kUserPrivateOffset));
+    conn.responder_resources = id.responder_resources;
+    conn.initiator_depth = id.initiator_depth;
+    conn.flow_control = req.end_to_end_flow_control;
+    conn.retry_count = req.retry_count;
+    conn.rnr_retry_count = req.rnr_retry_count;
+    conn.srq = req.srq;
+    conn.qp_num = req.local_qpn;
+    if (!queue(*listener->channel, event)) {
+        abandon_connection(id);
+        erase(id);
+        return;
+    }
+    --listener->backlog;
+    // cma.c tells the peer at once that the program will take its time.
+    Mra mra;
+    mra.local_comm_id = id.local_comm_id;
+    mra.remote_comm_id = id.remote_comm_id;
+    mra.message_mraed = Answered::kReq;
+    mra.service_timeout = kMraServiceTimeout;
+    id.cm = CmState::kMraReqSent;
+    send(id, mra, false);
+}
+
+void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
+                                    const SidrReq& req) {
+    for (auto& [handle, id] : ids_) {
+        if (id->remote_comm_id == req.request_id && id->peer_ipv4 == src_ipv4 &&
+            id->device == &to && id->cm == CmState::kSidrReqRcvd) {
+            return;  // the program has not answered the first one yet
+        }
+    }
+    auto refuse = [&](SidrStatus status) {
+        SidrRep rep;
+        rep.request_id = req.request_id;
+        rep.status = status;
+        rep.service_id = req.service_id;
+        send_reply(to, src_ipv4, tid, rep);
+    };
+    const auto header = decode_ip_cm_header(req.private_data);
+    const PortSpace ps = port_space_of(req.service_id);
+    if (!header || header->ip_version != 4 ||
+        ipv4_of(header->dst_ip) != to.config().address.s_addr) {
+        refuse(SidrStatus::kUnsupported);
+        return;
+    }
+    Id* listener = find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id),
+                                 ipv4_of(header->dst_ip));
+    if (!listener || listener->qp_type != IBV_QPT_UD) {
+        refuse(SidrStatus::kUnsupported);
+        return;
+    }
+    if (listener->backlog == 0) {
+        refuse(SidrStatus::kReject);
+        return;
+    }
+    Id& id = new_id(*listener->channel, 0, listener->ps, listener->qp_type);
+    const sa_family_t family = listener->src.ss_family;
+    id.reporting = false;
+    id.state = IdState::kConnect;
+    id.device = &to;
+    id.src = make_address(family, to.config().address.s_addr, port_of(listener->src));
+    id.dst = make_address(family, ipv4_of(header->src_ip), header->src_port);
+    id.listener = listener->handle;
+    id.cm = CmState::kSidrReqRcvd;
+    id.remote_comm_id = req.request_id;
+    id.peer_ipv4 = src_ipv4;
+    id.transaction_id = tid;
+    id.path_mtu = path_mtu_of(to);
+
+    Channel::Event event{listener->handle, id.handle, {}};
+    event.resp.uid = listener->uid;
+    event.resp.id = id.handle;
+    event.resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
+    rdma_ucm_ud_param& ud = event.resp.param.ud;
+    const auto user = std::span(req.private_data).subspan(kUserPrivateOffset);
+    memcpy(ud.private_data, user.data(), user.size());
+    ud.private_data_len = static_cast<uint8_t>(user.size());
+    if (!queue(*listener->channel, event)) {
+        erase(id);
+        refuse(SidrStatus::kReject);
+        return;
+    }
+    --listener->backlog;
+}
+
+void ConnectionManager::fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const {
+    const Gid dgid = gid_of(id.peer_ipv4);
+    memcpy(ud.ah_attr.grh.dgid, dgid.data(), sizeof(ud.ah_attr.grh.dgid));
+    ud.ah_attr.grh.sgid_index = 0;
+    ud.ah_attr.grh.hop_limit = kHopLimit;
+    ud.ah_attr.grh.traffic_class = id.tos;
+    ud.ah_attr.is_global = 1;
+    ud.ah_attr.port_num = 1;
+}
+
+void ConnectionManager::on_rep(Id& id, const Rep& rep) {
+    if (id.cm == CmState::kEstablished) {
+        // Our RTU was lost: say it again.
+        Rtu rtu;
+        rtu.local_comm_id = id.local_comm_id;
+        rtu.remote_comm_id = id.remote_comm_id;
+        send(id, rtu, false);
+        return;
+    }
+    if (id.cm != CmState::kReqSent) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    id.remote_comm_id = rep.local_comm_id;
+    id.remote_qpn = rep.local_qpn;
+    id.sq_psn = rep.starting_psn;
+    id.initiator_depth = std::min(id.initiator_depth, rep.responder_resources);
+    id.responder_resources = std::min(id.responder_resources, rep.initiator_depth);
+    id.rnr_retry_count = rep.rnr_retry_count;
+    id.pending_mad.reset();
+    id.timer->cancel();
+    // The program answers with ACCEPT; until then the peer is told to wait.
+    Mra mra;
+    mra.local_comm_id = id.local_comm_id;
+    mra.remote_comm_id = id.remote_comm_id;
+    mra.message_mraed = Answered::kRep;
+    mra.service_timeout = kMraServiceTimeout;
+    id.cm = CmState::kMraRepSent;
+    send(id, mra, false);
+    report(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, [&](rdma_ucm_event_resp& resp) {
+        rdma_ucm_conn_param& conn = resp.param.conn;
+        copy_conn_private(conn, rep.private_data);
+        conn.responder_resources = rep.initiator_depth;
+        conn.initiator_depth = rep.responder_resources;
+        conn.flow_control = rep.end_to_end_flow_control;
+        conn.rnr_retry_count = rep.rnr_retry_count;
+        conn.srq = rep.srq;
+        conn.qp_num = rep.local_qpn;
+    });
+}
+
+void ConnectionManager::on_rtu(Id& id) {
+    if (id.cm != CmState::kRepSent) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    id.pending_mad.reset();
+    id.timer->cancel();
+    id.cm = CmState::kEstablished;
+    report(id, RDMA_CM_EVENT_ESTABLISHED);
+}
+
+void ConnectionManager::on_rej(Id& id, const Rej& rej) {
+    const bool waiting = id.cm == CmState::kReqSent || id.cm == CmState::kRepSent ||
+                         id.cm == CmState::kMraRepSent || id.cm == CmState::kRepRcvd;
+    if (!waiting) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    id.pending_mad.reset();
+    id.timer->cancel();
+    id.cm = CmState::kIdle;
+    id.has_cm = false;
+    report(
+        id, RDMA_CM_EVENT_REJECTED, static_cast<int32_t>(rej.reason),
+        [&](rdma_ucm_event_resp& resp) { copy_conn_private(resp.param.conn, rej.private_data); });
+}
+
+void ConnectionManager::on_mra(Id& id, const Mra& mra) {
+    const bool ours = (id.cm == CmState::kReqSent && mra.message_mraed == Answered::kReq) ||
+                      (id.cm == CmState::kRepSent && mra.message_mraed == Answered::kRep);
+    if (!ours || !id.pending_mad) {
+        return;  // an MRA for what we no longer wait on
+    }
+    // The peer asks for time: wait that long before sending again.
+    id.retry_interval = iba_time(mra.service_timeout) + iba_time(kAckTimeout);
+    arm_retry(id);
+}
+
+void ConnectionManager::on_dreq(Id& id, uint32_t src_ipv4, uint64_t tid, const Dreq& dreq) {
+    (void)src_ipv4;
+    (void)tid;
+    if (dreq.remote_qpn_eecn != id.qp_num) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    Drep drep;
+    drep.local_comm_id = id.local_comm_id;
+    drep.remote_comm_id = id.remote_comm_id;
+    switch (id.cm) {
+        case CmState::kEstablished:
+        case CmState::kMraRepSent:
+        case CmState::kRepSent:
+            id.pending_mad.reset();
+            id.timer->cancel();
+            id.cm = CmState::kDreqRcvd;
+            id.state = IdState::kDisconnect;
+            report(id, RDMA_CM_EVENT_DISCONNECTED);
+            break;
+        case CmState::kDreqSent:
+            // Both sides disconnect at once: answer, and the DREQ of ours is done.
+            send(id, drep, false);
+            id.state = IdState::kDisconnect;
+            report(id, RDMA_CM_EVENT_DISCONNECTED);
+            enter_timewait(id);
+            break;
+        case CmState::kTimewait:
+            send(id, drep, false);  // our DREP was lost
+            enter_timewait(id);
+            break;
+        default:
+            ++id.device->stats().cm_mads_dropped;
+            break;
+    }
+}
+
+void ConnectionManager::on_drep(Id& id) {
+    if (id.cm != CmState::kDreqSent) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    id.state = IdState::kDisconnect;
+    report(id, RDMA_CM_EVENT_DISCONNECTED);
+    enter_timewait(id);
+}
+
+void ConnectionManager::on_sidr_rep(Id& id, const SidrRep& rep) {
+    if (id.cm != CmState::kSidrReqSent) {
+        ++id.device->stats().cm_mads_dropped;
+        return;
+    }
+    id.pending_mad.reset();
+    id.timer->cancel();
+    id.cm = CmState::kIdle;
+    if (rep.status != SidrStatus::kSuccess) {
+        report(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(rep.status),
+               [&](rdma_ucm_event_resp& resp) {
+                   memcpy(resp.param.ud.private_data, rep.private_data.data(),
+                          rep.private_data.size());
+                   resp.param.ud.private_data_len = rep.private_data.size();
+               });
+        return;
+    }
+    id.remote_qpn = rep.qpn;
+    id.qkey = rep.qkey;
+    report(id, RDMA_CM_EVENT_ESTABLISHED, 0, [&](rdma_ucm_event_resp& resp) {
+        rdma_ucm_ud_param& ud = resp.param.ud;
+        fill_ud_param(id, ud);
+        ud.qp_num = rep.qpn;
+        ud.qkey = rep.qkey;
+        memcpy(ud.private_data, rep.private_data.data(), rep.private_data.size());
+        ud.private_data_len = rep.private_data.size();
+    });
+}
+
+// ---- status ------------------------------------------------------------------
+
+std::string ConnectionManager::status_text() const {
+    std::string text;
+    char line[400];
+    for (const auto& [handle, id] : ids_) {
+        const char* ps = id->ps == RDMA_PS_TCP   ? "tcp"
+                         : id->ps == RDMA_PS_UDP ? "udp"
+                         : id->ps == RDMA_PS_IB  ? "ib"
+                                                 : "ipoib";
+        snprintf(line, sizeof(line), "  cm id %u pid %d %s %s%s%s %s -> %s%s%s qp %u\n", handle,
+                 id->channel->pid, ps, name(id->state),
+                 id->has_cm || id->cm != CmState::kIdle ? " cm " : "",
+                 id->has_cm || id->cm != CmState::kIdle ? name(id->cm) : "",
+                 to_string(id->src).c_str(), to_string(id->dst).c_str(), id->device ? " on " : "",
+                 id->device ? id->device->name().c_str() : "", id->qp_num);
+        text += line;
+    }
+    return text;
+}
+
+}  // namespace uroce::cm

@@ -1,0 +1,266 @@
+// The RDMA connection manager: what the kernel's rdma_cm (cma.c) and IB CM
+// (cm.c) do for a device, for programs that use librdmacm through the
+// bridge. It keeps the rdma_cm IDs of every event channel, resolves
+// addresses to devices, and connects them with the InfiniBand CM protocol:
+// REQ/REP/RTU/REJ/MRA/DREQ/DREP (and SIDR for UD) as MADs on QP1, which
+// between two devices of this daemon take the same packet path as to
+// another host.
+#pragma once
+
+#include <rdma/rdma_user_cm.h>
+#include <stdint.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cm/address.h"
+#include "cm/mad.h"
+#include "device/device.h"
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace uroce::cm {
+
+struct Id;
+
+// The event numbers of rdma_ucm_event_resp (the kernel's enum
+// rdma_cm_event_type, which librdmacm's rdma_cma.h repeats).
+enum rdma_cm_event_type : uint32_t {
+    RDMA_CM_EVENT_ADDR_RESOLVED,
+    RDMA_CM_EVENT_ADDR_ERROR,
+    RDMA_CM_EVENT_ROUTE_RESOLVED,
+    RDMA_CM_EVENT_ROUTE_ERROR,
+    RDMA_CM_EVENT_CONNECT_REQUEST,
+    RDMA_CM_EVENT_CONNECT_RESPONSE,
+    RDMA_CM_EVENT_CONNECT_ERROR,
+    RDMA_CM_EVENT_UNREACHABLE,
+    RDMA_CM_EVENT_REJECTED,
+    RDMA_CM_EVENT_ESTABLISHED,
+    RDMA_CM_EVENT_DISCONNECTED,
+    RDMA_CM_EVENT_DEVICE_REMOVAL,
+    RDMA_CM_EVENT_MULTICAST_JOIN,
+    RDMA_CM_EVENT_MULTICAST_ERROR,
+    RDMA_CM_EVENT_ADDR_CHANGE,
+    RDMA_CM_EVENT_TIMEWAIT_EXIT,
+};
+
+// One open of /dev/infiniband/rdma_cm. Its IDs' events wait here for
+// GET_EVENT; the program's descriptor (an eventfd) is readable while any do.
+struct Channel {
+    static constexpr size_t kMaxEvents = 4096;
+
+    struct Event {
+        uint32_t owner;   // the ID whose event it is (DESTROY_ID takes its events back)
+        uint32_t new_id;  // CONNECT_REQUEST: the ID it brings, until the program takes it
+        rdma_ucm_event_resp resp;
+    };
+
+    uint64_t token = 0;
+    pid_t pid = 0;
+    uid_t uid = 0;  // ports below 1024 are root's, as for sockets
+    UniqueFd eventfd;
+    bool signalled = false;
+    std::deque<Event> events;
+};
+
+// rdma_cm's states of an ID (cma_priv.h's enum rdma_cm_state).
+enum class IdState {
+    kIdle,
+    kAddrQuery,
+    kAddrResolved,
+    kRouteQuery,
+    kRouteResolved,
+    kConnect,
+    kDisconnect,
+    kAddrBound,
+    kListen,
+};
+const char* name(IdState state);
+
+// The IB CM's states of a connection (IBA 12.9.7, cm.c's ib_cm_state).
+enum class CmState {
+    kIdle,
+    kReqSent,
+    kReqRcvd,
+    kMraReqSent,
+    kRepSent,
+    kRepRcvd,
+    kMraRepSent,
+    kEstablished,
+    kDreqSent,
+    kDreqRcvd,
+    kTimewait,
+    kSidrReqSent,
+    kSidrReqRcvd,
+};
+const char* name(CmState state);
+
+// What CONNECT and ACCEPT carry (rdma_ucm_conn_param, checked).
+struct ConnParam {
+    uint32_t qp_num = 0;
+    uint32_t qkey = 0;
+    std::vector<uint8_t> private_data;
+    uint8_t responder_resources = 0;
+    uint8_t initiator_depth = 0;
+    uint8_t flow_control = 0;
+    uint8_t retry_count = 0;
+    uint8_t rnr_retry_count = 0;
+    uint8_t srq = 0;
+};
+
+struct Id {
+    uint32_t handle = 0;
+    Channel* channel = nullptr;
+    uint64_t uid = 0;
+    // A connection request's ID reports nothing until ACCEPT names its
+    // context, as the kernel's ucma.
+    bool reporting = true;
+    uint16_t ps = 0;
+    uint8_t qp_type = 0;
+    IdState state = IdState::kIdle;
+    Address src{};
+    Address dst{};
+    Device* device = nullptr;
+    bool bound = false;  // holds its port in the port space
+    bool reuseaddr = false;
+    bool afonly = false;
+    bool afonly_set = false;
+    uint8_t tos = 0;
+    std::optional<uint8_t> ack_timeout;
+    uint32_t backlog = 0;   // LISTEN: connection requests that may still wait
+    uint32_t listener = 0;  // a connection request's ID: the listener it came to
+    uint32_t events_reported = 0;
+    uint32_t seq_num = 0;  // this side's starting PSN: what its QP receives first
+
+    // The connection, as the IB CM keeps it.
+    CmState cm = CmState::kIdle;
+    bool has_cm = false;  // connected through the IB CM (INIT_QP_ATTR asks it)
+    uint32_t local_comm_id = 0;
+    uint32_t remote_comm_id = 0;
+    uint32_t peer_ipv4 = 0;
+    uint32_t qp_num = 0;
+    uint32_t remote_qpn = 0;
+    uint32_t qkey = 0;
+    uint32_t sq_psn = 0;  // the peer's starting PSN: what this side sends first
+    uint8_t responder_resources = 0;
+    uint8_t initiator_depth = 0;
+    uint8_t retry_count = 7;
+    uint8_t rnr_retry_count = 7;
+    uint8_t path_mtu = IBV_MTU_1024;
+    uint64_t transaction_id = 0;
+    // The MAD that is retransmitted until answered, and how often still.
+    std::optional<std::array<std::byte, kMadSize>> pending_mad;
+    int retries_left = 0;
+    std::chrono::milliseconds retry_interval{};
+    std::unique_ptr<boost::asio::steady_timer> timer;
+};
+
+class ConnectionManager {
+  public:
+    // Sends one MAD from `from`'s QP1 to QP1 of `dest_ipv4`.
+    using MadSender =
+        std::function<void(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad)>;
+
+    ConnectionManager(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
+                      MadSender send);
+    ~ConnectionManager();
+
+    Channel& open_channel(pid_t pid, uid_t uid, UniqueFd eventfd);
+    // The channel's end (close or death): its IDs go, their peers hear it.
+    void close_channel(Channel& channel);
+    Channel* find_channel(uint64_t token);
+
+    // A MAD that arrived at QP1 of `to`.
+    void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> bytes);
+
+    // The ucma commands (cm/ucma.cpp decodes them). Each validates
+    // everything and either fails changing nothing or acts.
+    Result create_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type,
+                     uint32_t& handle);
+    Result destroy_id(Channel& channel, uint32_t handle, uint32_t& events_reported);
+    Result find(Channel& channel, uint32_t handle, Id*& id);
+    Result bind(Id& id, const Address& address);
+    Result resolve_addr(Id& id, const Address* src, const Address& dst);
+    Result resolve_route(Id& id);
+    Result listen(Id& id, uint32_t backlog);
+    Result connect(Id& id, const ConnParam& param);
+    Result accept(Id& id, uint64_t uid, const ConnParam* param);
+    Result reject(Id& id, std::span<const uint8_t> private_data, uint8_t reason);
+    Result disconnect(Id& id);
+    Result init_qp_attr(Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr);
+    Result notify(Id& id, uint32_t event);
+    Result set_option(Id& id, uint32_t level, uint32_t name, std::span<const uint8_t> value);
+    Result migrate(Id& id, Channel& to, uint32_t& events_reported);
+    // GET_EVENT: the oldest event, EAGAIN when none waits.
+    Result get_event(Channel& channel, rdma_ucm_event_resp& resp);
+
+    // What QUERY_ROUTE and QUERY(ADDR) answer about an ID.
+    void fill_route(const Id& id, rdma_ucm_query_route_resp& resp) const;
+    void fill_addr(const Id& id, rdma_ucm_query_addr_resp& resp) const;
+
+    // One line per ID, for `uroce status`.
+    std::string status_text() const;
+
+  private:
+    Id* lookup(uint32_t handle);
+    Id& new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type);
+    void erase(Id& id);
+    // Queues an event for the ID's program; false when its channel is full
+    // (the event is lost, and logged).
+    bool report(Id& id, rdma_cm_event_type event, int32_t status = 0,
+                const std::function<void(rdma_ucm_event_resp&)>& fill = {});
+    bool queue(Channel& channel, const Channel::Event& event);
+    void update_readiness(Channel& channel);
+
+    // Port spaces (cma.c's cma_get_port / cma_check_port).
+    Result take_port(Id& id);
+    void release_port(Id& id);
+    bool conflicts(const Id& id, const Id& other, bool listening) const;
+
+    // The wire.
+    void send(Id& id, const Message& message, bool retransmit);
+    void send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
+                    const Message& message);
+    void arm_retry(Id& id);
+    void on_retry_timer(uint32_t handle);
+    void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
+    void on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req);
+    void on_rep(Id& id, const Rep& rep);
+    void on_rtu(Id& id);
+    void on_rej(Id& id, const Rej& rej);
+    void on_mra(Id& id, const Mra& mra);
+    void on_dreq(Id& id, uint32_t src_ipv4, uint64_t tid, const Dreq& dreq);
+    void on_drep(Id& id);
+    void on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid, const SidrReq& req);
+    void on_sidr_rep(Id& id, const SidrRep& rep);
+    Id* by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4);
+    Id* find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4);
+    void enter_timewait(Id& id);
+    // The ID goes away with its connection: the peer is told.
+    void abandon_connection(Id& id);
+    void fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const;
+    uint32_t new_comm_id();
+
+    boost::asio::io_context& io_;
+    std::vector<std::unique_ptr<Device>>& devices_;
+    MadSender send_mad_;
+    std::mt19937 random_;
+    std::map<uint64_t, std::unique_ptr<Channel>> channels_;  // by token
+    std::map<uint32_t, std::unique_ptr<Id>> ids_;            // by handle
+    std::map<uint32_t, uint32_t> comm_ids_;                  // local comm id -> handle
+    // (port space, port) -> the IDs bound to it
+    std::map<std::pair<uint16_t, uint16_t>, std::vector<uint32_t>> ports_;
+    uint32_t next_handle_ = 1;
+    uint32_t next_comm_id_;
+};
+
+}  // namespace uroce::cm

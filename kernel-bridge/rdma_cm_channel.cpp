@@ -1,0 +1,453 @@
+// /dev/infiniband/rdma_cm for librdmacm, answered by uroced instead of the
+// kernel's ucma module (drivers/infiniband/core/ucma.c), in a uroce
+// environment: SYSFS_PATH names a tree with class/misc/rdma_cm/uroce_socket.
+//
+// The program's descriptor is an eventfd whose readiness the daemon controls:
+// it keeps it readable while events wait, so poll(2), epoll and O_NONBLOCK
+// work on it as on the kernel's file with no bridge in the way. Commands
+// travel on a private SOCK_SEQPACKET connection of the channel's, one request
+// and reply per write(2). Command bytes are read, and responses written where
+// the command says (as the kernel's copy_from_user/copy_to_user would), with
+// process_vm_readv/writev on this process: a bad address in the program's
+// write is EFAULT, never a crash in the bridge. Built without the C++ runtime,
+// as preload.cpp is.
+#undef _FORTIFY_SOURCE  // its inline wrappers would clash with these definitions
+
+#include "rdma_cm_channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <rdma/rdma_user_cm.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#include "bridge_abi.h"
+#include "emulator/protocol/messages.h"
+#include "interpose.h"
+
+namespace uroce::bridge {
+namespace {
+
+constexpr char kCmNode[] = "/dev/infiniband/rdma_cm";
+constexpr char kCmSocketFile[] = "/class/misc/rdma_cm/" UROCE_SYSFS_SOCKET_FILE;
+// A misc device's numbers. librdmacm checks only S_ISCHR when, as here, it
+// found the ABI version in sysfs rather than through netlink.
+constexpr unsigned kMiscMajor = 10;
+constexpr unsigned kCmMinor = 58;
+
+struct Channel {
+    pthread_mutex_t mutex;  // the connection carries one request and reply at a time
+    int open;               // atomic; set after the fields below, cleared under the mutex
+    int sock;               // the connection to the daemon
+    uint64_t token;         // names the channel in another's MIGRATE_ID
+    uint32_t seq;
+    // The eventfd's, to notice the descriptor number naming another file
+    // after the program closed it behind the bridge's back (dup2, close_range).
+    // Anonymous-inode files all share one inode: another eventfd goes unnoticed.
+    dev_t dev;
+    ino_t ino;
+};
+
+// Channels by descriptor number: blocks allocated on first use, so that the
+// table costs nothing until a channel is opened, and never freed.
+constexpr int kBlockSize = 1024;
+constexpr int kBlocks = 1024;  // channel descriptors below 1M; beyond, EMFILE
+Channel* g_blocks[kBlocks];
+int g_open;  // channels open: at 0, write, close and fstat go straight through
+
+Channel* slot(int fd, bool create) {
+    if (fd < 0 || fd >= kBlocks * kBlockSize) {
+        return nullptr;
+    }
+    Channel** entry = &g_blocks[fd / kBlockSize];
+    Channel* block = __atomic_load_n(entry, __ATOMIC_ACQUIRE);
+    if (!block && create) {
+        auto* fresh = static_cast<Channel*>(calloc(kBlockSize, sizeof(Channel)));
+        if (!fresh) {
+            return nullptr;
+        }
+        for (int i = 0; i < kBlockSize; ++i) {
+            pthread_mutex_init(&fresh[i].mutex, nullptr);
+        }
+        if (__atomic_compare_exchange_n(entry, &block, fresh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            block = fresh;
+        } else {
+            free(fresh);  // another thread's block is in place
+        }
+    }
+    return block ? &block[fd % kBlockSize] : nullptr;
+}
+
+// Closing the connection ends the channel in the daemon, which then destroys
+// its ids as the kernel does when the file is released.
+void release(Channel* c) {
+    if (!__atomic_load_n(&c->open, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    pthread_mutex_lock(&c->mutex);
+    if (c->open) {
+        NEXT(close)(c->sock);
+        __atomic_store_n(&c->open, 0, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&g_open, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->mutex);
+}
+
+Channel* open_slot(int fd) {
+    Channel* c = slot(fd, false);
+    return c && __atomic_load_n(&c->open, __ATOMIC_ACQUIRE) ? c : nullptr;
+}
+
+// The open channel on `fd`, given fd's st_dev and st_ino; a channel whose
+// number now names another file is let go.
+Channel* channel_of(int fd, dev_t dev, ino_t ino) {
+    Channel* c = open_slot(fd);
+    if (c && (c->dev != dev || c->ino != ino)) {
+        release(c);
+        return nullptr;
+    }
+    return c;
+}
+
+// Only a descriptor number that has a channel costs an fstat.
+Channel* channel_of(int fd) {
+    struct stat st;
+    return open_slot(fd) && NEXT(fstat)(fd, &st) == 0 ? channel_of(fd, st.st_dev, st.st_ino)
+                                                      : nullptr;
+}
+
+bool any_open() {
+    return __atomic_load_n(&g_open, __ATOMIC_ACQUIRE) != 0;
+}
+
+// One request and its reply on a channel's connection, with `pass_fd` (when
+// not -1) as SCM_RIGHTS. Returns 0 with *got the reply body's size, the
+// daemon's errno, or ENODEV when the connection fails or the reply is not the
+// request's. Descriptors in a reply are not received (none is expected).
+int exchange(int sock, uint32_t seq, rpc::Op op, const void* body, size_t size, int pass_fd,
+             void* reply, size_t reply_size, size_t* got) {
+    rpc::RequestHeader header{rpc::kMagic, rpc::kVersion, op,
+                              static_cast<uint32_t>(sizeof(header) + size), seq};
+    iovec out[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = out;
+    msg.msg_iovlen = 2;
+    if (pass_fd >= 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+    }
+    ssize_t n;
+    do {
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(header.length)) {
+        return ENODEV;
+    }
+
+    rpc::ReplyHeader answer;
+    iovec in[2] = {{&answer, sizeof(answer)}, {reply, reply_size}};
+    msghdr rmsg{};
+    rmsg.msg_iov = in;
+    rmsg.msg_iovlen = 2;
+    do {
+        n = recvmsg(sock, &rmsg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < static_cast<ssize_t>(sizeof(answer)) || (rmsg.msg_flags & MSG_TRUNC) ||
+        answer.magic != rpc::kMagic || answer.seq != seq || answer.op != op) {
+        return ENODEV;
+    }
+    if (answer.error) {
+        return answer.error;
+    }
+    *got = static_cast<size_t>(n) - sizeof(answer);
+    return 0;
+}
+
+// The daemon's socket, when this is a uroce environment.
+bool daemon_address(sockaddr_un* addr) {
+    const char* sysfs = getenv("SYSFS_PATH");
+    char path[PATH_MAX];
+    if (!sysfs || !*sysfs ||
+        snprintf(path, sizeof(path), "%s%s", sysfs, kCmSocketFile) >= int(sizeof(path))) {
+        return false;
+    }
+    const int fd = NEXT(open)(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    char text[sizeof(addr->sun_path) + 1];
+    const ssize_t n = read(fd, text, sizeof(text));
+    NEXT(close)(fd);
+    const size_t length = n > 0 ? static_cast<size_t>(n) - (text[n - 1] == '\n') : 0;
+    if (length == 0 || length >= sizeof(addr->sun_path)) {
+        return false;
+    }
+    *addr = {};
+    addr->sun_family = AF_UNIX;
+    memcpy(addr->sun_path, text, length);
+    return true;
+}
+
+int fail_open(int efd, int sock, int error) {
+    if (sock >= 0) {
+        NEXT(close)(sock);
+    }
+    NEXT(close)(efd);
+    errno = error;
+    return -1;
+}
+
+// A new event channel: the eventfd the program gets, passed to the daemon on
+// a connection of the channel's own.
+int open_channel(const sockaddr_un& addr, int flags) {
+    const int efd =
+        eventfd(0, (flags & O_CLOEXEC ? EFD_CLOEXEC : 0) | (flags & O_NONBLOCK ? EFD_NONBLOCK : 0));
+    if (efd < 0) {
+        return -1;
+    }
+    if (efd >= kBlocks * kBlockSize) {
+        return fail_open(efd, -1, EMFILE);
+    }
+    Channel* c = slot(efd, true);
+    if (!c) {
+        return fail_open(efd, -1, ENOMEM);
+    }
+    const int sock = NEXT(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        return fail_open(efd, -1, errno);
+    }
+    if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+        return fail_open(efd, sock, ENOENT);  // no daemon: as if there were no node
+    }
+    const rpc::CmOpenRequest request{};
+    rpc::CmOpenReply reply{};
+    size_t got = 0;
+    int error = exchange(sock, 1, rpc::Op::kCmOpen, &request, sizeof(request), efd, &reply,
+                         sizeof(reply), &got);
+    if (!error && got != sizeof(reply)) {
+        error = ENODEV;
+    }
+    struct stat st;
+    if (!error && NEXT(fstat)(efd, &st) != 0) {
+        error = errno;
+    }
+    if (error) {
+        return fail_open(efd, sock, error);
+    }
+    release(c);  // a channel on this number that the program closed behind the bridge's back
+    pthread_mutex_lock(&c->mutex);
+    c->sock = sock;
+    c->token = reply.channel_token;
+    c->seq = 1;
+    c->dev = st.st_dev;
+    c->ino = st.st_ino;
+    __atomic_store_n(&c->open, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&g_open, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->mutex);
+    return efd;
+}
+
+// copy_from_user / copy_to_user: 0 or an errno (EFAULT for a bad address).
+int copy_in(void* dst, const void* src, size_t size) {
+    const iovec local{dst, size};
+    const iovec remote{const_cast<void*>(src), size};
+    const ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    return n < 0 ? errno : static_cast<size_t>(n) == size ? 0 : EFAULT;
+}
+
+int copy_out(uint64_t dst, const void* src, size_t size) {
+    const iovec local{const_cast<void*>(src), size};
+    const iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), size};
+    const ssize_t n = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+    return n < 0 ? errno : static_cast<size_t>(n) == size ? 0 : EFAULT;
+}
+
+// SET_OPTION's value is in the program's memory, where the daemon cannot
+// read it. One too long for the message goes without its bytes, to be refused.
+int add_option(const uint8_t* body, rpc::CmCommandRequest& request) {
+    rdma_ucm_set_option cmd;
+    memcpy(&cmd, body, sizeof(cmd));
+    request.option_length = cmd.optlen;
+    if (cmd.optlen > rpc::kMaxCmOptionValue) {
+        return 0;
+    }
+    return copy_in(request.option, reinterpret_cast<const void*>(uintptr_t(cmd.optval)),
+                   cmd.optlen);
+}
+
+// MIGRATE_ID names the channel it takes the id from by a descriptor, which
+// only this process can resolve.
+int add_migrate_token(const uint8_t* body, rpc::CmCommandRequest& request) {
+    rdma_ucm_migrate_id cmd;
+    memcpy(&cmd, body, sizeof(cmd));
+    const int from = static_cast<int>(cmd.fd);
+    if (fcntl(from, F_GETFD) < 0) {
+        return ENOENT;  // as the kernel's fdget
+    }
+    Channel* other = channel_of(from);
+    if (!other) {
+        return EINVAL;  // not an rdma_cm file
+    }
+    pthread_mutex_lock(&other->mutex);
+    request.migrate_token = other->token;
+    pthread_mutex_unlock(&other->mutex);
+    return 0;
+}
+
+int call(Channel* c, const rpc::CmCommandRequest& request, rpc::CmCommandReply& reply) {
+    constexpr size_t kHead = offsetof(rpc::CmCommandReply, response);
+    size_t got = 0;
+    pthread_mutex_lock(&c->mutex);
+    int error = __atomic_load_n(&c->open, __ATOMIC_ACQUIRE)
+                    ? exchange(c->sock, ++c->seq, rpc::Op::kCmCommand, &request, sizeof(request),
+                               -1, &reply, sizeof(reply), &got)
+                    : EBADF;  // closed by another thread meanwhile
+    pthread_mutex_unlock(&c->mutex);
+    if (!error && (got < kHead || reply.response_length > rpc::kMaxCmResponse ||
+                   got < kHead + reply.response_length)) {
+        error = ENODEV;
+    }
+    return error;
+}
+
+// The kernel's GET_EVENT sleeps until an event waits unless the file is
+// O_NONBLOCK. Here the wait is on the eventfd, outside the channel's mutex so
+// that other threads' commands go on meanwhile; a thread that loses the event
+// to another (the daemon answers EAGAIN) waits again.
+int get_event(int fd, Channel* c, const rpc::CmCommandRequest& request,
+              rpc::CmCommandReply& reply) {
+    const int flags = fcntl(fd, F_GETFL);
+    const bool blocking = flags >= 0 && !(flags & O_NONBLOCK);
+    for (;;) {
+        pollfd ready{fd, POLLIN, 0};
+        if (blocking && poll(&ready, 1, -1) < 0) {
+            return errno;
+        }
+        const int error = call(c, request, reply);
+        if (!blocking || error != EAGAIN) {
+            return error;
+        }
+    }
+}
+
+// The kernel's ucma_write: a header, `in` bytes of command, and the response
+// copied to the address in the command.
+int command(int fd, Channel* c, const void* buf, size_t len) {
+    rdma_ucm_cmd_hdr hdr;
+    if (len < sizeof(hdr)) {
+        return EINVAL;
+    }
+    if (int error = copy_in(&hdr, buf, sizeof(hdr))) {
+        return error;
+    }
+    const size_t length = sizeof(hdr) + hdr.in;
+    if (length > len || length > rpc::kMaxCmCommand) {
+        return EINVAL;
+    }
+    rpc::CmCommandRequest request{};
+    request.length = static_cast<uint32_t>(length);
+    if (int error = copy_in(request.command, buf, length)) {
+        return error;
+    }
+    const uint8_t* body = request.command + sizeof(hdr);
+    int error = 0;
+    if (hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && hdr.in >= sizeof(rdma_ucm_set_option)) {
+        error = add_option(body, request);
+    } else if (hdr.cmd == RDMA_USER_CM_CMD_MIGRATE_ID && hdr.in >= sizeof(rdma_ucm_migrate_id)) {
+        error = add_migrate_token(body, request);
+    }
+    rpc::CmCommandReply reply;
+    if (!error) {
+        error = hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT ? get_event(fd, c, request, reply)
+                                                      : call(c, request, reply);
+    }
+    if (!error) {
+        error = copy_out(reply.response_address, reply.response, reply.response_length);
+    }
+    return error;
+}
+
+template <class Stat>
+void describe(int fd, Stat* st) {
+    if (any_open() && channel_of(fd, st->st_dev, st->st_ino)) {
+        st->st_mode = S_IFCHR | 0666;
+        st->st_rdev = makedev(kMiscMajor, kCmMinor);
+    }
+}
+
+}  // namespace
+
+bool open_cm_channel(const char* path, int flags, int* fd) {
+    sockaddr_un addr;
+    if (!path || strcmp(path, kCmNode) != 0 || !daemon_address(&addr)) {
+        return false;
+    }
+    *fd = open_channel(addr, flags);
+    return true;
+}
+
+void describe_cm_channel(int fd, struct stat* st) {
+    describe(fd, st);
+}
+
+void describe_cm_channel(int fd, struct stat64* st) {
+    describe(fd, st);
+}
+
+}  // namespace uroce::bridge
+
+EXPORT ssize_t write(int fd, const void* buf, size_t len) {
+    auto* c = uroce::bridge::any_open() ? uroce::bridge::channel_of(fd) : nullptr;
+    if (!c) {
+        return NEXT(write)(fd, buf, len);
+    }
+    if (int error = uroce::bridge::command(fd, c, buf, len)) {
+        errno = error;
+        return -1;
+    }
+    return static_cast<ssize_t>(len);
+}
+
+EXPORT int close(int fd) {
+    if (uroce::bridge::any_open()) {
+        if (auto* c = uroce::bridge::open_slot(fd)) {
+            uroce::bridge::release(c);
+        }
+    }
+    return NEXT(close)(fd);
+}
+
+EXPORT int fstat(int fd, struct stat* st) noexcept {
+    const int r = NEXT(fstat)(fd, st);
+    if (r == 0) {
+        uroce::bridge::describe_cm_channel(fd, st);
+    }
+    return r;
+}
+
+EXPORT int fstat64(int fd, struct stat64* st) noexcept {
+    const int r = NEXT(fstat64)(fd, st);
+    if (r == 0) {
+        uroce::bridge::describe_cm_channel(fd, st);
+    }
+    return r;
+}
