@@ -274,17 +274,17 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
             return cm.notify(*id, cmd.event);
         }
         case RDMA_USER_CM_CMD_MIGRATE_ID: {
+            // Written to the channel the ID moves to; cmd.fd names the one it leaves.
             const auto cmd = read_command<rdma_ucm_migrate_id>(request);
             rdma_ucm_migrate_resp resp{};
-            Channel* to = cm.find_channel(request.migrate_token);
-            if (!to) {
+            Channel* from = cm.find_channel(request.migrate_token);
+            if (!from) {
                 return fail(EINVAL, "MIGRATE_ID: descriptor %u is not an rdma_cm channel", cmd.fd);
             }
-            // The ID is looked up in the caller's channel: the one it leaves.
-            if (Result r = cm.find(channel, cmd.id, id); !r) {
+            if (Result r = cm.find(*from, cmd.id, id); !r) {
                 return r;
             }
-            if (Result r = cm.migrate(*id, *to, resp.events_reported); !r) {
+            if (Result r = cm.migrate(*id, channel, resp.events_reported); !r) {
                 return r;
             }
             respond(reply, cmd.response, resp);
