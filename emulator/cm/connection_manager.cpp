@@ -179,6 +179,7 @@ Id& ConnectionManager::new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8
 }
 
 void ConnectionManager::erase(Id& id) {
+    std::erase_if(multicasts_, [&](const auto& entry) { return entry.second.id == id.handle; });
     id.timer->cancel();
     if (id.local_comm_id) {
         comm_ids_.erase(id.local_comm_id);
@@ -296,6 +297,77 @@ Result ConnectionManager::get_event(Channel& channel, rdma_ucm_event_resp& resp)
             ++owner->backlog;  // the request is the program's now
         }
     }
+    if (auto it = multicasts_.find(event.multicast); event.multicast && it != multicasts_.end()) {
+        ++it->second.events_reported;
+    }
+    return ok();
+}
+
+Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& group,
+                                         uint16_t join_flags, uint32_t& handle) {
+    if (join_flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
+        return fail(EINVAL, "JOIN_MCAST: join flags %u", join_flags);
+    }
+    if (!id.device || (id.state != IdState::kAddrBound && id.state != IdState::kAddrResolved)) {
+        return fail(EINVAL, "JOIN_MCAST on an ID in state %s%s", name(id.state),
+                    id.device ? "" : " without a device");
+    }
+    if (!is_ud(id)) {
+        return fail(EINVAL, "JOIN_MCAST on an ID whose QPs are not UD");
+    }
+    uint32_t ipv4 = 0;
+    if (is_any(group)) {
+        return fail(EINVAL, "JOIN_MCAST of the any address");
+    }
+    if (!ipv4_of(group, ipv4) || !IN_MULTICAST(ntohl(ipv4))) {
+        // RoCE v2 multicast is IPv4's (cma_iboe_join_multicast: ENOTSUPP for IPv6).
+        return fail(EOPNOTSUPP, "JOIN_MCAST of %s: uroce joins IPv4 multicast groups",
+                    to_string(group).c_str());
+    }
+    while (next_multicast_ == 0 || multicasts_.count(next_multicast_)) {
+        ++next_multicast_;
+    }
+    Multicast& mc = multicasts_[next_multicast_];
+    mc.handle = next_multicast_++;
+    mc.id = id.handle;
+    mc.uid = uid;
+    mc.address = group;
+    mc.join_flags = join_flags;
+    handle = mc.handle;
+    // Joined at once: the group's address is its GID, as the kernel's RoCE join.
+    Channel::Event event{id.handle, 0, {}, mc.handle};
+    event.resp.uid = uid;
+    event.resp.id = mc.handle;
+    event.resp.event = RDMA_CM_EVENT_MULTICAST_JOIN;
+    rdma_ucm_ud_param& ud = event.resp.param.ud;
+    const Gid mgid = gid_of(ipv4);
+    memcpy(ud.ah_attr.grh.dgid, mgid.data(), sizeof(ud.ah_attr.grh.dgid));
+    ud.ah_attr.grh.sgid_index = 0;
+    ud.ah_attr.grh.hop_limit = kHopLimit;
+    ud.ah_attr.grh.traffic_class = id.tos;
+    ud.ah_attr.is_global = 1;
+    ud.ah_attr.port_num = 1;
+    ud.qp_num = wire::kMulticastQpn;
+    ud.qkey = id.qkey ? id.qkey : kUdpQkey;
+    queue(*id.channel, event);
+    return ok();
+}
+
+Result ConnectionManager::leave_multicast(Channel& channel, uint32_t handle,
+                                          uint32_t& events_reported) {
+    auto it = multicasts_.find(handle);
+    if (it == multicasts_.end()) {
+        return fail(ENOENT, "no multicast join %u", handle);
+    }
+    Id* id = lookup(it->second.id);
+    if (!id || id->channel != &channel) {
+        return fail(EINVAL, "multicast join %u belongs to another event channel", handle);
+    }
+    std::erase_if(channel.events,
+                  [&](const Channel::Event& event) { return event.multicast == handle; });
+    update_readiness(channel);
+    events_reported = it->second.events_reported;
+    multicasts_.erase(it);
     return ok();
 }
 

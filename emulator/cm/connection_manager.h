@@ -62,6 +62,7 @@ struct Channel {
         uint32_t owner;   // the ID whose event it is (DESTROY_ID takes its events back)
         uint32_t new_id;  // CONNECT_REQUEST: the ID it brings, until the program takes it
         rdma_ucm_event_resp resp;
+        uint32_t multicast = 0;  // MULTICAST_JOIN: the join it reports on
     };
 
     uint64_t token = 0;
@@ -115,6 +116,17 @@ struct ConnParam {
     uint8_t retry_count = 0;
     uint8_t rnr_retry_count = 0;
     uint8_t srq = 0;
+};
+
+// A multicast group an ID joined (rdma_join_multicast). Its handle is what
+// LEAVE_MCAST names, from a space of its own, as ucma's.
+struct Multicast {
+    uint32_t handle = 0;
+    uint32_t id = 0;
+    uint64_t uid = 0;
+    Address address{};
+    uint16_t join_flags = 0;
+    uint32_t events_reported = 0;
 };
 
 struct Id {
@@ -200,6 +212,9 @@ class ConnectionManager {
     Result notify(Id& id, uint32_t event);
     Result set_option(Id& id, uint32_t level, uint32_t name, std::span<const uint8_t> value);
     Result migrate(Id& id, Channel& to, uint32_t& events_reported);
+    Result join_multicast(Id& id, uint64_t uid, const Address& group, uint16_t join_flags,
+                          uint32_t& handle);
+    Result leave_multicast(Channel& channel, uint32_t handle, uint32_t& events_reported);
     // GET_EVENT: the oldest event, EAGAIN when none waits.
     Result get_event(Channel& channel, rdma_ucm_event_resp& resp);
 
@@ -257,6 +272,8 @@ class ConnectionManager {
     std::map<uint64_t, std::unique_ptr<Channel>> channels_;  // by token
     std::map<uint32_t, std::unique_ptr<Id>> ids_;            // by handle
     std::map<uint32_t, uint32_t> comm_ids_;                  // local comm id -> handle
+    std::map<uint32_t, Multicast> multicasts_;               // by handle
+    uint32_t next_multicast_ = 1;
     // (port space, port) -> the IDs bound to it
     std::map<std::pair<uint16_t, uint16_t>, std::vector<uint32_t>> ports_;
     uint32_t next_handle_ = 1;

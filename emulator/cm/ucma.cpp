@@ -290,10 +290,56 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
             respond(reply, cmd.response, resp);
             return ok();
         }
-        case RDMA_USER_CM_CMD_JOIN_IP_MCAST:
-        case RDMA_USER_CM_CMD_JOIN_MCAST:
-        case RDMA_USER_CM_CMD_LEAVE_MCAST:
-            return fail(ENOSYS, "rdma_cm multicast is not supported by uroce yet");
+        case RDMA_USER_CM_CMD_JOIN_IP_MCAST: {
+            const auto cmd = read_command<rdma_ucm_join_ip_mcast>(request);
+            rdma_ucm_create_id_resp resp{};
+            if (Result r = need_out(header, sizeof(resp)); !r) {
+                return r;
+            }
+            if (Result r = cm.find(channel, cmd.id, id); !r) {
+                return r;
+            }
+            const Address group = address_from(&cmd.addr, sizeof(cmd.addr));
+            if (Result r =
+                    cm.join_multicast(*id, cmd.uid, group, RDMA_MC_JOIN_FLAG_FULLMEMBER, resp.id);
+                !r) {
+                return r;
+            }
+            respond(reply, cmd.response, resp);
+            return ok();
+        }
+        case RDMA_USER_CM_CMD_JOIN_MCAST: {
+            const auto cmd = read_command<rdma_ucm_join_mcast>(request);
+            rdma_ucm_create_id_resp resp{};
+            if (Result r = need_out(header, sizeof(resp)); !r) {
+                return r;
+            }
+            const Address group = address_from(&cmd.addr, sizeof(cmd.addr));
+            if (cmd.addr_size != address_size(group)) {
+                return fail(EINVAL, "JOIN_MCAST: address size %u does not fit family %u",
+                            cmd.addr_size, group.ss_family);
+            }
+            if (Result r = cm.find(channel, cmd.id, id); !r) {
+                return r;
+            }
+            if (Result r = cm.join_multicast(*id, cmd.uid, group, cmd.join_flags, resp.id); !r) {
+                return r;
+            }
+            respond(reply, cmd.response, resp);
+            return ok();
+        }
+        case RDMA_USER_CM_CMD_LEAVE_MCAST: {
+            const auto cmd = read_command<rdma_ucm_destroy_id>(request);
+            rdma_ucm_destroy_id_resp resp{};
+            if (Result r = need_out(header, sizeof(resp)); !r) {
+                return r;
+            }
+            if (Result r = cm.leave_multicast(channel, cmd.id, resp.events_reported); !r) {
+                return r;
+            }
+            respond(reply, cmd.response, resp);
+            return ok();
+        }
         case RDMA_USER_CM_CMD_GET_OPTION:
             return fail(ENOSYS, "GET_OPTION has no handler in the kernel either");
         default:
