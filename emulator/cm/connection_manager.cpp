@@ -1626,6 +1626,15 @@ std::string ConnectionManager::status_text() const {
                  to_string(id->src).c_str(), to_string(id->dst).c_str(), id->device ? " on " : "",
                  id->device ? id->device->name().c_str() : "", id->qp_num);
         text += line;
+        for (const auto& [mc_handle, mc] : multicasts_) {
+            if (mc.id == handle) {
+                snprintf(line, sizeof(line), "    multicast %s join %u%s\n",
+                         to_string(mc.address).c_str(), mc_handle,
+                         mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only"
+                                                                                 : "");
+                text += line;
+            }
+        }
     }
     return text;
 }

@@ -1,0 +1,223 @@
+"""Acceptance: the unmodified librdmacm programs of rdma-core (rdmacm-utils)
+and perftest's rdma_cm mode connect through uroce's connection manager, as
+a user runs them in `uroce exec`:
+
+- between uroce0 and uroce1 (the server on 127.0.0.2, the client's source
+  chosen by the routing table: 127.0.0.1), and from uroce0 to itself;
+- rping -C 1000 -V (RC SEND, READ and WRITE, every ping's data checked),
+  ucmatose -c 10 -C 100, udaddy (UD through SIDR), mckey (a multicast group
+  joined, sent to and received from), rdma_server/rdma_client,
+  rdma_xserver/rdma_xclient, rstream and riostream (rsockets, blocking and
+  asynchronous -T modes), cmtime;
+- perftest -R: ib_{send,write,read,atomic}_bw, ib_{send,write}_lat over RC
+  and ib_send_{bw,lat} over UD.
+
+Each client starts once its server's ID listens (the daemon's status lists
+it), each exits 0 and each program's own data checks pass.
+"""
+
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+
+import harness
+from programs import DaemonPerTest, diagnostics, elapsed, require
+
+SERVER_ADDRESS = "127.0.0.2"  # uroce1
+PAIR_TIMEOUT = 120.0
+# udaddy and mckey have no port option. Ports are the daemon's, not the
+# kernel's, so a fixed one never meets another test's.
+RDMACM_UTILS_PORT = 7174
+
+
+class RdmaCmPrograms(DaemonPerTest):
+    """A private daemon per test; a server and its client per test."""
+
+    def cm_lines(self):
+        return [line for line in self.daemon.status().text.split("\n")
+                if line.startswith("  cm id ") or line.startswith("    multicast ")]
+
+    def wait_listening(self, server, port, what="listen"):
+        """Until an ID of the server listens on `port` (or, for mckey, has
+        joined its group)."""
+        pattern = {
+            "listen": re.compile(r"^  cm id \d+ pid %d \w+ listen \S+:%d " % (server.pid, port)),
+            "joined": re.compile(r"^    multicast "),
+        }[what]
+        harness.wait_for(
+            lambda: server.poll() is not None or any(pattern.match(line)
+                                                     for line in self.cm_lines()),
+            15.0, "the server to %s on port %d" % (what, port), lambda: diagnostics(self.daemon))
+
+    def run_pair(self, server_args, client_args, port, wait="listen", server_exits=True):
+        """Runs the server, then (once it listens) the client; returns their
+        standard outputs (what the programs' checks print; stderr comes in
+        the failure context) after checking both exit 0. A server that
+        serves forever (cmtime) is stopped once its client is done."""
+        env = self.daemon.env()
+        started = time.monotonic()
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            server = subprocess.Popen([require(server_args[0]), *server_args[1:]],
+                                      stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                      text=True, env=env)
+            try:
+                self.wait_listening(server, port, wait)
+                client = harness.run_program([require(client_args[0]), *client_args[1:]], env,
+                                             timeout=PAIR_TIMEOUT,
+                                             log=lambda: diagnostics(self.daemon))
+                if server_exits:
+                    server.wait(timeout=PAIR_TIMEOUT)
+                else:
+                    server.terminate()
+                    server.wait(timeout=10)
+            finally:
+                if server.poll() is None:
+                    server.kill()
+                    server.wait()
+            out.seek(0)
+            err.seek(0)
+            server_output, server_errors = out.read(), err.read()
+        elapsed("%s / %s" % (" ".join(server_args), " ".join(client_args)),
+                time.monotonic() - started)
+        context = "\n--- server %s, exit %s\n%s%s\n--- client %s, exit %d\n%s%s\n%s" % (
+            server_args, server.returncode, server_output, server_errors, client_args,
+            client.returncode, client.stdout, client.stderr, diagnostics(self.daemon))
+        if server_exits:
+            self.assertEqual(server.returncode, 0, context)
+        self.assertEqual(client.returncode, 0, context)
+        return server_output, client.stdout, context
+
+    # --- rdmacm-utils ------------------------------------------------------
+
+    def rping(self, server_address, client_address):
+        port = harness.free_tcp_port()
+        count = 1000
+        server, client, context = self.run_pair(
+            ["rping", "-s", "-a", server_address, "-p", str(port), "-C", str(count), "-V", "-v"],
+            ["rping", "-c", "-a", client_address, "-p", str(port), "-C", str(count), "-V", "-v"],
+            port)
+        # -v prints every ping each side saw, -V checks its bytes: a
+        # mismatch would end rping with an error.
+        for side, prefix in ((client, "ping data: "), (server, "server ping data: ")):
+            pings = re.findall(r"^%srdma-ping-(\d+): " % prefix, side, re.M)
+            self.assertEqual([int(n) for n in pings], list(range(count)), context)
+
+    def test_rping_between_devices(self):
+        self.rping(SERVER_ADDRESS, SERVER_ADDRESS)
+
+    def test_rping_device_to_itself(self):
+        self.rping("127.0.0.1", "127.0.0.1")
+
+    def test_ucmatose(self):
+        port = harness.free_tcp_port()
+        args = ["-p", str(port), "-c", "10", "-C", "100"]
+        server, client, context = self.run_pair(["ucmatose", "-b", SERVER_ADDRESS, *args],
+                                                ["ucmatose", "-s", SERVER_ADDRESS, *args], port)
+        for side in (server, client):
+            self.assertIn("data transfers complete", side, context)
+            self.assertIn("test complete", side, context)
+            self.assertNotIn("failed", side, context)
+
+    def test_udaddy(self):
+        server, client, context = self.run_pair(
+            ["udaddy", "-b", SERVER_ADDRESS, "-c", "4", "-C", "20"],
+            ["udaddy", "-s", SERVER_ADDRESS, "-c", "4", "-C", "20"], RDMACM_UTILS_PORT)
+        for side in (server, client):
+            self.assertIn("data transfers complete", side, context)
+            self.assertIn("test complete", side, context)
+
+    def test_mckey(self):
+        group = "239.1.2.3"
+        receiver, sender, context = self.run_pair(
+            ["mckey", "-m", group, "-b", SERVER_ADDRESS, "-C", "50"],
+            ["mckey", "-m", group, "-b", "127.0.0.1", "-C", "50", "-s"], RDMACM_UTILS_PORT,
+            wait="joined")
+        for side in (receiver, sender):
+            self.assertIn("joined dgid: ::ffff:%s" % group, side, context)
+            self.assertIn("data transfers complete", side, context)
+        self.assertIn("receiving data transfers", receiver, context)
+
+    def test_rdma_server_client(self):
+        port = harness.free_tcp_port()
+        server, client, context = self.run_pair(["rdma_server", "-p", str(port)],
+                                                ["rdma_client", "-s", SERVER_ADDRESS, "-p",
+                                                 str(port)], port)
+        self.assertIn("rdma_server: end 0", server, context)
+        self.assertIn("rdma_client: end 0", client, context)
+
+    def test_rdma_xserver_xclient(self):
+        port = harness.free_tcp_port()
+        server, client, context = self.run_pair(["rdma_xserver", "-p", str(port)],
+                                                ["rdma_xclient", "-s", SERVER_ADDRESS, "-p",
+                                                 str(port)], port)
+        self.assertIn("rdma_xserver: end 0", server, context)
+        self.assertIn("rdma_xclient: end 0", client, context)
+
+    def stream(self, program, *modes):
+        port = harness.free_tcp_port()
+        server, client, context = self.run_pair(
+            [program, "-b", SERVER_ADDRESS, "-p", str(port), *modes],
+            [program, "-s", SERVER_ADDRESS, "-p", str(port), *modes], port)
+        # The result table: one line per transfer size, nothing failed.
+        rows = re.findall(r"^(\w+)\s+\S+\s+\S+\s+\d+\s+\S+\s+[\d.]+s\s+[\d.]+\s+[\d.]+$", client,
+                          re.M)
+        self.assertGreater(len(rows), 0, context)
+
+    def test_rstream(self):
+        self.stream("rstream")
+
+    def test_rstream_async(self):
+        self.stream("rstream", "-T", "a")
+
+    def test_riostream(self):
+        self.stream("riostream")
+
+    def test_cmtime(self):
+        port = harness.free_tcp_port()
+        _, client, context = self.run_pair(
+            ["cmtime", "-b", SERVER_ADDRESS, "-p", str(port), "-c", "20"],
+            ["cmtime", "-s", SERVER_ADDRESS, "-p", str(port), "-c", "20"], port,
+            server_exits=False)
+        for step in ("connect", "disconnect", "destroy"):
+            self.assertRegex(client, r"(?m)^%s\s+:" % step, context)
+
+    # --- perftest with rdma_cm ---------------------------------------------
+
+    def perftest(self, program, *options):
+        port = harness.free_tcp_port()
+        common = ["-R", "-x", "0", "-p", str(port), "-n", "100", *options]
+        server, client, context = self.run_pair([program, "-d", "uroce1", *common],
+                                                [program, "-d", "uroce0", *common,
+                                                 SERVER_ADDRESS], port)
+        # The result row: its size and the iterations asked for.
+        self.assertRegex(client, r"(?m)^\s*\d+\s+100\s+[\d.]+", context)
+
+    def test_perftest_send_bw(self):
+        self.perftest("ib_send_bw")
+
+    def test_perftest_write_bw(self):
+        self.perftest("ib_write_bw")
+
+    def test_perftest_read_bw(self):
+        self.perftest("ib_read_bw")
+
+    def test_perftest_atomic_bw(self):
+        self.perftest("ib_atomic_bw")
+
+    def test_perftest_send_lat(self):
+        self.perftest("ib_send_lat")
+
+    def test_perftest_write_lat(self):
+        self.perftest("ib_write_lat")
+
+    def test_perftest_send_bw_ud(self):
+        self.perftest("ib_send_bw", "-c", "UD")
+
+    def test_perftest_send_lat_ud(self):
+        self.perftest("ib_send_lat", "-c", "UD")
+
+
+if __name__ == "__main__":
+    unittest.main()
