@@ -693,10 +693,6 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
             return r;
         }
     }
-    if (id.state == IdState::kListen) {
-        id.backlog = backlog;
-        return ok();
-    }
     if (id.state != IdState::kAddrBound) {
         return fail(EINVAL, "LISTEN on an ID in state %s", name(id.state));
     }
@@ -711,6 +707,8 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
             }
         }
     }
+    // A listener's port is its own from now on (rdma_listen clears reuseaddr).
+    id.reuseaddr = false;
     id.backlog = backlog;
     id.state = IdState::kListen;
     return ok();
@@ -1324,9 +1322,11 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
         return;
     }
     if (listener->backlog == 0) {
-        log_info("rdma_cm: a connection request to %s finds its listener's backlog full",
+        // Not refused: the peer sends its REQ again, and by then the program
+        // may have taken a request (cm.c resets to idle "to allow future
+        // retries").
+        log_info("rdma_cm: a connection request to %s waits: its listener's backlog is full",
                  to_string(listener->src).c_str());
-        refuse(RejectReason::kConsumerDefined);
         return;
     }
     Id& id = new_id(*listener->channel, 0, listener->ps, listener->qp_type);
@@ -1372,14 +1372,9 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
         return;
     }
     --listener->backlog;
-    // cma.c tells the peer at once that the program will take its time.
-    Mra mra;
-    mra.local_comm_id = id.local_comm_id;
-    mra.remote_comm_id = id.remote_comm_id;
-    mra.message_mraed = Answered::kReq;
-    mra.service_timeout = kMraServiceTimeout;
+    // rdma_cm's MRA waits (IB_CM_MRA_FLAG_DELAY): it goes only in answer to
+    // the REQ sent again while the program still decides.
     id.cm = CmState::kMraReqSent;
-    send(id, mra, false);
 }
 
 void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
@@ -1463,6 +1458,16 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
         send(id, rtu, false);
         return;
     }
+    if (id.cm == CmState::kMraRepSent) {
+        // The REP again while the program has not accepted: ask for time.
+        Mra mra;
+        mra.local_comm_id = id.local_comm_id;
+        mra.remote_comm_id = id.remote_comm_id;
+        mra.message_mraed = Answered::kRep;
+        mra.service_timeout = kMraServiceTimeout;
+        send(id, mra, false);
+        return;
+    }
     if (id.cm != CmState::kReqSent) {
         ++id.device->stats().cm_mads_dropped;
         return;
@@ -1475,14 +1480,8 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
     id.rnr_retry_count = rep.rnr_retry_count;
     id.pending_mad.reset();
     id.timer->cancel();
-    // The program answers with ACCEPT; until then the peer is told to wait.
-    Mra mra;
-    mra.local_comm_id = id.local_comm_id;
-    mra.remote_comm_id = id.remote_comm_id;
-    mra.message_mraed = Answered::kRep;
-    mra.service_timeout = kMraServiceTimeout;
+    // The program answers with ACCEPT; an MRA goes only if the REP comes again.
     id.cm = CmState::kMraRepSent;
-    send(id, mra, false);
     report(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, [&](rdma_ucm_event_resp& resp) {
         rdma_ucm_conn_param& conn = resp.param.conn;
         copy_conn_private(conn, rep.private_data);
@@ -1628,10 +1627,10 @@ std::string ConnectionManager::status_text() const {
         text += line;
         for (const auto& [mc_handle, mc] : multicasts_) {
             if (mc.id == handle) {
-                snprintf(line, sizeof(line), "    multicast %s join %u%s\n",
-                         to_string(mc.address).c_str(), mc_handle,
-                         mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only"
-                                                                                 : "");
+                snprintf(
+                    line, sizeof(line), "    multicast %s join %u%s\n",
+                    to_string(mc.address).c_str(), mc_handle,
+                    mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only" : "");
                 text += line;
             }
         }

@@ -16,7 +16,9 @@ constexpr int kMaxQp = 4096;
 constexpr int kMaxQpWr = 16384;
 constexpr int kMaxSge = 32;
 constexpr int kMaxCq = 8192;
-constexpr int kMaxCqe = 65535;
+// ofi_rxm sizes its CQs for 256 peers by default (65536 entries): room for that
+// and more; rings are memfds whose pages exist only where entries were written.
+constexpr int kMaxCqe = (1 << 20) - 1;
 constexpr int kMaxMr = 65536;
 constexpr int kMaxPd = 8192;
 constexpr int kMaxRdAtom = 128;
