@@ -10,7 +10,13 @@ a user runs them in `uroce exec`:
   rdma_xserver/rdma_xclient, rstream and riostream (rsockets, blocking and
   asynchronous -T modes), cmtime;
 - perftest -R: ib_{send,write,read,atomic}_bw, ib_{send,write}_lat over RC
-  and ib_send_{bw,lat} over UD.
+  and ib_send_{bw,lat} over UD; qperf -cm1 rc_bw, rc_lat, rc_rdma_write_bw,
+  rc_rdma_read_bw;
+- libfabric's verbs provider: fi_info lists verbs;ofi_rxm on uroce0, and
+  fi_pingpong -c passes over FI_EP_MSG, FI_EP_RDM (ofi_rxm) and FI_EP_DGRAM.
+  libfabric finds a device for MSG endpoints from the host's interface
+  addresses, where 127.0.0.1 is and 127.0.0.2 is not: both ends are on
+  uroce0, the server side's ID and the client's.
 
 Each client starts once its server's ID listens (the daemon's status lists
 it), each exits 0 and each program's own data checks pass.
@@ -42,14 +48,19 @@ class RdmaCmPrograms(DaemonPerTest):
     def wait_listening(self, server, port, what="listen"):
         """Until an ID of the server listens on `port` (or, for mckey, has
         joined its group)."""
-        pattern = {
-            "listen": re.compile(r"^  cm id \d+ pid %d \w+ listen \S+:%d " % (server.pid, port)),
-            "joined": re.compile(r"^    multicast "),
-        }[what]
-        harness.wait_for(
-            lambda: server.poll() is not None or any(pattern.match(line)
-                                                     for line in self.cm_lines()),
-            15.0, "the server to %s on port %d" % (what, port), lambda: diagnostics(self.daemon))
+        if what == "tcp":
+            # A TCP control connection comes first (qperf, fi_pingpong).
+            ready = lambda: harness.tcp_port_listening(port)
+        else:
+            pattern = {
+                "listen": re.compile(r"^  cm id \d+ pid %d \w+ listen \S+:%d " %
+                                     (server.pid, port)),
+                "joined": re.compile(r"^    multicast "),
+            }[what]
+            ready = lambda: any(pattern.match(line) for line in self.cm_lines())
+        harness.wait_for(lambda: server.poll() is not None or ready(), 15.0,
+                         "the server to %s on port %d" % (what, port),
+                         lambda: diagnostics(self.daemon))
 
     def run_pair(self, server_args, client_args, port, wait="listen", server_exits=True):
         """Runs the server, then (once it listens) the client; returns their
@@ -217,6 +228,49 @@ class RdmaCmPrograms(DaemonPerTest):
 
     def test_perftest_send_lat_ud(self):
         self.perftest("ib_send_lat", "-c", "UD")
+
+    def test_qperf_cm(self):
+        port = harness.free_tcp_port()
+        tests = ["rc_bw", "rc_lat", "rc_rdma_write_bw", "rc_rdma_read_bw"]
+        _, client, context = self.run_pair(
+            ["qperf", "-lp", str(port)],
+            ["qperf", "-lp", str(port), "-cm1", "-t", "1", SERVER_ADDRESS, *tests], port,
+            wait="tcp", server_exits=False)
+        for test in tests:
+            # Each test's result: a bandwidth or a latency above zero.
+            self.assertRegex(client, r"(?m)^%s:\n\s+(bw|latency)\s+=\s+[1-9][\d.]* " % test,
+                             context)
+
+    # --- libfabric's verbs provider ------------------------------------------
+
+    def test_fi_info_lists_rxm_on_uroce(self):
+        info = harness.run_program([require("fi_info"), "-p", "verbs"], self.daemon.env(),
+                                   log=lambda: diagnostics(self.daemon))
+        context = info.stdout + info.stderr
+        self.assertEqual(info.returncode, 0, context)
+        entries = re.findall(r"provider: (\S+)\n\s+fabric: \S+\n\s+domain: (\S+)", info.stdout)
+        self.assertIn(("verbs;ofi_rxm", "uroce0"), entries, context)
+        self.assertIn(("verbs", "uroce0"), entries, context)
+        self.assertIn(("verbs", "uroce0-dgram"), entries, context)
+
+    def fi_pingpong(self, provider, endpoint):
+        port = harness.free_tcp_port()
+        common = ["-p", provider, "-e", endpoint, "-I", "50", "-c"]
+        server, client, context = self.run_pair(["fi_pingpong", *common, "-B", str(port)],
+                                                ["fi_pingpong", *common, "-P", str(port),
+                                                 "127.0.0.1"], port, wait="tcp")
+        # One result row per size; -c checked every byte of every transfer.
+        rows = re.findall(r"(?m)^\S+\s+50\s+=50\s+", client)
+        self.assertGreater(len(rows), 0, context)
+
+    def test_fi_pingpong_msg(self):
+        self.fi_pingpong("verbs", "msg")
+
+    def test_fi_pingpong_rdm(self):
+        self.fi_pingpong("verbs;ofi_rxm", "rdm")
+
+    def test_fi_pingpong_dgram(self):
+        self.fi_pingpong("verbs", "dgram")
 
 
 if __name__ == "__main__":
