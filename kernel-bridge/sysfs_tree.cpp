@@ -195,6 +195,11 @@ void write_ibdev(const fs::path& dir, const TreeDevice& dev) {
     for (size_t i = 0; i < dev.ports.size(); ++i) {
         write_port(dir / "ports" / std::to_string(i + 1), dev.ports[i]);
     }
+    // A RoCE device's parent device holds its netdev, as device/net/<netdev>
+    // (tools find a device's IP address through it).
+    if (!dev.ports.empty()) {
+        fs::create_directories(dir / "device" / "net" / dev.ports.front().netdev);
+    }
 }
 
 // libibverbs checks that the opened node's rdev equals 'dev'; the node is /dev/null.

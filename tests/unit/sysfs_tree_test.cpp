@@ -108,6 +108,8 @@ TEST(sysfsTree, WritesWhatLibibverbsReads) {
     EXPECT_FALSE(fs::exists(port / "gid_attrs/ndevs/1"));
     EXPECT_EQ(read(port / "pkeys/0"), "0xffff\n");
     EXPECT_FALSE(fs::exists(port / "pkeys/1"));
+    // The parent device's netdev, where tools look for the device's IP address.
+    EXPECT_TRUE(fs::is_directory(port / "../../device/net/lo"));
 }
 
 TEST(sysfsTree, RateFollowsTheKernelsFormat) {
