@@ -82,6 +82,12 @@ class PyverbsTest(harness.DaemonTestCase):
         process's memory, all with data checks."""
         self.run_script("xrc_two_processes.py", "xrc ok")
 
+    def test_rdma_cm_rc_and_ud(self):
+        """pyverbs_scripts/rdma_cm.py: CMID and AddrInfo connect RC (the
+        synchronous API) and resolve UD (the asynchronous one, SIDR) from
+        uroce0 to a server on uroce1, with data checked both ways."""
+        self.run_script("rdma_cm.py", "rc ok\nud ok")
+
     def test_odp_implicit_and_prefetched(self):
         """pyverbs_scripts/odp.py: RC WRITE, READ and SEND between an implicit
         ODP MR over plain process memory and an ODP MR prefetched with
