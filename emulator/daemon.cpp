@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <fstream>
 #include <stdexcept>
 
@@ -111,14 +112,35 @@ void Daemon::withdraw_devices() {
     bridge::remove_tree(paths_.sysfs());
 }
 
+void Daemon::drain_then_stop(boost::asio::steady_timer& timer,
+                             std::chrono::steady_clock::time_point deadline) {
+    if (!cm_->events_waiting() || std::chrono::steady_clock::now() >= deadline) {
+        io_.stop();
+        return;
+    }
+    timer.expires_after(std::chrono::milliseconds(20));
+    timer.async_wait([this, &timer, deadline](const boost::system::error_code& error) {
+        if (!error) {
+            drain_then_stop(timer, deadline);
+        }
+    });
+}
+
 void Daemon::run() {
     if (setpriority(PRIO_PROCESS, 0, options_.nice) != 0) {
         log_info("running at the default priority (nice %d needs CAP_SYS_NICE)", options_.nice);
     }
     boost::asio::signal_set signals(io_, SIGTERM, SIGINT);
-    signals.async_wait([this](const boost::system::error_code&, int signal) {
+    boost::asio::steady_timer drain(io_);
+    signals.async_wait([this, &drain](const boost::system::error_code&, int signal) {
         log_info("signal %d: stopping", signal);
-        io_.stop();
+        // rdma_cm programs hear DEVICE_REMOVAL, as from a kernel whose device
+        // goes: the daemon waits (a little) until they have taken it.
+        if (cm_->remove_devices()) {
+            drain_then_stop(drain, std::chrono::steady_clock::now() + kRemovalDrain);
+        } else {
+            io_.stop();
+        }
     });
     signal(SIGPIPE, SIG_IGN);
     log_info("serving %s; RoCEv2 on UDP port %u%s", paths_.socket().c_str(), options_.udp_port,

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -22,6 +24,11 @@ class Daemon {
     void run();  // until SIGTERM or SIGINT
 
   private:
+    // How long a stopping daemon waits for rdma_cm programs to take their
+    // DEVICE_REMOVAL events.
+    static constexpr std::chrono::seconds kRemovalDrain{2};
+    void drain_then_stop(boost::asio::steady_timer& timer,
+                         std::chrono::steady_clock::time_point deadline);
     void publish_devices();
     void withdraw_devices();
 

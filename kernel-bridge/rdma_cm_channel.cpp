@@ -332,15 +332,19 @@ int call(Channel* c, const rpc::CmCommandRequest& request, rpc::CmCommandReply& 
 // The kernel's GET_EVENT sleeps until an event waits unless the file is
 // O_NONBLOCK. Here the wait is on the eventfd, outside the channel's mutex so
 // that other threads' commands go on meanwhile; a thread that loses the event
-// to another (the daemon answers EAGAIN) waits again.
+// to another (the daemon answers EAGAIN) waits again. A daemon that goes
+// away ends the wait with ENODEV rather than leaving the thread asleep.
 int get_event(int fd, Channel* c, const rpc::CmCommandRequest& request,
               rpc::CmCommandReply& reply) {
     const int flags = fcntl(fd, F_GETFL);
     const bool blocking = flags >= 0 && !(flags & O_NONBLOCK);
     for (;;) {
-        pollfd ready{fd, POLLIN, 0};
-        if (blocking && poll(&ready, 1, -1) < 0) {
+        pollfd ready[] = {{fd, POLLIN, 0}, {c->sock, POLLRDHUP, 0}};
+        if (blocking && poll(ready, 2, -1) < 0) {
             return errno;
+        }
+        if (blocking && (ready[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            return ENODEV;
         }
         const int error = call(c, request, reply);
         if (!blocking || error != EAGAIN) {

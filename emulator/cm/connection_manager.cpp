@@ -138,6 +138,20 @@ void ConnectionManager::close_channel(Channel& channel) {
     channels_.erase(channel.token);
 }
 
+bool ConnectionManager::remove_devices() {
+    for (auto& [handle, id] : ids_) {
+        if (id->device) {
+            report(*id, RDMA_CM_EVENT_DEVICE_REMOVAL);
+        }
+    }
+    return events_waiting();
+}
+
+bool ConnectionManager::events_waiting() const {
+    return std::any_of(channels_.begin(), channels_.end(),
+                       [](const auto& entry) { return !entry.second->events.empty(); });
+}
+
 Channel* ConnectionManager::find_channel(uint64_t token) {
     auto it = channels_.find(token);
     return it == channels_.end() ? nullptr : it->second.get();

@@ -191,6 +191,11 @@ class ConnectionManager {
     void close_channel(Channel& channel);
     Channel* find_channel(uint64_t token);
 
+    // The daemon stops: every ID on a device hears DEVICE_REMOVAL. Returns
+    // whether any channel has events waiting (see events_waiting).
+    bool remove_devices();
+    bool events_waiting() const;
+
     // A MAD that arrived at QP1 of `to`.
     void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> bytes);
 

@@ -22,7 +22,9 @@ Each client starts once its server's ID listens (the daemon's status lists
 it), each exits 0 and each program's own data checks pass.
 """
 
+import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -271,6 +273,37 @@ class RdmaCmPrograms(DaemonPerTest):
 
     def test_fi_pingpong_dgram(self):
         self.fi_pingpong("verbs", "dgram")
+
+    # --- the daemon going away -----------------------------------------------
+
+    def waiting_program(self):
+        """pyverbs_scripts/rdma_cm_waiter.py, blocked in rdma_get_cm_event."""
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "rdma_cm_waiter.py")
+        program = subprocess.Popen([harness.PYTHON, script], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, env=self.daemon.env())
+        self.addCleanup(lambda: program.poll() is None and program.kill())
+        self.assertEqual(program.stdout.readline().strip(), "ready", diagnostics(self.daemon))
+        return program
+
+    def test_stopping_the_daemon_reports_device_removal(self):
+        """As a kernel whose device goes: the blocked rdma_get_cm_event
+        returns RDMA_CM_EVENT_DEVICE_REMOVAL (11) before the daemon exits."""
+        program = self.waiting_program()
+        self.assertEqual(self.daemon.stop(), 0, self.daemon.log())
+        output = program.communicate(timeout=10)[0]
+        self.assertEqual(output.strip(), "event 11", output)
+
+    def test_a_dead_daemon_ends_a_blocked_wait_with_enodev(self):
+        """The daemon killed: rdma_get_cm_event does not sleep for ever, it
+        fails with ENODEV."""
+        program = self.waiting_program()
+        self.daemon.stop(sig=signal.SIGKILL)
+        output = program.communicate(timeout=10)[0]
+        # (Its IDs cannot be destroyed either at exit: more ENODEV after that line.)
+        self.assertEqual(output.splitlines()[0], "errno 19", output)
+        self.daemon = harness.Daemon(self.daemon_args)  # for tearDown: a daemon to stop
+        self.addCleanup(self.daemon.cleanup)
+        self.daemon.start()
 
 
 if __name__ == "__main__":
