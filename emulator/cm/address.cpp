@@ -1,6 +1,7 @@
 #include "cm/address.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <infiniband/ib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,8 @@ uint16_t port_of(const Address& address) {
             return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
         case AF_INET6:
             return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+        case AF_IB:  // the low 16 bits of the service ID
+            return be64toh(reinterpret_cast<const sockaddr_ib&>(address).sib_sid) & 0xffff;
         default:
             return 0;
     }
@@ -38,7 +41,16 @@ void set_port(Address& address, uint16_t port) {
         reinterpret_cast<sockaddr_in&>(address).sin_port = htons(port);
     } else if (address.ss_family == AF_INET6) {
         reinterpret_cast<sockaddr_in6&>(address).sin6_port = htons(port);
+    } else if (address.ss_family == AF_IB) {
+        // As cma_bind_port: the port into the service ID, which is then exact.
+        auto& ib = reinterpret_cast<sockaddr_ib&>(address);
+        ib.sib_sid = htobe64((be64toh(ib.sib_sid) & ~0xffffull) | port);
+        ib.sib_sid_mask = ~0ull;
     }
+}
+
+const uint8_t* gid_of_ib(const Address& address) {
+    return reinterpret_cast<const sockaddr_ib&>(address).sib_addr.sib_raw;
 }
 
 bool is_any(const Address& address) {
@@ -50,6 +62,10 @@ bool is_any(const Address& address) {
                 &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr);
         case AF_UNSPEC:
             return true;
+        case AF_IB: {
+            static const uint8_t zero[16] = {};
+            return memcmp(gid_of_ib(address), zero, sizeof(zero)) == 0;
+        }
         default:
             return false;
     }
@@ -87,6 +103,9 @@ bool same_host(const Address& a, const Address& b) {
     if (ipv4_of(a, x) && ipv4_of(b, y)) {
         return x == y;
     }
+    if (a.ss_family == AF_IB && b.ss_family == AF_IB) {
+        return memcmp(gid_of_ib(a), gid_of_ib(b), 16) == 0;
+    }
     if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
         return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
                                   &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr);
@@ -121,7 +140,8 @@ std::string to_string(const Address& address) {
                   sizeof(text));
         return std::string("[") + text + "]:" + std::to_string(port_of(address));
     } else if (address.ss_family == AF_IB) {
-        return "ib";
+        inet_ntop(AF_INET6, gid_of_ib(address), text, sizeof(text));
+        return std::string("ib:[") + text + "]:" + std::to_string(port_of(address));
     } else if (address.ss_family == AF_UNSPEC) {
         return "-";
     }

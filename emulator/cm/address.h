@@ -18,9 +18,12 @@ using Address = sockaddr_storage;
 
 // rdma_addr_size: the bytes of an address of this family, 0 if none.
 size_t address_size(const Address& address);
+// AF_IB carries its port in the low 16 bits of the service ID.
 uint16_t port_of(const Address& address);  // host order
 void set_port(Address& address, uint16_t port);
-// 0.0.0.0, :: (no family: any too).
+// The GID of an AF_IB address.
+const uint8_t* gid_of_ib(const Address& address);
+// 0.0.0.0, ::, an all-zero AF_IB GID (no family: any too).
 bool is_any(const Address& address);
 bool is_loopback(const Address& address);
 // The IPv4 address (network order) of AF_INET or an IPv4-mapped AF_INET6

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <endian.h>
+#include <infiniband/ib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -219,6 +220,9 @@ Result ConnectionManager::create_id(Channel& channel, uint64_t uid, uint16_t ps,
         default:
             return fail(EINVAL, "CREATE_ID: port space 0x%x is not one of rdma_cm's", ps);
     }
+    if (ids_.size() >= kMaxIds) {
+        return fail(ENOMEM, "CREATE_ID: uroced holds %zu rdma_cm IDs, its most", ids_.size());
+    }
     handle = new_id(channel, uid, ps, type).handle;
     return ok();
 }
@@ -338,6 +342,10 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
         return fail(EOPNOTSUPP, "JOIN_MCAST of %s: uroce joins IPv4 multicast groups",
                     to_string(group).c_str());
     }
+    if (multicasts_.size() >= kMaxMulticasts) {
+        return fail(ENOMEM, "JOIN_MCAST: uroced holds %zu multicast joins, its most",
+                    multicasts_.size());
+    }
     while (next_multicast_ == 0 || multicasts_.count(next_multicast_)) {
         ++next_multicast_;
     }
@@ -411,16 +419,61 @@ Result ConnectionManager::migrate(Id& id, Channel& to, uint32_t& events_reported
 
 // ---- addresses -------------------------------------------------------------
 
+namespace {
+
+// cma_select_ib_ps: the port space an AF_IB service ID names, if the ID's
+// own port space allows it; the service ID then carries it exactly.
+uint16_t ib_port_space(const Id& id, Address& address) {
+    constexpr uint64_t kIpPsMask = 0xffffffffffff0000ull;  // RDMA_IB_IP_PS_MASK
+    auto& ib = reinterpret_cast<sockaddr_ib&>(address);
+    const uint64_t mask = be64toh(ib.sib_sid_mask) & kIpPsMask;
+    const uint64_t sid = be64toh(ib.sib_sid) & mask;
+    const auto names = [&](uint16_t ps) { return sid == (service_id(port_space(ps), 0) & mask); };
+    uint16_t ps = 0;
+    if (id.ps == RDMA_PS_IB && names(RDMA_PS_IB)) {
+        ps = RDMA_PS_IB;
+    } else if ((id.ps == RDMA_PS_IB || id.ps == RDMA_PS_TCP) && names(RDMA_PS_TCP)) {
+        ps = RDMA_PS_TCP;
+    } else if ((id.ps == RDMA_PS_IB || id.ps == RDMA_PS_UDP) && names(RDMA_PS_UDP)) {
+        ps = RDMA_PS_UDP;
+    }
+    if (ps) {
+        ib.sib_sid = htobe64(service_id(port_space(ps), port_of(address)));
+        ib.sib_sid_mask = htobe64(kIpPsMask | be64toh(ib.sib_sid_mask));
+    }
+    return ps;
+}
+
+}  // namespace
+
 Result ConnectionManager::bind(Id& id, const Address& address) {
-    if (address.ss_family != AF_INET && address.ss_family != AF_INET6) {
+    if (address.ss_family != AF_INET && address.ss_family != AF_INET6 &&
+        address.ss_family != AF_IB) {
         return fail(EAFNOSUPPORT, "rdma_cm address family %u is not supported by uroce",
                     address.ss_family);
     }
     if (id.state != IdState::kIdle) {
         return fail(EINVAL, "BIND on an ID in state %s", name(id.state));
     }
+    Address bound = address;
+    uint16_t ps = id.ps;
     Device* device = nullptr;
-    if (!is_any(address)) {
+    if (address.ss_family == AF_IB) {
+        if (!(ps = ib_port_space(id, bound))) {
+            return fail(EPROTONOSUPPORT,
+                        "BIND: the AF_IB service ID names no port space this ID may use");
+        }
+        if (!is_any(bound)) {
+            for (const auto& candidate : devices_) {
+                if (memcmp(candidate->gids().front().raw, gid_of_ib(bound), 16) == 0) {
+                    device = candidate.get();
+                }
+            }
+            if (!device) {
+                return fail(ENODEV, "%s is the GID of no uroce device", to_string(bound).c_str());
+            }
+        }
+    } else if (!is_any(address)) {
         uint32_t ipv4 = 0;
         const bool v4 = ipv4_of(address, ipv4);
         device = v4 ? device_at(devices_, ipv4) : nullptr;
@@ -431,7 +484,8 @@ Result ConnectionManager::bind(Id& id, const Address& address) {
                               : "not an address of this host");
         }
     }
-    id.src = address;
+    id.src = bound;
+    id.bound_ps = ps;
     id.device = device;
     if (!id.afonly_set) {
         // An AF_INET6 ID takes IPv4 too, as net.ipv6.bindv6only=0 says.
@@ -467,7 +521,7 @@ Result ConnectionManager::take_port(Id& id) {
         const uint32_t start = random_() % range;
         for (uint32_t i = 0; i < range && port == 0; ++i) {
             const uint16_t candidate = kFirstEphemeralPort + (start + i) % range;
-            if (!ports_.count({id.ps, candidate})) {
+            if (!ports_.count({id.bound_ps, candidate})) {
                 port = candidate;
             }
         }
@@ -479,7 +533,7 @@ Result ConnectionManager::take_port(Id& id) {
         if (port < 1024 && id.channel->uid != 0) {
             return fail(EACCES, "port %u is below 1024 and the caller is not root", port);
         }
-        if (auto it = ports_.find({id.ps, port}); it != ports_.end()) {
+        if (auto it = ports_.find({id.bound_ps, port}); it != ports_.end()) {
             for (uint32_t handle : it->second) {
                 const Id* other = ids_.at(handle).get();
                 if (conflicts(id, *other, false)) {
@@ -490,7 +544,7 @@ Result ConnectionManager::take_port(Id& id) {
             }
         }
     }
-    ports_[{id.ps, port}].push_back(id.handle);
+    ports_[{id.bound_ps, port}].push_back(id.handle);
     id.bound = true;
     return ok();
 }
@@ -499,7 +553,7 @@ void ConnectionManager::release_port(Id& id) {
     if (!id.bound) {
         return;
     }
-    auto it = ports_.find({id.ps, port_of(id.src)});
+    auto it = ports_.find({id.bound_ps, port_of(id.src)});
     if (it != ports_.end()) {
         std::erase(it->second, id.handle);
         if (it->second.empty()) {
@@ -511,7 +565,7 @@ void ConnectionManager::release_port(Id& id) {
 
 Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address& dst) {
     if (dst.ss_family != AF_INET && dst.ss_family != AF_INET6) {
-        return fail(EAFNOSUPPORT, "rdma_cm address family %u is not supported by uroce",
+        return fail(EAFNOSUPPORT, "rdma_cm: uroce resolves IP destinations, not family %u",
                     dst.ss_family);
     }
     if (id.state == IdState::kIdle) {
@@ -614,6 +668,60 @@ void ConnectionManager::fill_addr(const Id& id, rdma_ucm_query_addr_resp& resp) 
     }
 }
 
+void ConnectionManager::fill_gid(const Id& id, rdma_ucm_query_addr_resp& resp) const {
+    fill_addr(id, resp);
+    // rdma_read_gids and rdma_get_service_id: an IP address's GID is its
+    // IPv4-mapped form, its service ID the port space and port.
+    auto as_ib = [&](const Address& address, __kernel_sockaddr_storage& out) {
+        if (address.ss_family == AF_IB) {
+            memcpy(&out, &address, sizeof(sockaddr_ib));
+            return;
+        }
+        sockaddr_ib ib{};
+        ib.sib_family = AF_IB;
+        ib.sib_pkey = resp.pkey;
+        if (id.device) {
+            const Gid gid = gid_of(ipv4_or_zero(address));
+            memcpy(ib.sib_addr.sib_raw, gid.data(), gid.size());
+        }
+        ib.sib_sid = htobe64((uint64_t(id.ps) << 16) + port_of(address));
+        memcpy(&out, &ib, sizeof(ib));
+    };
+    memset(&resp.src_addr, 0, sizeof(resp.src_addr));
+    memset(&resp.dst_addr, 0, sizeof(resp.dst_addr));
+    as_ib(id.src, resp.src_addr);
+    as_ib(id.dst, resp.dst_addr);
+    resp.src_size = resp.dst_size = sizeof(sockaddr_ib);
+}
+
+size_t ConnectionManager::fill_path(const Id& id, rdma_ucm_query_path_resp& resp,
+                                    ib_path_rec_data* paths, size_t room) const {
+    rdma_ucm_query_route_resp route{};
+    fill_route(id, route);
+    resp.num_paths = route.num_paths;
+    if (route.num_paths == 0 || room == 0) {
+        return 0;
+    }
+    // The SA PathRecord (IBA 15.2.5.16) as ib_sa_pack_path lays it out.
+    const ib_user_path_rec& rec = route.ib_route[0];
+    uint8_t* p = reinterpret_cast<uint8_t*>(paths[0].path_rec);
+    memset(p, 0, sizeof(paths[0].path_rec));
+    const uint64_t sid = htobe64((uint64_t(id.ps) << 16) + port_of(id.dst));
+    memcpy(p, &sid, 8);
+    memcpy(p + 8, rec.dgid, 16);
+    memcpy(p + 24, rec.sgid, 16);
+    const uint32_t flow_hop = htobe32(rec.hop_limit);
+    memcpy(p + 44, &flow_hop, 4);
+    p[48] = rec.traffic_class;
+    p[49] = static_cast<uint8_t>(rec.reversible << 7 | rec.numb_path);
+    memcpy(p + 50, &rec.pkey, 2);
+    p[54] = static_cast<uint8_t>(rec.mtu_selector << 6 | rec.mtu);
+    p[55] = static_cast<uint8_t>(rec.rate_selector << 6 | rec.rate);
+    p[56] = static_cast<uint8_t>(rec.packet_life_time_selector << 6 | rec.packet_life_time);
+    paths[0].flags = IB_PATH_GMP | IB_PATH_PRIMARY | IB_PATH_BIDIRECTIONAL;
+    return 1;
+}
+
 Result ConnectionManager::set_option(Id& id, uint32_t level, uint32_t option,
                                      std::span<const uint8_t> value) {
     auto as_int = [&](int& out) {
@@ -712,7 +820,7 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
     }
     if (id.reuseaddr) {
         // Sharing a port to bind is not sharing it to listen.
-        for (uint32_t handle : ports_[{id.ps, port_of(id.src)}]) {
+        for (uint32_t handle : ports_[{id.bound_ps, port_of(id.src)}]) {
             const Id& other = *ids_.at(handle);
             if (&other != &id && conflicts(id, other, true)) {
                 return fail(is_any(id.src) || is_any(other.src) ? EADDRNOTAVAIL : EADDRINUSE,
@@ -1335,7 +1443,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
         refuse(RejectReason::kInvalidServiceId);
         return;
     }
-    if (listener->backlog == 0) {
+    if (listener->backlog == 0 || ids_.size() >= kMaxIds) {
         // Not refused: the peer sends its REQ again, and by then the program
         // may have taken a request (cm.c resets to idle "to allow future
         // retries").
@@ -1419,7 +1527,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
         refuse(SidrStatus::kUnsupported);
         return;
     }
-    if (listener->backlog == 0) {
+    if (listener->backlog == 0 || ids_.size() >= kMaxIds) {
         refuse(SidrStatus::kReject);
         return;
     }

@@ -142,7 +142,8 @@ struct Id {
     Address src{};
     Address dst{};
     Device* device = nullptr;
-    bool bound = false;  // holds its port in the port space
+    bool bound = false;     // holds its port in the port space
+    uint16_t bound_ps = 0;  // that port space (an AF_IB service ID may name another)
     bool reuseaddr = false;
     bool afonly = false;
     bool afonly_set = false;
@@ -178,6 +179,12 @@ struct Id {
 
 class ConnectionManager {
   public:
+    // Bounds of the whole daemon: IDs (the programs' and those incoming
+    // requests make) and multicast joins. At the bound a program's call
+    // fails with ENOMEM and an incoming request waits for the peer's retry.
+    static constexpr size_t kMaxIds = 65536;
+    static constexpr size_t kMaxMulticasts = 4096;
+
     // Sends one MAD from `from`'s QP1 to QP1 of `dest_ipv4`.
     using MadSender =
         std::function<void(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad)>;
@@ -226,6 +233,11 @@ class ConnectionManager {
     // What QUERY_ROUTE and QUERY(ADDR) answer about an ID.
     void fill_route(const Id& id, rdma_ucm_query_route_resp& resp) const;
     void fill_addr(const Id& id, rdma_ucm_query_addr_resp& resp) const;
+    // QUERY(GID): the addresses as AF_IB (GIDs and service IDs).
+    void fill_gid(const Id& id, rdma_ucm_query_addr_resp& resp) const;
+    // QUERY(PATH): the path records, at most `room` of them; returns how many.
+    size_t fill_path(const Id& id, rdma_ucm_query_path_resp& resp, ib_path_rec_data* paths,
+                     size_t room) const;
 
     // One line per ID, for `uroce status`.
     std::string status_text() const;

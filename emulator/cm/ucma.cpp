@@ -177,9 +177,34 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
                 respond(reply, cmd.response, resp);
                 return ok();
             }
-            // PATH and GID serve AF_IB addressing, which uroce does not offer
-            // (BIND refuses AF_IB, so librdmacm never asks for them).
-            return fail(ENOSYS, "QUERY option %u is not supported by uroce", cmd.option);
+            if (cmd.option == RDMA_USER_CM_QUERY_GID) {
+                rdma_ucm_query_addr_resp resp{};
+                if (Result r = need_out(header, sizeof(resp)); !r) {
+                    return r;
+                }
+                cm.fill_gid(*id, resp);
+                respond(reply, cmd.response, resp);
+                return ok();
+            }
+            if (cmd.option == RDMA_USER_CM_QUERY_PATH) {
+                // The header and one record (the path_data array is flexible).
+                alignas(rdma_ucm_query_path_resp)
+                    uint8_t resp[sizeof(rdma_ucm_query_path_resp) + sizeof(ib_path_rec_data)] = {};
+                auto& head = *reinterpret_cast<rdma_ucm_query_path_resp*>(resp);
+                if (Result r = need_out(header, sizeof(head)); !r) {
+                    return r;
+                }
+                // As ucma_query_path: a record only where more than one fits.
+                const size_t room = header.out - sizeof(head) > sizeof(ib_path_rec_data);
+                const size_t paths = cm.fill_path(
+                    *id, head,
+                    reinterpret_cast<ib_path_rec_data*>(resp + sizeof(rdma_ucm_query_path_resp)),
+                    room);
+                respond(reply, cmd.response, resp,
+                        sizeof(rdma_ucm_query_path_resp) + paths * sizeof(ib_path_rec_data));
+                return ok();
+            }
+            return fail(ENOSYS, "QUERY option %u is not one of rdma_cm's", cmd.option);
         }
         case RDMA_USER_CM_CMD_CONNECT: {
             const auto cmd = read_command<rdma_ucm_connect>(request);
