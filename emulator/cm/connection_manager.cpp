@@ -83,6 +83,28 @@ void copy_conn_private(rdma_ucm_conn_param& conn, std::span<const uint8_t> data)
     conn.private_data_len = static_cast<uint8_t>(n);
 }
 
+// cm_format_rej: the message a REJ answers follows from the state it leaves.
+Rej rej_of(const Id& id, RejectReason reason) {
+    Rej rej;
+    rej.local_comm_id = id.local_comm_id;
+    rej.remote_comm_id = id.remote_comm_id;
+    switch (id.cm) {
+        case CmState::kReqRcvd:
+        case CmState::kMraReqSent:
+            rej.message_rejected = Answered::kReq;
+            break;
+        case CmState::kRepRcvd:
+        case CmState::kMraRepSent:
+            rej.message_rejected = Answered::kRep;
+            break;
+        default:
+            rej.message_rejected = Answered::kOther;
+            break;
+    }
+    rej.reason = reason;
+    return rej;
+}
+
 }  // namespace
 
 const char* name(IdState state) {
@@ -951,7 +973,6 @@ Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
         id.qp_num = param->qp_num & wire::kQpnMask;
         id.responder_resources = param->responder_resources;
         id.initiator_depth = param->initiator_depth;
-        id.rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
         Rep rep;
         rep.local_comm_id = id.local_comm_id;
         rep.remote_comm_id = id.remote_comm_id;
@@ -960,7 +981,9 @@ Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
         rep.responder_resources = id.responder_resources;
         rep.initiator_depth = id.initiator_depth;
         rep.end_to_end_flow_control = param->flow_control;
-        rep.rnr_retry_count = id.rnr_retry_count;
+        // The REP tells the active side its RNR retries; this side keeps
+        // the REQ's (ib_send_cm_rep).
+        rep.rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
         rep.srq = param->srq;
         rep.local_ca_guid = id.device->node_guid();
         rep.private_data = private_data<196>(param->private_data);
@@ -1012,13 +1035,7 @@ Result ConnectionManager::reject(Id& id, std::span<const uint8_t> data, uint8_t 
         return fail(EINVAL, "REJECT private data of %zu bytes (at most %zu)", data.size(),
                     Rej{}.private_data.size());
     }
-    Rej rej;
-    rej.local_comm_id = id.local_comm_id;
-    rej.remote_comm_id = id.remote_comm_id;
-    rej.message_rejected = id.cm == CmState::kRepRcvd || id.cm == CmState::kMraRepSent
-                               ? Answered::kRep
-                               : Answered::kReq;
-    rej.reason = why;
+    Rej rej = rej_of(id, why);
     rej.private_data = private_data<148>(data);
     id.cm = CmState::kIdle;
     id.has_cm = false;
@@ -1245,26 +1262,26 @@ void ConnectionManager::abandon_connection(Id& id) {
     if (!id.device) {
         return;
     }
-    auto rej = [&](RejectReason reason, Answered answered) {
-        Rej message;
-        message.local_comm_id = id.local_comm_id;
-        message.remote_comm_id = id.remote_comm_id;
-        message.message_rejected = answered;
-        message.reason = reason;
+    auto rej = [&](RejectReason reason) {
+        Rej message = rej_of(id, reason);
+        if (reason == RejectReason::kTimeout) {
+            // cm_destroy_id: the peer finds the connection by our CA GUID.
+            const uint64_t guid = htobe64(id.device->node_guid());
+            memcpy(message.ari.data(), &guid, sizeof(guid));
+            message.reject_info_length = sizeof(guid);
+        }
         send(id, message, false);
     };
     switch (id.cm) {
         case CmState::kReqSent:
-            rej(RejectReason::kTimeout, Answered::kReq);
+            rej(RejectReason::kTimeout);
             break;
         case CmState::kReqRcvd:
         case CmState::kMraReqSent:
-            rej(RejectReason::kConsumerDefined, Answered::kReq);
-            break;
         case CmState::kRepSent:
         case CmState::kRepRcvd:
         case CmState::kMraRepSent:
-            rej(RejectReason::kConsumerDefined, Answered::kRep);
+            rej(RejectReason::kConsumerDefined);
             break;
         case CmState::kEstablished: {
             Dreq dreq;
@@ -1303,6 +1320,16 @@ void ConnectionManager::receive_mad(Device& to, uint32_t src_ipv4, std::span<con
         return;
     }
     handle(to, src_ipv4, mad);
+}
+
+Id* ConnectionManager::by_peer(Device& to, uint32_t src_ipv4, uint32_t remote_comm_id) {
+    for (auto& [handle, id] : ids_) {
+        if (id->has_cm && id->remote_comm_id == remote_comm_id && id->peer_ipv4 == src_ipv4 &&
+            id->device == &to) {
+            return id.get();
+        }
+    }
+    return nullptr;
 }
 
 Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4) {
@@ -1347,8 +1374,12 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
                     on_rtu(*id);
                 }
             } else if constexpr (std::is_same_v<T, Rej>) {
-                // A REJ of a REQ may come before the peer's ID is known to us.
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                // An active side that gave up names only itself: its
+                // communication ID, and its CA GUID in the ARI.
+                id = message.remote_comm_id
+                         ? matching(message.remote_comm_id, message.local_comm_id)
+                         : by_peer(to, src_ipv4, message.local_comm_id);
+                if (id) {
                     on_rej(*id, message);
                 }
             } else if constexpr (std::is_same_v<T, Mra>) {
@@ -1357,7 +1388,16 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
                 }
             } else if constexpr (std::is_same_v<T, Dreq>) {
                 if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
-                    on_dreq(*id, src_ipv4, tid, message);
+                    on_dreq(*id, message);
+                } else if (by_comm_id(message.remote_comm_id, src_ipv4) ||
+                           !comm_ids_.count(message.remote_comm_id)) {
+                    // cm_issue_drep: a DREQ for no connection is answered, so
+                    // that a peer whose DREP was lost stops asking. (One that
+                    // names a connection from another address is dropped.)
+                    Drep drep;
+                    drep.local_comm_id = message.remote_comm_id;
+                    drep.remote_comm_id = message.local_comm_id;
+                    send_reply(to, src_ipv4, tid, drep);
                 }
             } else if constexpr (std::is_same_v<T, Drep>) {
                 if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
@@ -1402,25 +1442,22 @@ Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uin
 }
 
 void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req) {
-    // A REQ again: the peer missed our answer.
-    for (auto& [handle, id] : ids_) {
-        if (id->remote_comm_id == req.local_comm_id && id->peer_ipv4 == src_ipv4 &&
-            id->device == &to && id->has_cm) {
-            if (id->cm == CmState::kMraReqSent) {
-                Mra mra;
-                mra.local_comm_id = id->local_comm_id;
-                mra.remote_comm_id = id->remote_comm_id;
-                mra.message_mraed = Answered::kReq;
-                mra.service_timeout = kMraServiceTimeout;
-                send(*id, mra, false);
-            } else if (id->cm == CmState::kRepSent && id->pending_mad) {
-                ++to.stats().cm_mads_sent;
-                send_mad_(to, src_ipv4, *id->pending_mad);
-            } else {
-                ++to.stats().cm_mads_dropped;
-            }
-            return;
+    // A REQ again (cm_dup_req_handler): while the program decides, an MRA
+    // says so; in timewait the connection is stale; otherwise nothing.
+    if (Id* id = by_peer(to, src_ipv4, req.local_comm_id)) {
+        if (id->cm == CmState::kMraReqSent) {
+            Mra mra;
+            mra.local_comm_id = id->local_comm_id;
+            mra.remote_comm_id = id->remote_comm_id;
+            mra.message_mraed = Answered::kReq;
+            mra.service_timeout = kMraServiceTimeout;
+            send(*id, mra, false);
+        } else if (id->cm == CmState::kTimewait) {
+            send_reply(to, src_ipv4, tid, rej_of(*id, RejectReason::kStaleConnection));
+        } else {
+            ++to.stats().cm_mads_dropped;
         }
+        return;
     }
     const auto header = decode_ip_cm_header(req.private_data);
     const PortSpace ps = port_space_of(req.service_id);
@@ -1597,8 +1634,8 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
     id.remote_comm_id = rep.local_comm_id;
     id.remote_qpn = rep.local_qpn;
     id.sq_psn = rep.starting_psn;
-    id.initiator_depth = std::min(id.initiator_depth, rep.responder_resources);
-    id.responder_resources = std::min(id.responder_resources, rep.initiator_depth);
+    id.initiator_depth = rep.responder_resources;
+    id.responder_resources = rep.initiator_depth;
     id.rnr_retry_count = rep.rnr_retry_count;
     id.pending_mad.reset();
     id.timer->cancel();
@@ -1627,17 +1664,34 @@ void ConnectionManager::on_rtu(Id& id) {
     report(id, RDMA_CM_EVENT_ESTABLISHED);
 }
 
+// cm_rej_handler: a REJ ends the connection in any state but the quiet
+// ones; a stale connection, or one that got as far as a REP, goes through
+// timewait.
 void ConnectionManager::on_rej(Id& id, const Rej& rej) {
-    const bool waiting = id.cm == CmState::kReqSent || id.cm == CmState::kRepSent ||
-                         id.cm == CmState::kMraRepSent || id.cm == CmState::kRepRcvd;
-    if (!waiting) {
-        ++id.device->stats().cm_mads_dropped;
-        return;
+    switch (id.cm) {
+        case CmState::kReqSent:
+        case CmState::kRepSent:
+        case CmState::kReqRcvd:
+        case CmState::kMraReqSent:
+            id.pending_mad.reset();
+            id.timer->cancel();
+            if (rej.reason == RejectReason::kStaleConnection) {
+                enter_timewait(id);
+            } else {
+                id.cm = CmState::kIdle;
+                id.has_cm = false;
+            }
+            break;
+        case CmState::kDreqSent:
+        case CmState::kRepRcvd:
+        case CmState::kMraRepSent:
+        case CmState::kEstablished:
+            enter_timewait(id);
+            break;
+        default:
+            ++id.device->stats().cm_mads_dropped;
+            return;
     }
-    id.pending_mad.reset();
-    id.timer->cancel();
-    id.cm = CmState::kIdle;
-    id.has_cm = false;
     report(
         id, RDMA_CM_EVENT_REJECTED, static_cast<int32_t>(rej.reason),
         [&](rdma_ucm_event_resp& resp) { copy_conn_private(resp.param.conn, rej.private_data); });
@@ -1654,9 +1708,7 @@ void ConnectionManager::on_mra(Id& id, const Mra& mra) {
     arm_retry(id);
 }
 
-void ConnectionManager::on_dreq(Id& id, uint32_t src_ipv4, uint64_t tid, const Dreq& dreq) {
-    (void)src_ipv4;
-    (void)tid;
+void ConnectionManager::on_dreq(Id& id, const Dreq& dreq) {
     if (dreq.remote_qpn_eecn != id.qp_num) {
         ++id.device->stats().cm_mads_dropped;
         return;
@@ -1666,24 +1718,18 @@ void ConnectionManager::on_dreq(Id& id, uint32_t src_ipv4, uint64_t tid, const D
     drep.remote_comm_id = id.remote_comm_id;
     switch (id.cm) {
         case CmState::kEstablished:
-        case CmState::kMraRepSent:
         case CmState::kRepSent:
+        case CmState::kDreqSent:
+            // cm_dreq_handler; both sides disconnecting at once included: the
+            // DREP goes when this side's program disconnects or goes.
             id.pending_mad.reset();
             id.timer->cancel();
             id.cm = CmState::kDreqRcvd;
             id.state = IdState::kDisconnect;
             report(id, RDMA_CM_EVENT_DISCONNECTED);
             break;
-        case CmState::kDreqSent:
-            // Both sides disconnect at once: answer, and the DREQ of ours is done.
-            send(id, drep, false);
-            id.state = IdState::kDisconnect;
-            report(id, RDMA_CM_EVENT_DISCONNECTED);
-            enter_timewait(id);
-            break;
         case CmState::kTimewait:
-            send(id, drep, false);  // our DREP was lost
-            enter_timewait(id);
+            send_reply(*id.device, id.peer_ipv4, id.transaction_id, drep);  // ours was lost
             break;
         default:
             ++id.device->stats().cm_mads_dropped;

@@ -270,11 +270,13 @@ class ConnectionManager {
     void on_rtu(Id& id);
     void on_rej(Id& id, const Rej& rej);
     void on_mra(Id& id, const Mra& mra);
-    void on_dreq(Id& id, uint32_t src_ipv4, uint64_t tid, const Dreq& dreq);
+    void on_dreq(Id& id, const Dreq& dreq);
     void on_drep(Id& id);
     void on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid, const SidrReq& req);
     void on_sidr_rep(Id& id, const SidrRep& rep);
     Id* by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4);
+    // The connection with this peer and its communication ID.
+    Id* by_peer(Device& to, uint32_t src_ipv4, uint32_t remote_comm_id);
     Id* find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4);
     void enter_timewait(Id& id);
     // The ID goes away with its connection: the peer is told.
