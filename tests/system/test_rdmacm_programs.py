@@ -123,23 +123,35 @@ class RdmaCmPrograms(DaemonPerTest):
     def test_rping_device_to_itself(self):
         self.rping("127.0.0.1", "127.0.0.1")
 
-    def test_ucmatose(self):
+    def ucmatose(self, address):
         port = harness.free_tcp_port()
         args = ["-p", str(port), "-c", "10", "-C", "100"]
-        server, client, context = self.run_pair(["ucmatose", "-b", SERVER_ADDRESS, *args],
-                                                ["ucmatose", "-s", SERVER_ADDRESS, *args], port)
+        server, client, context = self.run_pair(["ucmatose", "-b", address, *args],
+                                                ["ucmatose", "-s", address, *args], port)
         for side in (server, client):
             self.assertIn("data transfers complete", side, context)
             self.assertIn("test complete", side, context)
             self.assertNotIn("failed", side, context)
 
-    def test_udaddy(self):
+    def test_ucmatose(self):
+        self.ucmatose(SERVER_ADDRESS)
+
+    def test_ucmatose_device_to_itself(self):
+        self.ucmatose("127.0.0.1")
+
+    def udaddy(self, address):
         server, client, context = self.run_pair(
-            ["udaddy", "-b", SERVER_ADDRESS, "-c", "4", "-C", "20"],
-            ["udaddy", "-s", SERVER_ADDRESS, "-c", "4", "-C", "20"], RDMACM_UTILS_PORT)
+            ["udaddy", "-b", address, "-c", "4", "-C", "20"],
+            ["udaddy", "-s", address, "-c", "4", "-C", "20"], RDMACM_UTILS_PORT)
         for side in (server, client):
             self.assertIn("data transfers complete", side, context)
             self.assertIn("test complete", side, context)
+
+    def test_udaddy(self):
+        self.udaddy(SERVER_ADDRESS)
+
+    def test_udaddy_device_to_itself(self):
+        self.udaddy("127.0.0.1")
 
     def test_mckey(self):
         group = "239.1.2.3"
@@ -320,6 +332,29 @@ class RdmaCmPrograms(DaemonPerTest):
         self.daemon = harness.Daemon(self.daemon_args)  # for tearDown: a daemon to stop
         self.addCleanup(self.daemon.cleanup)
         self.daemon.start()
+
+
+class RdmaCmAddressErrors(DaemonPerTest):
+    """Addresses no device can take: devices on 127.0.0.2 and 127.0.0.3 only."""
+
+    daemon_args = ("--device", "uroce0=127.0.0.2", "--device", "uroce1=127.0.0.3")
+
+    def resolve(self, address):
+        script = os.path.join(os.path.dirname(__file__), "pyverbs_scripts", "rdma_cm_resolve.py")
+        result = harness.run_program([harness.PYTHON, script, address], self.daemon.env(),
+                                     log=lambda: diagnostics(self.daemon))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        return result.stdout.strip()
+
+    def test_a_destination_reached_from_no_device_is_addr_error_enodev(self):
+        """127.0.0.1 is reached from 127.0.0.1, which no device has: as the
+        kernel's rdma_resolve_addr through a netdev without RDMA,
+        RDMA_CM_EVENT_ADDR_ERROR (1) with status -ENODEV."""
+        self.assertEqual(self.resolve("127.0.0.1"), "event 1 status -19")
+
+    def test_a_device_address_resolves(self):
+        """The control: 127.0.0.3 is uroce1's, ADDR_RESOLVED (0)."""
+        self.assertEqual(self.resolve("127.0.0.3"), "event 0 status 0")
 
 
 if __name__ == "__main__":
