@@ -618,7 +618,6 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
             return r;  // no route at all: the command fails, as rdma_resolve_ip's does
         } else if (!r) {
             id.dst = dst;
-            id.state = IdState::kAddrQuery;
             id.state = IdState::kAddrBound;
             log_info("rdma_cm ID %u: address resolution failed: %s", id.handle, r.message.c_str());
             report(id, RDMA_CM_EVENT_ADDR_ERROR, -r.error);
@@ -648,6 +647,10 @@ Result ConnectionManager::resolve_route(Id& id) {
 }
 
 void ConnectionManager::fill_route(const Id& id, rdma_ucm_query_route_resp& resp) const {
+    // Into sockaddr_in6-sized fields: as ucma_query_route, an AF_IB address
+    // is cut to their size.
+    memcpy(&resp.src_addr, &id.src, std::min(address_size(id.src), sizeof(resp.src_addr)));
+    memcpy(&resp.dst_addr, &id.dst, std::min(address_size(id.dst), sizeof(resp.dst_addr)));
     if (!id.device) {
         return;
     }

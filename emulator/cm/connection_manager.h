@@ -108,7 +108,7 @@ const char* name(CmState state);
 // What CONNECT and ACCEPT carry (rdma_ucm_conn_param, checked).
 struct ConnParam {
     uint32_t qp_num = 0;
-    uint32_t qkey = 0;
+    uint32_t qkey = 0;  // used by the kernel for AF_IB destinations only
     std::vector<uint8_t> private_data;
     uint8_t responder_resources = 0;
     uint8_t initiator_depth = 0;
@@ -230,7 +230,8 @@ class ConnectionManager {
     // GET_EVENT: the oldest event, EAGAIN when none waits.
     Result get_event(Channel& channel, rdma_ucm_event_resp& resp);
 
-    // What QUERY_ROUTE and QUERY(ADDR) answer about an ID.
+    // What QUERY_ROUTE and QUERY(ADDR) answer about an ID (its addresses,
+    // device and path).
     void fill_route(const Id& id, rdma_ucm_query_route_resp& resp) const;
     void fill_addr(const Id& id, rdma_ucm_query_addr_resp& resp) const;
     // QUERY(GID): the addresses as AF_IB (GIDs and service IDs).

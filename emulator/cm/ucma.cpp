@@ -56,11 +56,6 @@ ConnParam conn_param_from(const rdma_ucm_conn_param& in) {
     return param;
 }
 
-void copy_query_route(const Id& id, rdma_ucm_query_route_resp& resp) {
-    memcpy(&resp.src_addr, &id.src, std::min(address_size(id.src), sizeof(resp.src_addr)));
-    memcpy(&resp.dst_addr, &id.dst, std::min(address_size(id.dst), sizeof(resp.dst_addr)));
-}
-
 }  // namespace
 
 // The ucma commands librdmacm v44 sends, by number.
@@ -158,7 +153,6 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
             if (Result r = cm.find(channel, cmd.id, id); !r) {
                 return r;
             }
-            copy_query_route(*id, resp);
             cm.fill_route(*id, resp);
             respond(reply, cmd.response, resp);
             return ok();
