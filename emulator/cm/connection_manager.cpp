@@ -1190,6 +1190,27 @@ void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
     }
 }
 
+void ConnectionManager::send_mra(Id& id, Answered answered) {
+    Mra mra;
+    mra.local_comm_id = id.local_comm_id;
+    mra.remote_comm_id = id.remote_comm_id;
+    mra.message_mraed = answered;
+    mra.service_timeout = kMraServiceTimeout;
+    send(id, mra, false);
+}
+
+Id& ConnectionManager::requested_id(const Id& listener, Device& to, const IpCmHeader& header) {
+    Id& id = new_id(*listener.channel, 0, listener.ps, listener.qp_type);
+    const sa_family_t family = listener.src.ss_family;
+    id.reporting = false;
+    id.state = IdState::kConnect;
+    id.device = &to;
+    id.src = make_address(family, to.config().address.s_addr, port_of(listener.src));
+    id.dst = make_address(family, ipv4_of(header.src_ip), header.src_port);
+    id.listener = listener.handle;
+    return id;
+}
+
 void ConnectionManager::send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
                                    const Message& message) {
     ++from.stats().cm_mads_sent;
@@ -1449,12 +1470,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     // says so; in timewait the connection is stale; otherwise nothing.
     if (Id* id = by_peer(to, src_ipv4, req.local_comm_id)) {
         if (id->cm == CmState::kMraReqSent) {
-            Mra mra;
-            mra.local_comm_id = id->local_comm_id;
-            mra.remote_comm_id = id->remote_comm_id;
-            mra.message_mraed = Answered::kReq;
-            mra.service_timeout = kMraServiceTimeout;
-            send(*id, mra, false);
+            send_mra(*id, Answered::kReq);
         } else if (id->cm == CmState::kTimewait) {
             send_reply(to, src_ipv4, tid, rej_of(*id, RejectReason::kStaleConnection));
         } else {
@@ -1491,14 +1507,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
                  to_string(listener->src).c_str());
         return;
     }
-    Id& id = new_id(*listener->channel, 0, listener->ps, listener->qp_type);
-    const sa_family_t family = listener->src.ss_family;
-    id.reporting = false;
-    id.state = IdState::kConnect;
-    id.device = &to;
-    id.src = make_address(family, to.config().address.s_addr, port_of(listener->src));
-    id.dst = make_address(family, ipv4_of(header->src_ip), header->src_port);
-    id.listener = listener->handle;
+    Id& id = requested_id(*listener, to, *header);
     id.has_cm = true;
     id.cm = CmState::kReqRcvd;
     id.local_comm_id = new_comm_id();
@@ -1571,14 +1580,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
         refuse(SidrStatus::kReject);
         return;
     }
-    Id& id = new_id(*listener->channel, 0, listener->ps, listener->qp_type);
-    const sa_family_t family = listener->src.ss_family;
-    id.reporting = false;
-    id.state = IdState::kConnect;
-    id.device = &to;
-    id.src = make_address(family, to.config().address.s_addr, port_of(listener->src));
-    id.dst = make_address(family, ipv4_of(header->src_ip), header->src_port);
-    id.listener = listener->handle;
+    Id& id = requested_id(*listener, to, *header);
     id.cm = CmState::kSidrReqRcvd;
     id.remote_comm_id = req.request_id;
     id.peer_ipv4 = src_ipv4;
@@ -1622,12 +1624,7 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
     }
     if (id.cm == CmState::kMraRepSent) {
         // The REP again while the program has not accepted: ask for time.
-        Mra mra;
-        mra.local_comm_id = id.local_comm_id;
-        mra.remote_comm_id = id.remote_comm_id;
-        mra.message_mraed = Answered::kRep;
-        mra.service_timeout = kMraServiceTimeout;
-        send(id, mra, false);
+        send_mra(id, Answered::kRep);
         return;
     }
     if (id.cm != CmState::kReqSent) {

@@ -263,6 +263,11 @@ class ConnectionManager {
     void send(Id& id, const Message& message, bool retransmit);
     void send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
                     const Message& message);
+    // An MRA for the REQ or REP the peer sent again.
+    void send_mra(Id& id, Answered answered);
+    // The ID a REQ or SIDR_REQ to `listener` brings, on the listener's
+    // channel, reporting nothing until ACCEPT.
+    Id& requested_id(const Id& listener, Device& to, const IpCmHeader& header);
     void arm_retry(Id& id);
     void on_retry_timer(uint32_t handle);
     void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
