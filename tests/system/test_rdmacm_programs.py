@@ -13,10 +13,10 @@ a user runs them in `uroce exec`:
   and ib_send_{bw,lat} over UD; qperf -cm1 rc_bw, rc_lat, rc_rdma_write_bw,
   rc_rdma_read_bw;
 - libfabric's verbs provider: fi_info lists verbs;ofi_rxm on uroce0, and
-  fi_pingpong -c passes over FI_EP_MSG, FI_EP_RDM (ofi_rxm) and FI_EP_DGRAM.
-  libfabric finds a device for MSG endpoints from the host's interface
-  addresses, where 127.0.0.1 is and 127.0.0.2 is not: both ends are on
-  uroce0, the server side's ID and the client's.
+  fi_pingpong -c passes over FI_EP_MSG, FI_EP_RDM (ofi_rxm) and FI_EP_DGRAM
+  (between uroce1 and uroce0). For MSG and RDM, fi_pingpong's server binds
+  "localhost" (it has no address option), as libfabric's verbs provider
+  does when given no node: 127.0.0.1, uroce0. Both ends are on uroce0.
 
 Each client starts once its server's ID listens (the daemon's status lists
 it), each exits 0 and each program's own data checks pass.
@@ -278,14 +278,18 @@ class RdmaCmPrograms(DaemonPerTest):
         self.assertIn(("verbs", "uroce0"), entries, context)
         self.assertIn(("verbs", "uroce0-dgram"), entries, context)
 
-    def fi_pingpong(self, provider, endpoint):
+    def fi_pingpong(self, provider, endpoint, domains=((), (), "127.0.0.1")):
+        """fi_pingpong -c; `domains`: the server's and the client's -d
+        arguments and the server's address."""
         common = ["-p", provider, "-e", endpoint, "-I", "50", "-c"]
+        server_domain, client_domain, server_address = domains
         for attempt in range(2):
             port = harness.free_tcp_port()
             try:
                 server, client, context = self.run_pair(
-                    ["fi_pingpong", *common, "-B", str(port)],
-                    ["fi_pingpong", *common, "-P", str(port), "127.0.0.1"], port, wait="tcp")
+                    ["fi_pingpong", *common, *server_domain, "-B", str(port)],
+                    ["fi_pingpong", *common, *client_domain, "-P", str(port), server_address],
+                    port, wait="tcp")
                 break
             except AssertionError as failure:
                 # Known and open: under load, ofi_rxm's server sometimes
@@ -304,8 +308,11 @@ class RdmaCmPrograms(DaemonPerTest):
     def test_fi_pingpong_rdm(self):
         self.fi_pingpong("verbs;ofi_rxm", "rdm")
 
-    def test_fi_pingpong_dgram(self):
-        self.fi_pingpong("verbs", "dgram")
+    def test_fi_pingpong_dgram_between_devices(self):
+        # DGRAM endpoints are addressed by GID and QPN, so each side names
+        # its domain: the server on uroce1, the client on uroce0.
+        self.fi_pingpong("verbs", "dgram",
+                         (["-d", "uroce1-dgram"], ["-d", "uroce0-dgram"], SERVER_ADDRESS))
 
     # --- the daemon going away -----------------------------------------------
 
