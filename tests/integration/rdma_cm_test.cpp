@@ -64,6 +64,9 @@ constexpr int kSidrRepPrivateDataLen = 136;               // IB_CM_SIDR_REP_PRIV
 // The status of RDMA_CM_EVENT_REJECTED: the IB CM's reject reason (ib_cm.h).
 constexpr int kRejInvalidServiceId = 8;    // IB_CM_REJ_INVALID_SERVICE_ID
 constexpr int kRejConsumerDefined = 28;    // IB_CM_REJ_CONSUMER_DEFINED
+// The status of RDMA_CM_EVENT_UNREACHABLE after a SIDR_REP that refuses:
+// the SIDR status itself (cma.c's cma_sidr_rep_handler).
+constexpr int kSidrUnsupported = 1;        // IB_SIDR_UNSUPPORTED
 constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
 constexpr size_t kGrh = 40;
 
@@ -425,10 +428,10 @@ rdma_cm_id* listen_on(Side& server, uint16_t port, int backlog = 8,
     return id;
 }
 
-// Resolves the server address and `port`, then the route, for `id`: each
-// step reports its event.
-bool resolve_id(Side& client, rdma_cm_id* id, uint16_t port) {
-    sockaddr_in destination = ipv4(kServerIp, port);
+// Resolves `address` (the server's unless given) and `port`, then the
+// route, for `id`: each step reports its event.
+bool resolve_id(Side& client, rdma_cm_id* id, uint16_t port, const char* address = kServerIp) {
+    sockaddr_in destination = ipv4(address, port);
     if (rdma_resolve_addr(id, nullptr, as_sockaddr(destination), kResolveTimeoutMs) != 0) {
         ADD_FAILURE() << "rdma_resolve_addr: " << strerror(errno) << daemon_log();
         return false;
@@ -443,9 +446,10 @@ bool resolve_id(Side& client, rdma_cm_id* id, uint16_t port) {
     return static_cast<bool>(client.expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
 }
 
-rdma_cm_id* resolve(Side& client, uint16_t port, rdma_port_space ps = RDMA_PS_TCP) {
+rdma_cm_id* resolve(Side& client, uint16_t port, rdma_port_space ps = RDMA_PS_TCP,
+                    const char* address = kServerIp) {
     rdma_cm_id* id = client.create_id(ps);
-    return id && resolve_id(client, id, port) ? id : nullptr;
+    return id && resolve_id(client, id, port, address) ? id : nullptr;
 }
 
 rdma_conn_param conn_param(const std::vector<uint8_t>& private_data,
@@ -895,6 +899,78 @@ TEST_F(RdmaCmTest, ConnectToPortWithoutListenerIsRejected) {
     ASSERT_TRUE(rejected);
     EXPECT_EQ(rejected.private_data_len, kRejPrivateDataLen);
     expect_no_event(server.channel, 200ms, "no listener matched the request");
+}
+
+// A UD resolution of a port nobody listens on: the IB CM answers the
+// SIDR_REQ itself with status IB_SIDR_UNSUPPORTED (cm.c's
+// cm_sidr_req_handler), which rdma_cm reports as UNREACHABLE.
+TEST_F(RdmaCmTest, UdResolveOfPortWithoutListenerIsUnreachable) {
+    constexpr uint16_t kPort = 7476;
+    Side server("server");
+    Side client("client");
+    ASSERT_TRUE(listen_on(server, kPort));  // TCP: another port space
+    rdma_cm_id* id = resolve(client, kPort, RDMA_PS_UDP);
+    ASSERT_TRUE(id);
+    ASSERT_TRUE(client.create_qp(id, IBV_QPT_UD));
+    rdma_conn_param param = conn_param(pattern(43, 8));
+    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    ASSERT_TRUE(client.expect(RDMA_CM_EVENT_UNREACHABLE, kEventTimeout, kSidrUnsupported));
+    expect_no_event(server.channel, 200ms, "no listener matched the SIDR_REQ");
+}
+
+// No device answers at the destination (127.0.0.3 routes through uroce0,
+// and nothing there speaks RoCE): the REQ is sent again each time the IB
+// CM's response timeout passes, 15 times (CMA_MAX_CM_RETRIES), and then
+// the connection is UNREACHABLE with -ETIMEDOUT (cma.c's IB_CM_REQ_ERROR).
+// As with the kernel, that takes about 16 response timeouts: over a minute.
+TEST_F(RdmaCmTest, RequestNobodyAnswersIsUnreachableAfterItsRetries) {
+    constexpr uint16_t kPort = 7477;
+    constexpr int kMaxCmRetries = 15;
+    Side client("client");
+    rdma_cm_id* id = resolve(client, kPort, RDMA_PS_TCP, "127.0.0.3");
+    ASSERT_TRUE(id);
+    ASSERT_TRUE(client.create_qp(id, IBV_QPT_RC));
+    const uint64_t retried = counter("uroce0", "cm_mads_retried");
+    rdma_conn_param param = conn_param({});
+    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    const auto connecting = Clock::now();
+    ASSERT_TRUE(client.expect(RDMA_CM_EVENT_UNREACHABLE, 120s, -ETIMEDOUT));
+    // Sixteen REQs, each waited for about 4.6 s.
+    EXPECT_GT(Clock::now() - connecting, 60s);
+    EXPECT_EQ(counter("uroce0", "cm_mads_retried") - retried, uint64_t{kMaxCmRetries});
+}
+
+// The client's QP cannot follow the REP (the application moved it to ERROR
+// while connecting): librdmacm's ucma_process_conn_resp fails to bring it to
+// RTR and reports CONNECT_ERROR instead of ESTABLISHED, sending no RTU.
+// When the client then destroys its ID, the IB CM rejects the connection it
+// left half open (cm.c's cm_destroy_id in REP_RCVD), and the server sees
+// REJECTED, consumer-defined.
+TEST_F(RdmaCmTest, QpThatCannotFollowTheReplyIsConnectError) {
+    constexpr uint16_t kPort = 7478;
+    Side server("server");
+    Side client("client");
+    ASSERT_TRUE(listen_on(server, kPort));
+    rdma_cm_id* id = resolve(client, kPort);
+    ASSERT_TRUE(id);
+    ASSERT_TRUE(client.create_qp(id, IBV_QPT_RC));
+    rdma_conn_param param = conn_param({});
+    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    ibv_qp_attr error{};
+    error.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(id->qp, &error, IBV_QP_STATE), 0);
+
+    const Event request = server.expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_TRUE(request);
+    server.adopt(request.id);
+    ASSERT_TRUE(server.create_qp(request.id, IBV_QPT_RC));
+    ASSERT_EQ(rdma_accept(request.id, &param), 0) << strerror(errno) << daemon_log();
+    // librdmacm's own status for a failed transition: -1, errno set.
+    ASSERT_TRUE(client.expect(RDMA_CM_EVENT_CONNECT_ERROR, kEventTimeout, -1));
+    expect_no_event(server.channel, 200ms, "the client sent no RTU");
+
+    client.destroy(id);
+    ASSERT_TRUE(server.expect(RDMA_CM_EVENT_REJECTED, kEventTimeout, kRejConsumerDefined));
 }
 
 // A listener with a backlog of 1 that has not taken its first request: the
