@@ -7,8 +7,8 @@ a user runs them in `uroce exec`:
 - rping -C 1000 -V (RC SEND, READ and WRITE, every ping's data checked),
   ucmatose -c 10 -C 100, udaddy (UD through SIDR), mckey (a multicast group
   joined, sent to and received from), rdma_server/rdma_client,
-  rdma_xserver/rdma_xclient, rstream and riostream (rsockets, blocking and
-  data-verifying -T modes), cmtime;
+  rdma_xserver/rdma_xclient, rstream and riostream (rsockets: blocking,
+  nonblocking and data-verifying -T modes), cmtime;
 - perftest -R: ib_{send,write,read,atomic}_bw, ib_{send,write}_lat over RC
   and ib_send_{bw,lat} over UD; qperf -cm1 rc_bw, rc_lat, rc_rdma_write_bw,
   rc_rdma_read_bw;
@@ -196,6 +196,14 @@ class RdmaCmPrograms(DaemonPerTest):
 
     def test_rstream_verify(self):
         self.stream("rstream", "-T", "v", "-S", "65536", "-C", "1000")
+
+    def test_rstream_nonblocking_verify(self):
+        self.stream("rstream", "-T", "n", "-T", "v", "-S", "65536", "-C", "1000")
+
+    # Not -T a: rstream's async client takes POLLHUP for an error even with
+    # POLLIN, so when the server's disconnect reaches it together with the
+    # last data (the server closes once its last send is posted), it fails
+    # after a complete transfer. A race of rstream's own, on any device.
 
     def test_riostream_verify(self):
         # RDMA writes through riomap'd buffers, every byte checked.
