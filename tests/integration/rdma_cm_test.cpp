@@ -161,9 +161,10 @@ Event copy_of(const rdma_cm_event& event) {
     out.status = event.status;
     out.id = event.id;
     out.listen_id = event.listen_id;
-    const bool ud =
-        event.id && event.id->qp_type == IBV_QPT_UD &&
-        (event.event == RDMA_CM_EVENT_CONNECT_REQUEST || event.event == RDMA_CM_EVENT_ESTABLISHED);
+    const bool ud = event.event == RDMA_CM_EVENT_MULTICAST_JOIN ||
+                    (event.id && event.id->qp_type == IBV_QPT_UD &&
+                     (event.event == RDMA_CM_EVENT_CONNECT_REQUEST ||
+                      event.event == RDMA_CM_EVENT_ESTABLISHED));
     const void* data;
     if (ud) {
         const rdma_ud_param& ud_param = event.param.ud;
@@ -899,6 +900,63 @@ TEST_F(RdmaCmTest, ConnectToPortWithoutListenerIsRejected) {
     ASSERT_TRUE(rejected);
     EXPECT_EQ(rejected.private_data_len, kRejPrivateDataLen);
     expect_no_event(server.channel, 200ms, "no listener matched the request");
+}
+
+// A client whose ID has no QP gets the REP as CONNECT_RESPONSE (librdmacm
+// moves no QP), with the server's private data and QPN, and completes the
+// connection itself with rdma_establish: the RTU makes the server's side
+// ESTABLISHED.
+TEST_F(RdmaCmTest, ClientWithoutQpGetsConnectResponse) {
+    constexpr uint16_t kPort = 7479;
+    Side server("server");
+    Side client("client");
+    ASSERT_TRUE(listen_on(server, kPort));
+    rdma_cm_id* id = resolve(client, kPort);
+    ASSERT_TRUE(id);
+    rdma_conn_param param = conn_param({});
+    param.qp_num = 0x1234;  // the QP the application keeps itself
+    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+
+    const Event request = server.expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_TRUE(request);
+    server.adopt(request.id);
+    ASSERT_TRUE(server.create_qp(request.id, IBV_QPT_RC));
+    const std::vector<uint8_t> answer = pattern(44, 12);
+    rdma_conn_param accept = conn_param(answer);
+    ASSERT_EQ(rdma_accept(request.id, &accept), 0) << strerror(errno) << daemon_log();
+
+    const Event response = client.expect(RDMA_CM_EVENT_CONNECT_RESPONSE);
+    ASSERT_TRUE(response);
+    EXPECT_EQ(response.qp_num, request.id->qp->qp_num);
+    EXPECT_EQ(response.private_data_len, kRepPrivateDataLen);
+    EXPECT_TRUE(same_bytes(response.private_data, padded(answer, kRepPrivateDataLen)));
+    expect_no_event(server.channel, 200ms, "the client has not established yet");
+    ASSERT_EQ(rdma_establish(id), 0) << strerror(errno) << daemon_log();
+    ASSERT_TRUE(server.expect(RDMA_CM_EVENT_ESTABLISHED));
+}
+
+// Joining an IPv4 multicast group on a UDP ID: MULTICAST_JOIN with the
+// group's GID (::ffff:239.1.2.3), QPN 0xffffff and the port space's Q_Key,
+// as cma.c's cma_make_mc_event reports it for RoCE.
+TEST_F(RdmaCmTest, JoiningAGroupReportsItsAddress) {
+    Side member("member");
+    rdma_cm_id* id = member.create_id(RDMA_PS_UDP);
+    ASSERT_TRUE(id);
+    sockaddr_in source = ipv4(kClientIp, 0);
+    ASSERT_EQ(rdma_bind_addr(id, as_sockaddr(source)), 0) << strerror(errno) << daemon_log();
+    sockaddr_in group = ipv4("239.1.2.3", 0);
+    ASSERT_EQ(rdma_join_multicast(id, as_sockaddr(group), nullptr), 0)
+        << strerror(errno) << daemon_log();
+
+    const Event joined = member.expect(RDMA_CM_EVENT_MULTICAST_JOIN);
+    ASSERT_TRUE(joined);
+    EXPECT_EQ(joined.qp_num, 0xffffffu);
+    EXPECT_EQ(joined.qkey, kUdpQkey);
+    EXPECT_TRUE(joined.ah_attr.is_global);
+    const std::vector<uint8_t> expected_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+                                               239, 1, 2, 3};
+    EXPECT_TRUE(same_bytes(std::span(joined.ah_attr.grh.dgid.raw), expected_gid));
+    EXPECT_EQ(rdma_leave_multicast(id, as_sockaddr(group)), 0) << strerror(errno);
 }
 
 // A UD resolution of a port nobody listens on: the IB CM answers the
