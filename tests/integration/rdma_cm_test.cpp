@@ -62,8 +62,8 @@ constexpr int kSidrReqPrivateDataLen = 216 - kCmaHeader;  // IB_CM_SIDR_REQ_PRIV
 constexpr int kSidrRepPrivateDataLen = 136;               // IB_CM_SIDR_REP_PRIVATE_DATA_SIZE
 
 // The status of RDMA_CM_EVENT_REJECTED: the IB CM's reject reason (ib_cm.h).
-constexpr int kRejInvalidServiceId = 8;    // IB_CM_REJ_INVALID_SERVICE_ID
-constexpr int kRejConsumerDefined = 28;    // IB_CM_REJ_CONSUMER_DEFINED
+constexpr int kRejInvalidServiceId = 8;  // IB_CM_REJ_INVALID_SERVICE_ID
+constexpr int kRejConsumerDefined = 28;  // IB_CM_REJ_CONSUMER_DEFINED
 // The status of RDMA_CM_EVENT_UNREACHABLE after a SIDR_REP that refuses:
 // the SIDR status itself (cma.c's cma_sidr_rep_handler).
 constexpr int kSidrUnsupported = 1;        // IB_SIDR_UNSUPPORTED
@@ -953,8 +953,8 @@ TEST_F(RdmaCmTest, JoiningAGroupReportsItsAddress) {
     EXPECT_EQ(joined.qp_num, 0xffffffu);
     EXPECT_EQ(joined.qkey, kUdpQkey);
     EXPECT_TRUE(joined.ah_attr.is_global);
-    const std::vector<uint8_t> expected_gid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
-                                               239, 1, 2, 3};
+    const std::vector<uint8_t> expected_gid = {0, 0, 0,    0,    0,   0, 0, 0,
+                                               0, 0, 0xff, 0xff, 239, 1, 2, 3};
     EXPECT_TRUE(same_bytes(std::span(joined.ah_attr.grh.dgid.raw), expected_gid));
     EXPECT_EQ(rdma_leave_multicast(id, as_sockaddr(group)), 0) << strerror(errno);
 }
