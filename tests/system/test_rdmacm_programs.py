@@ -2,8 +2,10 @@
 and perftest's rdma_cm mode connect through uroce's connection manager, as
 a user runs them in `uroce exec`:
 
-- between uroce0 and uroce1 (the server on 127.0.0.2, the client's source
-  chosen by the routing table: 127.0.0.1), and from uroce0 to itself;
+- rdmacm-utils between uroce0 and uroce1 (the server on 127.0.0.2, the
+  client's source chosen by the routing table: 127.0.0.1), and from each
+  device to itself (uroce0 on 127.0.0.1; uroce1 given 127.0.0.1 by a daemon
+  that swaps the two addresses);
 - rping -C 1000 -V (RC SEND, READ and WRITE, every ping's data checked),
   ucmatose -c 10 -C 100, udaddy (UD through SIDR), mckey (a multicast group
   joined, sent to and received from), rdma_server/rdma_client,
@@ -41,7 +43,7 @@ PAIR_TIMEOUT = 120.0
 RDMACM_UTILS_PORT = 7174
 
 
-class RdmaCmPrograms(DaemonPerTest):
+class RdmaCmCase(DaemonPerTest):
     """A private daemon per test; a server and its client per test."""
 
     def cm_lines(self):
@@ -103,28 +105,28 @@ class RdmaCmPrograms(DaemonPerTest):
         self.assertEqual(client.returncode, 0, context)
         return server_output, client.stdout, context
 
-    # --- rdmacm-utils ------------------------------------------------------
+class RdmacmUtilsCases:
+    """rdmacm-utils, the server on server_address; the client's source is
+    chosen by the routing table (127.0.0.1), or client_address where the
+    program binds one (mckey's sender)."""
 
-    def rping(self, server_address, client_address):
+    server_address = SERVER_ADDRESS
+    client_address = "127.0.0.1"
+
+    def test_rping(self):
         port = harness.free_tcp_port()
         count = 1000
-        server, client, context = self.run_pair(
-            ["rping", "-s", "-a", server_address, "-p", str(port), "-C", str(count), "-V", "-v"],
-            ["rping", "-c", "-a", client_address, "-p", str(port), "-C", str(count), "-V", "-v"],
-            port)
+        common = ["-a", self.server_address, "-p", str(port), "-C", str(count), "-V", "-v"]
+        server, client, context = self.run_pair(["rping", "-s", *common], ["rping", "-c", *common],
+                                                port)
         # -v prints every ping each side saw, -V checks its bytes: a
         # mismatch would end rping with an error.
         for side, prefix in ((client, "ping data: "), (server, "server ping data: ")):
             pings = re.findall(r"^%srdma-ping-(\d+): " % prefix, side, re.M)
             self.assertEqual([int(n) for n in pings], list(range(count)), context)
 
-    def test_rping_between_devices(self):
-        self.rping(SERVER_ADDRESS, SERVER_ADDRESS)
-
-    def test_rping_device_to_itself(self):
-        self.rping("127.0.0.1", "127.0.0.1")
-
-    def ucmatose(self, address):
+    def test_ucmatose(self):
+        address = self.server_address
         port = harness.free_tcp_port()
         args = ["-p", str(port), "-c", "10", "-C", "100"]
         server, client, context = self.run_pair(["ucmatose", "-b", address, *args],
@@ -134,13 +136,8 @@ class RdmaCmPrograms(DaemonPerTest):
             self.assertIn("test complete", side, context)
             self.assertNotIn("failed", side, context)
 
-    def test_ucmatose(self):
-        self.ucmatose(SERVER_ADDRESS)
-
-    def test_ucmatose_device_to_itself(self):
-        self.ucmatose("127.0.0.1")
-
-    def udaddy(self, address):
+    def test_udaddy(self):
+        address = self.server_address
         server, client, context = self.run_pair(
             ["udaddy", "-b", address, "-c", "4", "-C", "20"],
             ["udaddy", "-s", address, "-c", "4", "-C", "20"], RDMACM_UTILS_PORT)
@@ -148,17 +145,11 @@ class RdmaCmPrograms(DaemonPerTest):
             self.assertIn("data transfers complete", side, context)
             self.assertIn("test complete", side, context)
 
-    def test_udaddy(self):
-        self.udaddy(SERVER_ADDRESS)
-
-    def test_udaddy_device_to_itself(self):
-        self.udaddy("127.0.0.1")
-
     def test_mckey(self):
         group = "239.1.2.3"
         receiver, sender, context = self.run_pair(
-            ["mckey", "-m", group, "-b", SERVER_ADDRESS, "-C", "50"],
-            ["mckey", "-m", group, "-b", "127.0.0.1", "-C", "50", "-s"], RDMACM_UTILS_PORT,
+            ["mckey", "-m", group, "-b", self.server_address, "-C", "50"],
+            ["mckey", "-m", group, "-b", self.client_address, "-C", "50", "-s"], RDMACM_UTILS_PORT,
             wait="joined")
         for side in (receiver, sender):
             self.assertIn("joined dgid: ::ffff:%s" % group, side, context)
@@ -168,7 +159,7 @@ class RdmaCmPrograms(DaemonPerTest):
     def test_rdma_server_client(self):
         port = harness.free_tcp_port()
         server, client, context = self.run_pair(["rdma_server", "-p", str(port)],
-                                                ["rdma_client", "-s", SERVER_ADDRESS, "-p",
+                                                ["rdma_client", "-s", self.server_address, "-p",
                                                  str(port)], port)
         self.assertIn("rdma_server: end 0", server, context)
         self.assertIn("rdma_client: end 0", client, context)
@@ -176,7 +167,7 @@ class RdmaCmPrograms(DaemonPerTest):
     def test_rdma_xserver_xclient(self):
         port = harness.free_tcp_port()
         server, client, context = self.run_pair(["rdma_xserver", "-p", str(port)],
-                                                ["rdma_xclient", "-s", SERVER_ADDRESS, "-p",
+                                                ["rdma_xclient", "-s", self.server_address, "-p",
                                                  str(port)], port)
         self.assertIn("rdma_xserver: end 0", server, context)
         self.assertIn("rdma_xclient: end 0", client, context)
@@ -184,15 +175,12 @@ class RdmaCmPrograms(DaemonPerTest):
     def stream(self, program, *modes):
         port = harness.free_tcp_port()
         server, client, context = self.run_pair(
-            [program, "-b", SERVER_ADDRESS, "-p", str(port), *modes],
-            [program, "-s", SERVER_ADDRESS, "-p", str(port), *modes], port)
+            [program, "-b", self.server_address, "-p", str(port), *modes],
+            [program, "-s", self.server_address, "-p", str(port), *modes], port)
         # The result table: one line per transfer size, nothing failed.
         rows = re.findall(r"^(\w+)\s+\S+\s+\S+\s+\d+\s+\S+\s+[\d.]+s\s+[\d.]+\s+[\d.]+$", client,
                           re.M)
         self.assertGreater(len(rows), 0, context)
-
-    def test_rstream(self):
-        self.stream("rstream")  # its table of sizes, blocking calls
 
     def test_rstream_verify(self):
         self.stream("rstream", "-T", "v", "-S", "65536", "-C", "1000")
@@ -212,11 +200,42 @@ class RdmaCmPrograms(DaemonPerTest):
     def test_cmtime(self):
         port = harness.free_tcp_port()
         _, client, context = self.run_pair(
-            ["cmtime", "-b", SERVER_ADDRESS, "-p", str(port), "-c", "20"],
-            ["cmtime", "-s", SERVER_ADDRESS, "-p", str(port), "-c", "20"], port,
+            ["cmtime", "-b", self.server_address, "-p", str(port), "-c", "20"],
+            ["cmtime", "-s", self.server_address, "-p", str(port), "-c", "20"], port,
             server_exits=False)
         for step in ("connect", "disconnect", "destroy"):
             self.assertRegex(client, r"(?m)^%s\s+:" % step, context)
+
+
+class RdmacmUtilsBetweenDevices(RdmacmUtilsCases, RdmaCmCase):
+    """The server on uroce1 (127.0.0.2), the client on uroce0."""
+
+    def test_rstream(self):
+        # Its table of sizes, blocking calls: 10-50 s, so here only.
+        self.stream("rstream")
+
+
+class RdmacmUtilsOnUroce0(RdmacmUtilsCases, RdmaCmCase):
+    """Server and client on uroce0 (127.0.0.1): a device to itself."""
+
+    server_address = "127.0.0.1"
+
+
+class RdmacmUtilsOnUroce1(RdmacmUtilsCases, RdmaCmCase):
+    """Server and client on uroce1, given 127.0.0.1 here (and uroce0
+    127.0.0.2): the other device to itself."""
+
+    daemon_args = ("--device", "uroce0=127.0.0.2", "--device", "uroce1=127.0.0.1")
+    server_address = "127.0.0.1"
+
+    def setUp(self):
+        super().setUp()
+        self.assertIn("device uroce1 address 127.0.0.1", self.daemon.status().text)
+
+
+class RdmaCmPrograms(RdmaCmCase):
+    """perftest, qperf and libfabric between the devices; the daemon going
+    away under its programs."""
 
     # --- perftest with rdma_cm ---------------------------------------------
 
