@@ -585,14 +585,42 @@ void ConnectionManager::release_port(Id& id) {
     id.bound = false;
 }
 
+namespace {
+
+// cma_resolve_ib_dev: the device with the destination GID itself, else the
+// first with a GID in its subnet; the source GID is that GID.
+Device* device_for_gid(const std::vector<std::unique_ptr<Device>>& devices, const uint8_t* dgid,
+                       const ibv_gid*& sgid) {
+    Device* found = nullptr;
+    for (const auto& device : devices) {
+        for (const ibv_gid& gid : device->gids()) {
+            if (memcmp(gid.raw, dgid, 16) == 0) {
+                sgid = &gid;
+                return device.get();
+            }
+            if (!found && memcmp(gid.raw, dgid, 8) == 0) {
+                found = device.get();
+                sgid = &gid;
+            }
+        }
+    }
+    return found;
+}
+
+}  // namespace
+
 Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address& dst) {
-    if (dst.ss_family != AF_INET && dst.ss_family != AF_INET6) {
-        return fail(EAFNOSUPPORT, "rdma_cm: uroce resolves IP destinations, not family %u",
+    if (dst.ss_family != AF_INET && dst.ss_family != AF_INET6 && dst.ss_family != AF_IB) {
+        return fail(EAFNOSUPPORT, "rdma_cm address family %u is not supported by uroce",
                     dst.ss_family);
     }
     if (id.state == IdState::kIdle) {
         Address any{};
         any.ss_family = dst.ss_family;
+        if (dst.ss_family == AF_IB) {  // cma_bind_addr takes the destination's P_Key
+            reinterpret_cast<sockaddr_ib&>(any).sib_pkey =
+                reinterpret_cast<const sockaddr_ib&>(dst).sib_pkey;
+        }
         if (Result r = bind(id, src && !is_any(*src) ? *src : any); !r) {
             return r;
         }
@@ -603,6 +631,9 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
     }
     if (id.state != IdState::kAddrBound) {
         return fail(EINVAL, "RESOLVE_ADDR on an ID in state %s", name(id.state));
+    }
+    if (dst.ss_family == AF_IB) {
+        return resolve_ib_addr(id, dst);
     }
     uint32_t destination = 0;
     Device* device = id.device;
@@ -637,9 +668,36 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
     return ok();
 }
 
+// cma_resolve_ib_addr: the destination GID names the device (unless the
+// ID is bound to one already), and the source GID is the device's.
+Result ConnectionManager::resolve_ib_addr(Id& id, const Address& dst) {
+    const ibv_gid* sgid = nullptr;
+    Device* device = id.device;
+    if (!device) {
+        device = device_for_gid(devices_, gid_of_ib(dst), sgid);
+        if (!device) {
+            return fail(ENODEV, "RESOLVE_ADDR: no uroce device has a GID in the subnet of %s",
+                        to_string(dst).c_str());
+        }
+        memcpy(reinterpret_cast<sockaddr_ib&>(id.src).sib_addr.sib_raw, sgid->raw, 16);
+    }
+    id.device = device;
+    id.dst = dst;
+    id.path_mtu = path_mtu_of(*device);
+    id.state = IdState::kAddrResolved;
+    report(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+    return ok();
+}
+
 Result ConnectionManager::resolve_route(Id& id) {
     if (id.state != IdState::kAddrResolved) {
         return fail(EINVAL, "RESOLVE_ROUTE on an ID in state %s", name(id.state));
+    }
+    if (id.dst.ss_family == AF_IB) {
+        // A RoCE path needs the network device an IP address names; an
+        // AF_IB address names none (cma_resolve_iboe_route: -ENODEV).
+        return fail(ENODEV, "RESOLVE_ROUTE: AF_IB destination %s names no network device",
+                    to_string(id.dst).c_str());
     }
     id.state = IdState::kRouteResolved;
     report(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
@@ -658,10 +716,15 @@ void ConnectionManager::fill_route(const Id& id, rdma_ucm_query_route_resp& resp
     resp.port_num = 1;
     resp.ibdev_index = id.device->index();
     ib_user_path_rec& path = resp.ib_route[0];
-    const Gid sgid = gid_of(ipv4_or_zero(id.src));
-    const Gid dgid = gid_of(ipv4_or_zero(id.dst));
-    memcpy(path.sgid, sgid.data(), sizeof(path.sgid));
-    memcpy(path.dgid, dgid.data(), sizeof(path.dgid));
+    const auto gid_into = [](uint8_t* out, const Address& address) {
+        if (address.ss_family == AF_IB) {
+            memcpy(out, gid_of_ib(address), 16);
+        } else {
+            memcpy(out, gid_of(ipv4_or_zero(address)).data(), 16);
+        }
+    };
+    gid_into(path.sgid, id.src);
+    gid_into(path.dgid, id.dst);
     path.pkey = htobe16(kDefaultPkey);
     const bool routed = id.state == IdState::kRouteResolved || id.state == IdState::kConnect ||
                         id.state == IdState::kDisconnect;

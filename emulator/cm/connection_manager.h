@@ -254,6 +254,9 @@ class ConnectionManager {
     bool queue(Channel& channel, const Channel::Event& event);
     void update_readiness(Channel& channel);
 
+    // RESOLVE_ADDR of an AF_IB destination (a GID).
+    Result resolve_ib_addr(Id& id, const Address& dst);
+
     // Port spaces (cma.c's cma_get_port / cma_check_port).
     Result take_port(Id& id);
     void release_port(Id& id);

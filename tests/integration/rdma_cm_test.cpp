@@ -12,7 +12,9 @@
 // Built twice, as the rc_* tests: MADs between the daemon's own devices
 // directly, and across UDP (--no-shortcut).
 #include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
+#include <infiniband/ib.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
@@ -957,6 +959,44 @@ TEST_F(RdmaCmTest, JoiningAGroupReportsItsAddress) {
                                                0, 0, 0xff, 0xff, 239, 1, 2, 3};
     EXPECT_TRUE(same_bytes(std::span(joined.ah_attr.grh.dgid.raw), expected_gid));
     EXPECT_EQ(rdma_leave_multicast(id, as_sockaddr(group)), 0) << strerror(errno);
+}
+
+// An AF_IB destination (a GID and a service ID) resolves as cma.c's
+// cma_resolve_ib_addr does: to the device with that GID, whose GID becomes
+// the source. A RoCE route needs the network device an IP address names,
+// and an AF_IB address names none: rdma_resolve_route fails with ENODEV
+// (cma_resolve_iboe_route). A GID in no device's subnet: ENODEV at once.
+TEST_F(RdmaCmTest, AfIbDestinationResolvesButHasNoRoceRoute) {
+    Side client("client");
+    rdma_cm_id* id = client.create_id();
+    ASSERT_TRUE(id);
+    sockaddr_ib destination{};
+    destination.sib_family = AF_IB;
+    destination.sib_pkey = htobe16(0xffff);
+    const uint8_t uroce1_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2};
+    memcpy(destination.sib_addr.sib_raw, uroce1_gid, 16);
+    destination.sib_sid = htobe64((uint64_t{RDMA_PS_TCP} << 16) | 7480);
+    destination.sib_sid_mask = htobe64(~uint64_t{0});
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&destination),
+                                kResolveTimeoutMs),
+              0)
+        << strerror(errno) << daemon_log();
+    ASSERT_TRUE(client.expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+    ASSERT_NE(id->verbs, nullptr);
+    EXPECT_STREQ(ibv_get_device_name(id->verbs->device), "uroce1");
+    EXPECT_EQ(rdma_get_local_addr(id)->sa_family, AF_IB);
+    EXPECT_TRUE(same_bytes(std::span(id->route.addr.addr.ibaddr.sgid.raw),
+                           std::vector<uint8_t>(uroce1_gid, uroce1_gid + 16)));
+    EXPECT_EQ(rdma_resolve_route(id, kResolveTimeoutMs), -1);
+    EXPECT_EQ(errno, ENODEV);
+
+    rdma_cm_id* elsewhere = client.create_id();
+    ASSERT_TRUE(elsewhere);
+    destination.sib_addr.sib_raw[0] = 0x20;  // 2000::/8, no device's subnet
+    EXPECT_EQ(rdma_resolve_addr(elsewhere, nullptr, reinterpret_cast<sockaddr*>(&destination),
+                                kResolveTimeoutMs),
+              -1);
+    EXPECT_EQ(errno, ENODEV);
 }
 
 // A UD resolution of a port nobody listens on: the IB CM answers the
