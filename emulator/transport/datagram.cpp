@@ -36,6 +36,7 @@ void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacke
     wc.qp_num = qp.qpn;
     wc.src_qp = packet.hdr.deth.src_qp;
     wc.wc_flags = IBV_WC_GRH;
+    wc.sl = wire::kRoceL3HeaderIpv4;
     wc.byte_len = static_cast<uint32_t>(wire::kGrhBytes + packet.payload.size());
     if (packet.info->has(wire::ExtHeader::kImmDt)) {
         wc.wc_flags |= IBV_WC_WITH_IMM;

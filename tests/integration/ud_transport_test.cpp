@@ -77,7 +77,9 @@ TEST_F(UdTransportTest, DatagramArrivesAfterAGrhWithSourceQpAndImmediate) {
     EXPECT_EQ(ntohl(wc.imm_data), 0xabcdef01u);
     EXPECT_TRUE(same_bytes(in.bytes().subspan(kGrh, 1000), out.bytes().first(1000)));
     // The GRH of RoCEv2 over IPv4: 20 zero bytes, then the IPv4 header with
-    // the sender's and the receiver's addresses.
+    // the sender's and the receiver's addresses. The completion says so in
+    // its SL, as mlx5's does (2: IPv4), for readers such as UCX's ud_verbs.
+    EXPECT_EQ(wc.sl, 2);
     EXPECT_TRUE(same_bytes(in.bytes().first(20), std::vector<uint8_t>(20, 0)));
     iphdr ip;
     memcpy(&ip, in.data() + 20, sizeof(ip));
