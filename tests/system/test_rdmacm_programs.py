@@ -84,7 +84,14 @@ class RdmaCmCase(DaemonPerTest):
                                              timeout=PAIR_TIMEOUT,
                                              log=lambda: diagnostics(self.daemon))
                 if server_exits:
-                    server.wait(timeout=PAIR_TIMEOUT)
+                    try:
+                        server.wait(timeout=PAIR_TIMEOUT)
+                    except subprocess.TimeoutExpired:
+                        raise AssertionError(
+                            "%s did not finish in %.0f s after its client\n"
+                            "--- client, exit %d\n%s%s\n%s" % (
+                                server_args, PAIR_TIMEOUT, client.returncode, client.stdout,
+                                client.stderr, diagnostics(self.daemon)))
                 else:
                     server.terminate()
                     server.wait(timeout=10)
