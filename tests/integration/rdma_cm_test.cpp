@@ -467,6 +467,23 @@ rdma_conn_param conn_param(const std::vector<uint8_t>& private_data,
     return param;
 }
 
+// The server listens on `port`; the client resolves it, makes an RC QP and
+// asks to connect with `param`. The client's ID, or null with a failure.
+rdma_cm_id* request_connection(Side& server, Side& client, uint16_t port, rdma_conn_param& param) {
+    if (!listen_on(server, port)) {
+        return nullptr;
+    }
+    rdma_cm_id* id = resolve(client, port);
+    if (!id || !client.create_qp(id, IBV_QPT_RC)) {
+        return nullptr;
+    }
+    if (rdma_connect(id, &param) != 0) {
+        ADD_FAILURE() << "rdma_connect: " << strerror(errno) << daemon_log();
+        return nullptr;
+    }
+    return id;
+}
+
 struct ConnectOptions {
     std::vector<uint8_t> request_data;
     std::vector<uint8_t> accept_data;
@@ -1048,12 +1065,9 @@ TEST_F(RdmaCmTest, QpThatCannotFollowTheReplyIsConnectError) {
     constexpr uint16_t kPort = 7478;
     Side server("server");
     Side client("client");
-    ASSERT_TRUE(listen_on(server, kPort));
-    rdma_cm_id* id = resolve(client, kPort);
-    ASSERT_TRUE(id);
-    ASSERT_TRUE(client.create_qp(id, IBV_QPT_RC));
     rdma_conn_param param = conn_param({});
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    rdma_cm_id* id = request_connection(server, client, kPort, param);
+    ASSERT_TRUE(id);
     ibv_qp_attr error{};
     error.qp_state = IBV_QPS_ERR;
     ASSERT_EQ(ibv_modify_qp(id->qp, &error, IBV_QP_STATE), 0);
@@ -1414,12 +1428,9 @@ TEST_F(RdmaCmTest, LostRtuIsRecoveredByTheRepSentAgain) {
     constexpr uint16_t kPort = 7489;
     Side server("server");
     Side client("client");
-    ASSERT_TRUE(listen_on(server, kPort));
-    rdma_cm_id* id = resolve(client, kPort);
-    ASSERT_TRUE(id);
-    ASSERT_TRUE(client.create_qp(id, IBV_QPT_RC));
     rdma_conn_param param = conn_param({});
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    rdma_cm_id* id = request_connection(server, client, kPort, param);
+    ASSERT_TRUE(id);
     const Event request = server.expect(RDMA_CM_EVENT_CONNECT_REQUEST);
     ASSERT_TRUE(request);
     server.adopt(request.id);
