@@ -62,6 +62,17 @@ uint32_t ipv4_or_zero(const Address& address) {
     return ipv4;
 }
 
+// An address's GID: an AF_IB address carries it, an IP address's is its
+// IPv4-mapped form.
+Gid gid_of(const Address& address) {
+    if (address.ss_family == AF_IB) {
+        Gid gid;
+        memcpy(gid.data(), gid_of_ib(address), gid.size());
+        return gid;
+    }
+    return gid_of(ipv4_or_zero(address));
+}
+
 bool is_ud(const Id& id) {
     return id.qp_type == IBV_QPT_UD;
 }
@@ -716,15 +727,8 @@ void ConnectionManager::fill_route(const Id& id, rdma_ucm_query_route_resp& resp
     resp.port_num = 1;
     resp.ibdev_index = id.device->index();
     ib_user_path_rec& path = resp.ib_route[0];
-    const auto gid_into = [](uint8_t* out, const Address& address) {
-        if (address.ss_family == AF_IB) {
-            memcpy(out, gid_of_ib(address), 16);
-        } else {
-            memcpy(out, gid_of(ipv4_or_zero(address)).data(), 16);
-        }
-    };
-    gid_into(path.sgid, id.src);
-    gid_into(path.dgid, id.dst);
+    memcpy(path.sgid, gid_of(id.src).data(), sizeof(path.sgid));
+    memcpy(path.dgid, gid_of(id.dst).data(), sizeof(path.dgid));
     path.pkey = htobe16(kDefaultPkey);
     const bool routed = id.state == IdState::kRouteResolved || id.state == IdState::kConnect ||
                         id.state == IdState::kDisconnect;
@@ -769,8 +773,7 @@ void ConnectionManager::fill_gid(const Id& id, rdma_ucm_query_addr_resp& resp) c
         ib.sib_family = AF_IB;
         ib.sib_pkey = resp.pkey;
         if (id.device) {
-            const Gid gid = gid_of(ipv4_or_zero(address));
-            memcpy(ib.sib_addr.sib_raw, gid.data(), gid.size());
+            memcpy(ib.sib_addr.sib_raw, gid_of(address).data(), sizeof(ib.sib_addr.sib_raw));
         }
         ib.sib_sid = htobe64((uint64_t(id.ps) << 16) + port_of(address));
         memcpy(&out, &ib, sizeof(ib));

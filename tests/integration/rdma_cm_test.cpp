@@ -876,12 +876,8 @@ TEST_F(RdmaCmTest, RejectCarriesReasonAndPrivateData) {
     constexpr uint16_t kPort = 7473;
     Side server("server");
     Side client("client");
-    ASSERT_TRUE(listen_on(server, kPort));
-    rdma_cm_id* id = resolve(client, kPort);
-    ASSERT_TRUE(id);
-    ASSERT_TRUE(client.create_qp(id, IBV_QPT_RC));
     rdma_conn_param param = conn_param(pattern(40, 10));
-    ASSERT_EQ(rdma_connect(id, &param), 0) << strerror(errno) << daemon_log();
+    ASSERT_TRUE(request_connection(server, client, kPort, param));
 
     const Event request = server.expect(RDMA_CM_EVENT_CONNECT_REQUEST);
     ASSERT_TRUE(request);
