@@ -1,9 +1,6 @@
 // liburoce-bridge.so, loaded with LD_PRELOAD: the parts of a kernel that a
 // file tree cannot give libibverbs.
-//  - /dev/infiniband/uverbs-uroce* answer as /dev/null when they do not exist,
-//    so that libibverbs' stat() and open()+fstat() checks pass without root.
-//  - /dev/infiniband/rdma_cm opens an event channel of the daemon's in a
-//    uroce environment (rdma_cm_channel.cpp), for librdmacm.
+//  - the calls that take a path: path_calls.cpp.
 //  - socket(AF_NETLINK, *, NETLINK_RDMA) fails while SYSFS_PATH is set, so that
 //    libibverbs enumerates from that tree even where the kernel has RDMA.
 //  - ibv_create_comp_channel / ibv_destroy_comp_channel get their fd from the
@@ -35,118 +32,6 @@
 #include "bridge_abi.h"
 #include "interpose.h"
 #include "provider/driver_abi.h"
-#include "rdma_cm_channel.h"
-
-using uroce::bridge::describe_cm_channel;
-using uroce::bridge::open_cm_channel;
-
-namespace {
-
-constexpr char kNodePrefix[] = "/dev/infiniband/uverbs-uroce";
-constexpr char kNodeStandIn[] = "/dev/null";
-
-// Called only after the real call failed, so existing nodes (root-made
-// symlinks, a real device) are used as they are.
-bool stand_in(const char* path, int result) {
-    return result < 0 && errno == ENOENT && path &&
-           strncmp(path, kNodePrefix, sizeof(kNodePrefix) - 1) == 0;
-}
-
-// fstatat of dirfd itself (Linux 6.11 also takes a null path for that).
-bool of_dirfd(const char* path, int flags) {
-    return (flags & AT_EMPTY_PATH) && (!path || !*path);
-}
-
-bool needs_mode(int flags) {
-    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
-}
-
-}  // namespace
-
-// open's mode argument exists only when the flags ask for one.
-#define OPEN_MODE(flags)                             \
-    mode_t mode = 0;                                 \
-    if (needs_mode(flags)) {                         \
-        va_list ap;                                  \
-        va_start(ap, flags);                         \
-        mode = static_cast<mode_t>(va_arg(ap, int)); \
-        va_end(ap);                                  \
-    }
-
-EXPORT int open(const char* path, int flags, ...) {
-    OPEN_MODE(flags);
-    if (int fd; open_cm_channel(path, flags, &fd)) {
-        return fd;
-    }
-    int fd = NEXT(open)(path, flags, mode);
-    return stand_in(path, fd) ? NEXT(open)(kNodeStandIn, flags, mode) : fd;
-}
-
-EXPORT int open64(const char* path, int flags, ...) {
-    OPEN_MODE(flags);
-    if (int fd; open_cm_channel(path, flags, &fd)) {
-        return fd;
-    }
-    int fd = NEXT(open64)(path, flags, mode);
-    return stand_in(path, fd) ? NEXT(open64)(kNodeStandIn, flags, mode) : fd;
-}
-
-// The stand-in paths and rdma_cm's are absolute, so dirfd does not matter for them.
-EXPORT int openat(int dirfd, const char* path, int flags, ...) {
-    OPEN_MODE(flags);
-    if (int fd; open_cm_channel(path, flags, &fd)) {
-        return fd;
-    }
-    int fd = NEXT(openat)(dirfd, path, flags, mode);
-    return stand_in(path, fd) ? NEXT(openat)(dirfd, kNodeStandIn, flags, mode) : fd;
-}
-
-EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
-    OPEN_MODE(flags);
-    if (int fd; open_cm_channel(path, flags, &fd)) {
-        return fd;
-    }
-    int fd = NEXT(openat64)(dirfd, path, flags, mode);
-    return stand_in(path, fd) ? NEXT(openat64)(dirfd, kNodeStandIn, flags, mode) : fd;
-}
-
-EXPORT int stat(const char* __restrict path, struct stat* __restrict buf) noexcept {
-    int r = NEXT(stat)(path, buf);
-    return stand_in(path, r) ? NEXT(stat)(kNodeStandIn, buf) : r;
-}
-
-EXPORT int stat64(const char* __restrict path, struct stat64* __restrict buf) noexcept {
-    int r = NEXT(stat64)(path, buf);
-    return stand_in(path, r) ? NEXT(stat64)(kNodeStandIn, buf) : r;
-}
-
-EXPORT int lstat(const char* __restrict path, struct stat* __restrict buf) noexcept {
-    int r = NEXT(lstat)(path, buf);
-    return stand_in(path, r) ? NEXT(lstat)(kNodeStandIn, buf) : r;
-}
-
-EXPORT int lstat64(const char* __restrict path, struct stat64* __restrict buf) noexcept {
-    int r = NEXT(lstat64)(path, buf);
-    return stand_in(path, r) ? NEXT(lstat64)(kNodeStandIn, buf) : r;
-}
-
-EXPORT int fstatat(int dirfd, const char* __restrict path, struct stat* __restrict buf,
-                   int flags) noexcept {
-    int r = NEXT(fstatat)(dirfd, path, buf, flags);
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return stand_in(path, r) ? NEXT(fstatat)(dirfd, kNodeStandIn, buf, flags) : r;
-}
-
-EXPORT int fstatat64(int dirfd, const char* __restrict path, struct stat64* __restrict buf,
-                     int flags) noexcept {
-    int r = NEXT(fstatat64)(dirfd, path, buf, flags);
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return stand_in(path, r) ? NEXT(fstatat64)(dirfd, kNodeStandIn, buf, flags) : r;
-}
 
 EXPORT int socket(int domain, int type, int protocol) noexcept {
     const char* sysfs = getenv("SYSFS_PATH");

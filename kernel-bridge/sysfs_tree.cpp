@@ -5,10 +5,12 @@
 #include <rdma/rdma_user_cm.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <system_error>
 
@@ -179,6 +181,41 @@ void write_port(const fs::path& dir, const TreePort& port) {
     }
 }
 
+std::string read_line(const fs::path& path) {
+    std::string line;
+    if (FILE* f = ::fopen(path.c_str(), "re")) {
+        char buf[4096];
+        if (fgets(buf, sizeof(buf), f)) {
+            line = buf;
+        }
+        fclose(f);
+    }
+    if (!line.empty() && line.back() == '\n') {
+        line.pop_back();
+    }
+    return line;
+}
+
+// The parent device: the NUMA placement of a device without one (all online
+// CPUs, as for a PCI device whose firmware names no node), and its netdev as
+// device/net/<netdev>, a link to the interface's own directory (tools find a
+// device's IP address through it).
+void write_parent_device(const fs::path& dir, const TreeDevice& dev) {
+    fs::create_directories(dir / "net");
+    write_file(dir / "numa_node", "-1");
+    const std::string online = read_line("/sys/devices/system/cpu/online");
+    const std::string possible = read_line("/sys/devices/system/cpu/possible");
+    // The highest possible CPU's number ends the list ("0-7"); npos + 1 is 0.
+    const unsigned bits =
+        strtoul(possible.c_str() + (possible.find_last_of("-,") + 1), nullptr, 10) + 1;
+    write_file(dir / "local_cpulist", online.empty() ? "0" : online);
+    write_file(dir / "local_cpus", cpu_mask(online.empty() ? "0" : online, bits));
+    if (!dev.ports.empty()) {
+        const std::string& netdev = dev.ports.front().netdev;
+        fs::create_directory_symlink(fs::path("/sys/class/net") / netdev, dir / "net" / netdev);
+    }
+}
+
 void write_ibdev(const fs::path& dir, const TreeDevice& dev) {
     fs::create_directories(dir);
     write_file(dir / "node_type", "1: CA");
@@ -195,11 +232,7 @@ void write_ibdev(const fs::path& dir, const TreeDevice& dev) {
     for (size_t i = 0; i < dev.ports.size(); ++i) {
         write_port(dir / "ports" / std::to_string(i + 1), dev.ports[i]);
     }
-    // A RoCE device's parent device holds its netdev, as device/net/<netdev>
-    // (tools find a device's IP address through it).
-    if (!dev.ports.empty()) {
-        fs::create_directories(dir / "device" / "net" / dev.ports.front().netdev);
-    }
+    write_parent_device(dir / "device", dev);
 }
 
 // libibverbs checks that the opened node's rdev equals 'dev'; the node is /dev/null.
@@ -274,6 +307,35 @@ void remove_others(const fs::path& dir, const std::set<std::string>& keep) {
 }
 
 }  // namespace
+
+// "%*pb": 32-bit hexadecimal words, most significant first, separated by
+// commas; the first only as wide as the bits it holds.
+std::string cpu_mask(const std::string& cpulist, unsigned bits) {
+    std::vector<bool> set(bits);
+    for (const char* p = cpulist.c_str(); *p;) {
+        char* end;
+        unsigned first = strtoul(p, &end, 10), last = first;
+        if (*end == '-') {
+            last = strtoul(end + 1, &end, 10);
+        }
+        for (unsigned cpu = first; cpu <= last && cpu < bits; ++cpu) {
+            set[cpu] = true;
+        }
+        p = *end == ',' ? end + 1 : "";
+    }
+    std::string mask;
+    const unsigned words = (bits + 31) / 32;
+    for (unsigned w = words; w-- > 0;) {
+        uint32_t word = 0;
+        for (unsigned b = 0; b < 32 && w * 32 + b < bits; ++b) {
+            word |= uint32_t(set[w * 32 + b]) << b;
+        }
+        const unsigned top_bits = bits - w * 32;
+        const int digits = w + 1 == words ? int((std::min(top_bits, 32u) + 3) / 4) : 8;
+        mask += strf("%s%0*x", mask.empty() ? "" : ",", digits, word);
+    }
+    return mask;
+}
 
 void write_tree(const fs::path& root, const std::vector<TreeDevice>& devices,
                 const fs::path& cm_socket_path) {

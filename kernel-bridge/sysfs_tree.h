@@ -54,6 +54,9 @@ struct TreeDevice {
 void write_tree(const std::filesystem::path& root, const std::vector<TreeDevice>& devices,
                 const std::filesystem::path& cm_socket_path = {});
 
+// A cpulist ("0-3,8") as the kernel's "%*pb" bitmap of `bits` CPUs (local_cpus).
+std::string cpu_mask(const std::string& cpulist, unsigned bits);
+
 // Removes <root> and everything under it; rdma_cm and the devices disappear first.
 void remove_tree(const std::filesystem::path& root);
 

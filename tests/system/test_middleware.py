@@ -1,12 +1,14 @@
 """Middleware on uroce, unmodified and with no workaround settings: UCX's
 verbs transports between uroce0 and uroce1 (ucx_perftest, a tag-matching
-ping-pong whose server runs on uroce1 and client on uroce0).
+ping-pong whose server runs on uroce1 and client on uroce0), and what UCX
+reads from sysfs itself.
 
 UCX's ud_verbs takes a received datagram only when the GRH's destination is
 a GID of its port: it reads the GRH as IPv4 when the completion's SL says so
 (2, as mlx5 reports a RoCEv2 IPv4 packet), and drops it otherwise.
 """
 
+import os
 import re
 import subprocess
 import tempfile
@@ -68,3 +70,38 @@ class UcxPerftest(DaemonPerTest):
     def test_rc_verbs_with_ud_alongside(self):
         # rc_verbs needs an auxiliary transport to wire up: ud_verbs.
         self.perftest("rc_verbs,ud_verbs")
+
+
+class UcxReadsSysfs(DaemonPerTest):
+    """UCX reads /sys/class/infiniband itself, past libibverbs: GID types and
+    netdevs (to pick a RoCE v2 GID), the device's NUMA node and local CPUs.
+    Every such read must find the uroce device's file."""
+
+    def test_every_file_ucx_reads_is_there(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "trace")
+            env = self.daemon.env()
+            env["UCX_LOG_LEVEL"] = "debug"
+            info = harness.run_program(
+                [require("strace"), "-f", "-e", "trace=%file", "-o", trace,
+                 require("ucx_info"), "-d"], env, timeout=PERFTEST_TIMEOUT)
+            with open(trace) as f:
+                calls = f.read()
+        context = "%s\n%s\n%s" % (info.stdout[-2000:], info.stderr[-4000:], diagnostics(self.daemon))
+        self.assertEqual(info.returncode, 0, context)
+        tree = self.daemon.sysfs_path
+        read_there = [line for line in calls.splitlines()
+                      if "/sys/class/infiniband" in line or tree + "/class/infiniband" in line]
+        # The bridge turned every /sys/class/infiniband path into the tree's.
+        self.assertTrue(any(tree + "/class/infiniband/uroce0/ports/1/gid_attrs/types/0" in line
+                            and "ENOENT" not in line for line in read_there), context)
+        self.assertTrue(any(tree + "/class/infiniband/uroce1/device/numa_node" in line
+                            for line in read_there), context)
+        # libibverbs looks for device/modalias, which a virtual device (rxe's
+        # too) does not have; everything else must be found.
+        missing = [line for line in read_there
+                   if "ENOENT" in line and "/device/modalias" not in line]
+        self.assertEqual(missing, [], context)
+        self.assertNotIn("failed to read", info.stderr, context)
+        for device in ("uroce0", "uroce1"):
+            self.assertIn("Device: %s:1" % device, info.stdout, context)

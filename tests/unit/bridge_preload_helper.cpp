@@ -1,9 +1,11 @@
 // Run by bridge_preload_test with or without liburoce-bridge.so preloaded;
 // prints what it observes, one line per call, for the test to judge.
 //   nodes PATH  stat/open families on PATH and on a path the bridge must not answer
+//   sysfs       every call family that takes a path, on /sys/class/infiniband*
 //   netlink     NETLINK_RDMA and NETLINK_ROUTE sockets, under a seccomp filter
 //               that makes the kernel refuse NETLINK_RDMA with EACCES
 //   verbs       libibverbs against the tree and bridge_test_provider
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -20,7 +22,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -64,6 +68,115 @@ void nodes(const char* path) {
     printf("openat64 %s\n", describe_fd(openat64(AT_FDCWD, path, O_RDWR | O_CLOEXEC)).c_str());
     printf("other-stat %s\n", describe(stat("/dev/infiniband/uverbs0", &st), st).c_str());
     printf("other-open %s\n", describe_fd(open("/dev/infiniband/uverbs0", O_RDWR)).c_str());
+}
+
+extern "C" int __open_2(const char*, int);
+extern "C" int __openat64_2(int, const char*, int);
+
+std::string contents(int fd) {
+    if (fd < 0) {
+        return failure();
+    }
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n < 0) {
+        return failure();
+    }
+    buf[n] = '\0';
+    std::string s = buf;
+    return s.empty() || s.back() != '\n' ? s : s.substr(0, s.size() - 1);
+}
+
+std::string contents(FILE* f) {
+    if (!f) {
+        return failure();
+    }
+    std::string s = contents(dup(fileno(f)));
+    return fclose(f) == 0 ? s : s + " fclose-failed";
+}
+
+template <typename Stat>
+std::string kind(int result, const Stat& st) {
+    return result != 0           ? failure()
+           : S_ISDIR(st.st_mode) ? "dir"
+           : S_ISREG(st.st_mode) ? "file"
+                                 : "other";
+}
+
+std::string entries(DIR* dir) {
+    if (!dir) {
+        return failure();
+    }
+    std::vector<std::string> names;
+    while (dirent* e = readdir(dir)) {
+        names.push_back(e->d_name);
+    }
+    closedir(dir);
+    std::sort(names.begin(), names.end());
+    std::string s;
+    for (const std::string& n : names) {
+        s += (s.empty() ? "" : " ") + n;
+    }
+    return s;
+}
+
+std::string link_target(ssize_t n, const char* buf) {
+    return n < 0 ? failure() : std::string(buf, n);
+}
+
+std::string resolved(char* path) {
+    if (!path) {
+        return failure();
+    }
+    std::string s = path;
+    free(path);
+    return s;
+}
+
+// Each call family on the kernel's paths of uroce0 and its class directories.
+void sysfs() {
+    const char* type0 = "/sys/class/infiniband/uroce0/ports/1/gid_attrs/types/0";
+    const char* ndev0 = "/sys/class/infiniband/uroce0/ports/1/gid_attrs/ndevs/0";
+    const char* abi = "/sys/class/infiniband_verbs/abi_version";
+    const char* net = "/sys/class/infiniband/uroce0/device/net";
+    struct stat st;
+    struct stat64 st64;
+    struct statx stx;
+    char buf[PATH_MAX];
+    printf("open %s\n", contents(open(type0, O_RDONLY)).c_str());
+    printf("open64 %s\n", contents(open64(ndev0, O_RDONLY)).c_str());
+    printf("openat %s\n", contents(openat(AT_FDCWD, abi, O_RDONLY)).c_str());
+    printf("openat64 %s\n", contents(openat64(-1, type0, O_RDONLY)).c_str());
+    printf("__open_2 %s\n", contents(__open_2(type0, O_RDONLY)).c_str());
+    printf("__openat64_2 %s\n", contents(__openat64_2(AT_FDCWD, ndev0, O_RDONLY)).c_str());
+    printf("fopen %s\n", contents(fopen(type0, "r")).c_str());
+    printf("fopen64 %s\n", contents(fopen64(ndev0, "r")).c_str());
+    printf("freopen %s\n", contents(freopen(abi, "r", fopen("/dev/null", "r"))).c_str());
+    printf("stat %s\n", kind(stat("/sys/class/infiniband/uroce0", &st), st).c_str());
+    printf("stat64 %s\n", kind(stat64(type0, &st64), st64).c_str());
+    printf("lstat %s\n", kind(lstat(type0, &st), st).c_str());
+    printf("lstat64 %s\n", kind(lstat64("/sys/class/infiniband", &st64), st64).c_str());
+    printf("fstatat %s\n", kind(fstatat(AT_FDCWD, abi, &st, 0), st).c_str());
+    printf("fstatat64 %s\n", kind(fstatat64(AT_FDCWD, net, &st64, 0), st64).c_str());
+    int r = statx(AT_FDCWD, "/sys/class/infiniband_verbs", 0, STATX_TYPE, &stx);
+    printf("statx %s\n", r ? failure().c_str() : S_ISDIR(stx.stx_mode) ? "dir" : "other");
+    printf("access %s\n", access(type0, R_OK) ? failure().c_str() : "ok");
+    printf("faccessat %s\n", faccessat(AT_FDCWD, ndev0, R_OK, 0) ? failure().c_str() : "ok");
+    printf("opendir %s\n", entries(opendir("/sys/class/infiniband")).c_str());
+    printf("opendir-net %s\n", entries(opendir(net)).c_str());
+    std::string lo = std::string(net) + "/lo";
+    printf("readlink %s\n", link_target(readlink(lo.c_str(), buf, sizeof(buf)), buf).c_str());
+    printf("readlinkat %s\n",
+           link_target(readlinkat(AT_FDCWD, lo.c_str(), buf, sizeof(buf)), buf).c_str());
+    printf("realpath %s\n",
+           resolved(realpath("/sys/class/infiniband/uroce0/ports/../ports/1", nullptr)).c_str());
+    printf("canonicalize_file_name %s\n",
+           resolved(canonicalize_file_name("/sys/class/infiniband_verbs")).c_str());
+    printf("netdev-through-tree %s\n", contents(open((lo + "/ifindex").c_str(), O_RDONLY)).c_str());
+    printf("neighbour %s\n", kind(stat("/sys/class/infiniband2/probe", &st), st).c_str());
+    std::string longer = "/sys/class/infiniband/" + std::string(PATH_MAX - 30, 'x');
+    printf("too-long %s\n", kind(stat(longer.c_str(), &st), st).c_str());
 }
 
 std::string describe_socket(int fd) {
@@ -190,6 +303,10 @@ int main(int argc, char** argv) {
     if (mode == "verbs") {
         return verbs();
     }
-    fprintf(stderr, "usage: %s nodes PATH | netlink | verbs\n", argv[0]);
+    if (mode == "sysfs") {
+        sysfs();
+        return 0;
+    }
+    fprintf(stderr, "usage: %s nodes PATH | netlink | verbs | sysfs\n", argv[0]);
     return 2;
 }

@@ -2,12 +2,14 @@
 // with and without liburoce-bridge.so preloaded, and checks what they observe.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -203,6 +205,62 @@ TEST_F(bridgeVerbs, LibibverbsReadsTheTreeAndGetsChannelsFromTheProvider) {
         "device bridgetest0 guid 8899aabbccddeeff\n"
         "other-channel errno EBADF\n";
     EXPECT_NE(r.output.find(other), std::string::npos) << r.output;
+}
+
+// Every program of the environment reads the tree where it would read the
+// kernel's sysfs, whichever libc call it uses (UCX reads gid_attrs/types with
+// open, hwloc walks with opendir and realpath, scripts use fopen).
+TEST_F(bridgeVerbs, EveryCallFamilyReadsTheTreeForTheKernelsPaths) {
+    fs::create_directories(root_ / "class" / "infiniband2");
+    std::ofstream(root_ / "class" / "infiniband2" / "probe") << "not ours\n";
+    const fs::path real_root = fs::canonical(root_);
+    Outcome r = run_program({BRIDGE_HELPER_PATH, "sysfs"}, env());
+    ASSERT_EQ(r.status, 0) << r.output;
+    const std::string lo_ifindex = std::to_string(if_nametoindex("lo"));
+    EXPECT_EQ(r.output,
+              "open RoCE v2\n"
+              "open64 lo\n"
+              "openat 6\n"
+              "openat64 RoCE v2\n"
+              "__open_2 RoCE v2\n"
+              "__openat64_2 lo\n"
+              "fopen RoCE v2\n"
+              "fopen64 lo\n"
+              "freopen 6\n"
+              "stat dir\n"
+              "stat64 file\n"
+              "lstat file\n"
+              "lstat64 dir\n"
+              "fstatat file\n"
+              "fstatat64 dir\n"
+              "statx dir\n"
+              "access ok\n"
+              "faccessat ok\n"
+              "opendir . .. bridgetest0 uroce0\n"
+              "opendir-net . .. lo\n"
+              "readlink /sys/class/net/lo\n"
+              "readlinkat /sys/class/net/lo\n"
+              "realpath " +
+                  (real_root / "class/infiniband/uroce0/ports/1").string() +
+                  "\n"
+                  "canonicalize_file_name " +
+                  (real_root / "class/infiniband_verbs").string() +
+                  "\n"
+                  "netdev-through-tree " +
+                  lo_ifindex +
+                  "\n"
+                  "neighbour errno ENOENT\n"
+                  "too-long errno ENAMETOOLONG\n");
+}
+
+TEST_F(bridgeVerbs, WithoutSysfsPathTheKernelsPathsAreLeftAlone) {
+    Env e = env();
+    e["SYSFS_PATH"] = std::nullopt;
+    Outcome r = run_program({BRIDGE_HELPER_PATH, "sysfs"}, e);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("open errno ENOENT\n"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("fopen errno ENOENT\n"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("realpath errno ENOENT\n"), std::string::npos) << r.output;
 }
 
 }  // namespace

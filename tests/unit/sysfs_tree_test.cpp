@@ -108,8 +108,31 @@ TEST(sysfsTree, WritesWhatLibibverbsReads) {
     EXPECT_FALSE(fs::exists(port / "gid_attrs/ndevs/1"));
     EXPECT_EQ(read(port / "pkeys/0"), "0xffff\n");
     EXPECT_FALSE(fs::exists(port / "pkeys/1"));
-    // The parent device's netdev, where tools look for the device's IP address.
-    EXPECT_TRUE(fs::is_directory(port / "../../device/net/lo"));
+    // The parent device: its netdev, where tools look for the device's IP
+    // address, is a link to the interface's directory; it is on no NUMA node
+    // and local to every online CPU.
+    EXPECT_EQ(fs::read_symlink(ib / "device/net/lo"), "/sys/class/net/lo");
+    EXPECT_EQ(read(ib / "device/numa_node"), "-1\n");
+    const std::string online = read("/sys/devices/system/cpu/online");
+    const std::string possible = read("/sys/devices/system/cpu/possible");
+    const unsigned cpus = std::stoul(possible.substr(possible.find_last_of("-,") + 1)) + 1;
+    EXPECT_EQ(read(ib / "device/local_cpulist"), online);
+    EXPECT_EQ(read(ib / "device/local_cpus"),
+              uroce::bridge::cpu_mask(online.substr(0, online.size() - 1), cpus) + "\n");
+}
+
+// The kernel's "%*pb": 32-bit words, most significant first; the first word
+// only as wide as the CPUs it holds.
+TEST(sysfsTree, CpuMaskFollowsTheKernelsBitmapFormat) {
+    using uroce::bridge::cpu_mask;
+    EXPECT_EQ(cpu_mask("0-1", 2), "3");
+    EXPECT_EQ(cpu_mask("0", 1), "1");
+    EXPECT_EQ(cpu_mask("0-3,8", 9), "10f");
+    EXPECT_EQ(cpu_mask("1,3", 8), "0a");
+    EXPECT_EQ(cpu_mask("0-39", 40), "ff,ffffffff");
+    EXPECT_EQ(cpu_mask("0", 64), "00000000,00000001");
+    EXPECT_EQ(cpu_mask("32-33", 64), "00000003,00000000");
+    EXPECT_EQ(cpu_mask("0-5", 4), "f");  // CPUs beyond the possible ones are left out
 }
 
 TEST(sysfsTree, RateFollowsTheKernelsFormat) {
