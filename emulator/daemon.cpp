@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "bridge_tree.h"
+#include "net/interfaces.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -64,7 +65,8 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     raise_descriptor_limit();
     make_private_dir(paths_.dir);
     lock_ = lock_runtime_dir(paths_.dir);
-    for (const DeviceConfig& config : options_.devices) {
+    for (DeviceConfig config : options_.devices) {
+        config.netdev = interface_holding(config.address);
         devices_.push_back(std::make_unique<Device>(config, devices_.size()));
     }
     engine_ = std::make_unique<Engine>(io_, devices_,

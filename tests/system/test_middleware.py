@@ -105,3 +105,4 @@ class UcxReadsSysfs(DaemonPerTest):
         self.assertNotIn("failed to read", info.stderr, context)
         for device in ("uroce0", "uroce1"):
             self.assertIn("Device: %s:1" % device, info.stdout, context)
+

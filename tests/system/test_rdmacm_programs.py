@@ -18,12 +18,15 @@ a user runs them in `uroce exec`:
   fi_pingpong -c passes over FI_EP_MSG, FI_EP_RDM (ofi_rxm) and FI_EP_DGRAM
   (between uroce1 and uroce0). For MSG and RDM, fi_pingpong's server binds
   "localhost" (it has no address option), as libfabric's verbs provider
-  does when given no node: 127.0.0.1, uroce0. Both ends are on uroce0.
+  does when given no node: 127.0.0.1, uroce0. Both ends are on uroce0;
+- rsockets' librspreload.so under iperf 2, an unmodified TCP program,
+  between uroce0's address and uroce1's.
 
 Each client starts once its server's ID listens (the daemon's status lists
 it), each exits 0 and each program's own data checks pass.
 """
 
+import glob
 import os
 import re
 import signal
@@ -67,12 +70,13 @@ class RdmaCmCase(DaemonPerTest):
                          "the server to %s on port %d" % (what, port),
                          lambda: diagnostics(self.daemon))
 
-    def run_pair(self, server_args, client_args, port, wait="listen", server_exits=True):
+    def run_pair(self, server_args, client_args, port, wait="listen", server_exits=True,
+                 env=None):
         """Runs the server, then (once it listens) the client; returns their
         standard outputs (what the programs' checks print; stderr comes in
         the failure context) after checking both exit 0. A server that
         serves forever (cmtime) is stopped once its client is done."""
-        env = self.daemon.env()
+        env = env or self.daemon.env()
         started = time.monotonic()
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             server = subprocess.Popen([require(server_args[0]), *server_args[1:]],
@@ -376,6 +380,33 @@ class RdmaCmPrograms(RdmaCmCase):
         self.addCleanup(lambda: program.poll() is None and program.kill())
         self.assertEqual(program.stdout.readline().strip(), "ready", diagnostics(self.daemon))
         return program
+
+    def test_iperf_over_rsockets(self):
+        """librspreload.so (librdmacm's rsockets) turns an unmodified TCP
+        program's sockets into RDMA connections: iperf 2 from uroce0's
+        address to a server bound to uroce1's. The server must count the
+        client's bytes, and they must have crossed uroce (rsockets writes
+        them with RDMA WRITE, at most 4096 bytes a packet)."""
+        preloads = glob.glob("/usr/lib/*/rsocket/librspreload.so")
+        self.assertTrue(preloads, "librspreload.so is not installed (librdmacm1)")
+        env = self.daemon.env()
+        env["LD_PRELOAD"] += ":" + preloads[0]
+        port = harness.free_tcp_port()
+        before = harness.parse_stats(self.daemon.stats_text())["uroce0"]["sent_pkts"]
+        # -P 1: the server exits after one client. -y C: one CSV row each,
+        # time,source,port,destination,port,id,interval,bytes,bits/s.
+        server, client, context = self.run_pair(
+            ["iperf", "-s", "-B", SERVER_ADDRESS, "-p", str(port), "-P", "1", "-y", "C"],
+            ["iperf", "-c", SERVER_ADDRESS, "-B", "127.0.0.1", "-p", str(port), "-t", "2",
+             "-y", "C"], port, env=env)
+        after = harness.parse_stats(self.daemon.stats_text())["uroce0"]["sent_pkts"]
+        sent = [row.split(",") for row in client.split()]
+        received = [row.split(",") for row in server.split()]
+        self.assertEqual(len(sent), 1, context)
+        self.assertEqual(len(received), 1, context)
+        self.assertGreater(int(sent[0][7]), 1 << 20, context)
+        self.assertEqual(int(received[0][7]), int(sent[0][7]), context)
+        self.assertGreaterEqual(after - before, int(sent[0][7]) // 4096, context)
 
     def test_stopping_the_daemon_reports_device_removal(self):
         """As a kernel whose device goes: the blocked rdma_get_cm_event

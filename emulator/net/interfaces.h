@@ -1,0 +1,15 @@
+// The host's network interfaces, as far as a device needs them.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <string>
+
+namespace uroce {
+
+// The interface that holds `address` (getifaddrs), which the kernel's GID
+// table names as a RoCE GID's netdev; "lo" for an address no interface lists
+// (the rest of 127.0.0.0/8 is routed through lo).
+std::string interface_holding(in_addr address);
+
+}  // namespace uroce

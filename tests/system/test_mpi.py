@@ -1,0 +1,101 @@
+"""MPI on uroce, unmodified: a ping-pong of messages from 1 byte to 1 MiB,
+every byte checked, and an allreduce, across two ranks (mpi/
+pingpong_allreduce.c, built here with each implementation's compiler).
+
+- Open MPI 4.1 over UCX (its default PML where a verbs device exists) and
+  MPICH 4.0 (Debian builds it ch4:ucx) over UCX: one rank on uroce0, one on
+  uroce1, each naming its device (UCX_NET_DEVICES).
+- Open MPI over libfabric (the OFI MTL, FI_PROVIDER=verbs): both ranks on
+  uroce0. libfabric's verbs provider offers RDM endpoints only on devices
+  whose address belongs to a non-loopback interface or resolves as
+  "localhost"; uroce1's 127.0.0.2 is neither (docs/middleware.md).
+
+Both ranks run on one host, where UCX would carry everything through
+shared memory; UCX_TLS=self,rc_verbs,ud_verbs keeps it to the devices, as it
+would be between hosts. The daemon's packet counters show that it was.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import harness
+from programs import DaemonPerTest, diagnostics, elapsed, require
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi",
+                      "pingpong_allreduce.c")
+MPI_TIMEOUT = 180.0
+# 100 round trips of 1 MiB each way: at least this many packets of 4096
+# bytes from each device, whatever else UCX or libfabric sends.
+MIN_PACKETS = 100 * (1 << 20) // 4096
+UCX_DEVICES_ONLY = "self,rc_verbs,ud_verbs"
+
+
+def build(compiler, directory):
+    program = os.path.join(directory, os.path.basename(compiler))
+    subprocess.run([require(compiler), "-O2", "-o", program, SOURCE], check=True,
+                   capture_output=True, text=True)
+    return program
+
+
+class MpiPrograms(DaemonPerTest):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.build_dir = tempfile.mkdtemp(prefix="uroce-mpi-")
+        cls.open_mpi = build("mpicc.openmpi", cls.build_dir)
+        cls.mpich = build("mpicc.mpich", cls.build_dir)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.build_dir, ignore_errors=True)
+
+    def sent_packets(self):
+        stats = harness.parse_stats(self.daemon.stats_text())
+        return {device: counters["sent_pkts"] for device, counters in stats.items()}
+
+    def run_mpi(self, what, argv, devices, env=None):
+        env = env or self.daemon.env()
+        # Open MPI refuses root unless told; the tests run as whoever runs ctest.
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        before = self.sent_packets()
+        started = time.monotonic()
+        result = harness.run_program(argv, env, timeout=MPI_TIMEOUT,
+                                     log=lambda: diagnostics(self.daemon))
+        elapsed(what, time.monotonic() - started)
+        after = self.sent_packets()
+        context = "%s\n--- exit %d\n%s%s\n%s" % (" ".join(argv), result.returncode, result.stdout,
+                                               result.stderr, diagnostics(self.daemon))
+        self.assertEqual(result.returncode, 0, context)
+        lines = result.stdout.splitlines()
+        sizes = [line for line in lines if line.startswith("pingpong ")]
+        self.assertEqual(len(sizes), 11, context)  # 1 B to 1 MiB, by 4
+        self.assertTrue(all(line.endswith(": ok") for line in sizes), context)
+        self.assertIn("allreduce 4096 longs over 2 ranks: ok", lines, context)
+        self.assertEqual(lines[-1], "PASSED", context)
+        for device in devices:
+            self.assertGreaterEqual(after[device] - before[device], MIN_PACKETS,
+                                    "%s carried the traffic\n%s" % (device, context))
+
+    def test_open_mpi_over_ucx_between_devices(self):
+        rank = lambda device: ["-np", "1", "-x", "UCX_TLS=" + UCX_DEVICES_ONLY,
+                               "-x", "UCX_NET_DEVICES=%s:1" % device, self.open_mpi]
+        self.run_mpi("Open MPI over UCX",
+                     [require("mpirun.openmpi"), "--oversubscribe", "--mca", "pml", "ucx",
+                      *rank("uroce0"), ":", *rank("uroce1")], ["uroce0", "uroce1"])
+
+    def test_mpich_over_ucx_between_devices(self):
+        rank = lambda device: ["-np", "1", "-env", "UCX_TLS", UCX_DEVICES_ONLY,
+                               "-env", "UCX_NET_DEVICES", "%s:1" % device, self.mpich]
+        self.run_mpi("MPICH over UCX",
+                     [require("mpirun.mpich"), *rank("uroce0"), ":", *rank("uroce1")],
+                     ["uroce0", "uroce1"])
+
+    def test_open_mpi_over_libfabric_verbs(self):
+        self.run_mpi("Open MPI over libfabric verbs",
+                     [require("mpirun.openmpi"), "--oversubscribe", "--mca", "pml", "cm",
+                      "--mca", "mtl", "ofi", "-x", "FI_PROVIDER=verbs",
+                      "-x", "FI_VERBS_DEVICE_NAME=uroce0", "-np", "2", self.open_mpi],
+                     ["uroce0"])
