@@ -18,11 +18,13 @@ static int pingpong(int rank) {
     for (size_t bytes = 1; bytes <= kMaxBytes; bytes *= 4) {
         for (int round = 0; round < kRounds; ++round) {
             if (rank == 0) {
-                for (size_t i = 0; i < bytes; ++i) buf[i] = pattern(round, i);
+                for (size_t i = 0; i < bytes; ++i)
+                    buf[i] = pattern(round, i);
                 MPI_Send(buf, (int)bytes, MPI_BYTE, 1, round, MPI_COMM_WORLD);
                 memset(buf, 0, bytes);
                 MPI_Recv(buf, (int)bytes, MPI_BYTE, 1, round, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                for (size_t i = 0; i < bytes; ++i) errors += buf[i] != (unsigned char)~pattern(round, i);
+                for (size_t i = 0; i < bytes; ++i)
+                    errors += buf[i] != (unsigned char)~pattern(round, i);
             } else if (rank == 1) {
                 MPI_Recv(buf, (int)bytes, MPI_BYTE, 0, round, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 for (size_t i = 0; i < bytes; ++i) {
@@ -32,7 +34,8 @@ static int pingpong(int rank) {
                 MPI_Send(buf, (int)bytes, MPI_BYTE, 0, round, MPI_COMM_WORLD);
             }
         }
-        if (rank == 0) printf("pingpong %zu bytes x %d: %s\n", bytes, kRounds, errors ? "MISMATCH" : "ok");
+        if (rank == 0)
+            printf("pingpong %zu bytes x %d: %s\n", bytes, kRounds, errors ? "MISMATCH" : "ok");
     }
     free(buf);
     return errors;
@@ -41,12 +44,15 @@ static int pingpong(int rank) {
 static int allreduce(int rank, int size) {
     long* in = malloc(kVector * sizeof(long));
     long* out = malloc(kVector * sizeof(long));
-    for (int i = 0; i < kVector; ++i) in[i] = (long)(rank + 1) * i;
+    for (int i = 0; i < kVector; ++i)
+        in[i] = (long)(rank + 1) * i;
     MPI_Allreduce(in, out, kVector, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     int errors = 0;
     const long ranks_sum = (long)size * (size + 1) / 2;
-    for (int i = 0; i < kVector; ++i) errors += out[i] != ranks_sum * i;
-    if (rank == 0) printf("allreduce %d longs over %d ranks: %s\n", kVector, size, errors ? "MISMATCH" : "ok");
+    for (int i = 0; i < kVector; ++i)
+        errors += out[i] != ranks_sum * i;
+    if (rank == 0)
+        printf("allreduce %d longs over %d ranks: %s\n", kVector, size, errors ? "MISMATCH" : "ok");
     free(in);
     free(out);
     return errors;
@@ -60,7 +66,8 @@ int main(int argc, char** argv) {
     int errors = size < 2 ? 1 : pingpong(rank) + allreduce(rank, size);
     int total = 0;
     MPI_Reduce(&errors, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0) printf("%s\n", total ? "FAILED" : "PASSED");
+    if (rank == 0)
+        printf("%s\n", total ? "FAILED" : "PASSED");
     MPI_Finalize();
     return total ? 1 : 0;
 }
