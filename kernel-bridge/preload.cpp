@@ -1,8 +1,10 @@
 // liburoce-bridge.so, loaded with LD_PRELOAD: the parts of a kernel that a
 // file tree cannot give libibverbs.
 //  - the calls that take a path: path_calls.cpp.
-//  - socket(AF_NETLINK, *, NETLINK_RDMA) fails while SYSFS_PATH is set, so that
-//    libibverbs enumerates from that tree even where the kernel has RDMA.
+//  - socket(AF_NETLINK, *, NETLINK_RDMA) is the daemon's RDMA netlink in a
+//    uroce environment (rdma_netlink_socket.cpp); where SYSFS_PATH is set but
+//    no daemon runs, it fails, so that libibverbs reads that tree even where
+//    the kernel has RDMA.
 //  - ibv_create_comp_channel / ibv_destroy_comp_channel get their fd from the
 //    uroce provider for uroce contexts (libibverbs would ask the kernel).
 //  - the one ioctl libibverbs sends a uroce command fd, asking for an
@@ -32,11 +34,15 @@
 #include "bridge_abi.h"
 #include "interpose.h"
 #include "provider/driver_abi.h"
+#include "rdma_netlink_socket.h"
 
 EXPORT int socket(int domain, int type, int protocol) noexcept {
+    if (int fd; uroce::bridge::open_rdma_netlink(domain, type, protocol, &fd)) {
+        return fd;
+    }
     const char* sysfs = getenv("SYSFS_PATH");
     if (domain == AF_NETLINK && protocol == NETLINK_RDMA && sysfs && *sysfs) {
-        errno = EPROTONOSUPPORT;  // what a kernel without RDMA answers
+        errno = EPROTONOSUPPORT;  // no daemon: what a kernel without RDMA answers
         return -1;
     }
     return NEXT(socket)(domain, type, protocol);

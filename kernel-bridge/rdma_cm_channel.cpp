@@ -34,14 +34,15 @@
 #include <cstddef>
 
 #include "bridge_abi.h"
+#include "daemon_link.h"
 #include "emulator/protocol/messages.h"
 #include "interpose.h"
+#include "rdma_netlink_socket.h"
 
 namespace uroce::bridge {
 namespace {
 
 constexpr char kCmNode[] = "/dev/infiniband/rdma_cm";
-constexpr char kCmSocketFile[] = "/class/misc/rdma_cm/" UROCE_SYSFS_SOCKET_FILE;
 // A misc device's numbers. librdmacm checks only S_ISCHR when, as here, it
 // found the ABI version in sysfs rather than through netlink.
 constexpr unsigned kMiscMajor = 10;
@@ -131,80 +132,6 @@ Channel* channel_of(int fd) {
 
 bool any_open() {
     return __atomic_load_n(&g_open, __ATOMIC_ACQUIRE) != 0;
-}
-
-// One request and its reply on a channel's connection, with `pass_fd` (when
-// not -1) as SCM_RIGHTS. Returns 0 with *got the reply body's size, the
-// daemon's errno, or ENODEV when the connection fails or the reply is not the
-// request's. Descriptors in a reply are not received (none is expected).
-int exchange(int sock, uint32_t seq, rpc::Op op, const void* body, size_t size, int pass_fd,
-             void* reply, size_t reply_size, size_t* got) {
-    rpc::RequestHeader header{rpc::kMagic, rpc::kVersion, op,
-                              static_cast<uint32_t>(sizeof(header) + size), seq};
-    iovec out[2] = {{&header, sizeof(header)}, {const_cast<void*>(body), size}};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = out;
-    msg.msg_iovlen = 2;
-    if (pass_fd >= 0) {
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof(control);
-        cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
-    }
-    ssize_t n;
-    do {
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(header.length)) {
-        return ENODEV;
-    }
-
-    rpc::ReplyHeader answer;
-    iovec in[2] = {{&answer, sizeof(answer)}, {reply, reply_size}};
-    msghdr rmsg{};
-    rmsg.msg_iov = in;
-    rmsg.msg_iovlen = 2;
-    do {
-        n = recvmsg(sock, &rmsg, MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n < static_cast<ssize_t>(sizeof(answer)) || (rmsg.msg_flags & MSG_TRUNC) ||
-        answer.magic != rpc::kMagic || answer.seq != seq || answer.op != op) {
-        return ENODEV;
-    }
-    if (answer.error) {
-        return answer.error;
-    }
-    *got = static_cast<size_t>(n) - sizeof(answer);
-    return 0;
-}
-
-// The daemon's socket, when this is a uroce environment.
-bool daemon_address(sockaddr_un* addr) {
-    const char* sysfs = getenv("SYSFS_PATH");
-    char path[PATH_MAX];
-    if (!sysfs || !*sysfs ||
-        snprintf(path, sizeof(path), "%s%s", sysfs, kCmSocketFile) >= int(sizeof(path))) {
-        return false;
-    }
-    const int fd = NEXT(open)(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return false;
-    }
-    char text[sizeof(addr->sun_path) + 1];
-    const ssize_t n = read(fd, text, sizeof(text));
-    NEXT(close)(fd);
-    const size_t length = n > 0 ? static_cast<size_t>(n) - (text[n - 1] == '\n') : 0;
-    if (length == 0 || length >= sizeof(addr->sun_path)) {
-        return false;
-    }
-    *addr = {};
-    addr->sun_family = AF_UNIX;
-    memcpy(addr->sun_path, text, length);
-    return true;
 }
 
 int fail_open(int efd, int sock, int error) {
@@ -437,6 +364,7 @@ EXPORT int close(int fd) {
             uroce::bridge::release(c);
         }
     }
+    uroce::bridge::forget_rdma_netlink(fd);
     return NEXT(close)(fd);
 }
 

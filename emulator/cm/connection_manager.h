@@ -196,6 +196,8 @@ class ConnectionManager {
     Channel& open_channel(pid_t pid, uid_t uid, UniqueFd eventfd);
     // The channel's end (close or death): its IDs go, their peers hear it.
     void close_channel(Channel& channel);
+    // Every ID by handle, for RDMA netlink's resource dumps.
+    const std::map<uint32_t, std::unique_ptr<Id>>& ids() const { return ids_; }
     Channel* find_channel(uint64_t token);
 
     // The daemon stops: every ID on a device hears DEVICE_REMOVAL. Returns

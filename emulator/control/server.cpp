@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -261,6 +262,37 @@ std::string Server::status_text() const {
     out << "clients " << sessions_.size() - tools - channels << "\n";
     out << "rdma_cm channels " << channels << "\n" << cm_.status_text();
     return out.str();
+}
+
+uint32_t Server::netlink_port(pid_t pid) {
+    auto taken = [this](uint32_t port) {
+        return std::any_of(sessions_.begin(), sessions_.end(),
+                           [port](const auto& s) { return s->netlink_port() == port; });
+    };
+    if (!taken(static_cast<uint32_t>(pid))) {
+        return static_cast<uint32_t>(pid);
+    }
+    while (taken(next_netlink_port_) || next_netlink_port_ == 0) {
+        --next_netlink_port_;
+    }
+    return next_netlink_port_--;
+}
+
+netlink::NldevView Server::nldev_view() const {
+    netlink::NldevView view;
+    for (const auto& device : devices_) {
+        view.devices.push_back(device.get());
+    }
+    for (const auto& session : sessions_) {
+        if (const Context* context = session->context()) {
+            view.contexts.push_back({session->peer().pid, context});
+        }
+    }
+    // In the order they were opened, as the kernel's restrack lists them.
+    std::sort(view.contexts.begin(), view.contexts.end(),
+              [](const auto& a, const auto& b) { return a.second->id() < b.second->id(); });
+    view.cm = &cm_;
+    return view;
 }
 
 Result Server::stats_text(const std::string& name, std::string& text) const {

@@ -15,6 +15,7 @@
 
 #include "cm/connection_manager.h"
 #include "device/device.h"
+#include "netlink/nldev.h"
 #include "protocol/messages.h"
 #include "queues/doorbell.h"
 #include "util/rate_limit.h"
@@ -45,6 +46,13 @@ class Server {
     void take_posted_work() const { take_posted_work_(); }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
+
+    // The netlink port of a new RDMA netlink socket of `pid`: the pid for
+    // the process's first, as the kernel's autobind gives it, else a
+    // negative one no other socket holds.
+    uint32_t netlink_port(pid_t pid);
+    // What RDMA netlink reports on: the devices, the clients' objects, rdma_cm's IDs.
+    netlink::NldevView nldev_view() const;
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
@@ -78,6 +86,7 @@ class Server {
     std::map<Device*, Trace> traces_;
     const Doorbell& doorbell_;
     cm::ConnectionManager& cm_;
+    uint32_t next_netlink_port_ = static_cast<uint32_t>(-4096);
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
 };

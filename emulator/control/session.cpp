@@ -6,6 +6,7 @@
 #include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
+#include "netlink/nldev.h"
 #include "protocol/socket.h"
 #include "util/log.h"
 
@@ -77,6 +78,13 @@ void Session::on_readable() {
     if (error == EAGAIN) {
         wait();
         return;
+    }
+    if (is_netlink() && (error == 0 || error == EMSGSIZE)) {
+        for (int fd : fds) {
+            ::close(fd);  // a netlink socket carries none
+        }
+        netlink_request(message);
+        return;  // flush_netlink waits for the next request once the replies are out
     }
     if (error == 0 || error == EMSGSIZE || error == EMFILE || error == ETOOMANYREFS) {
         handle(message, fds, error == EMSGSIZE ? 0 : error);
@@ -163,6 +171,10 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         cm_command(header, body);
         return;
     }
+    if (header.op == rpc::Op::kNetlinkOpen) {
+        netlink_open(header, body);
+        return;
+    }
     if (is_tool_op(header.op)) {
         const Answer answer = tool_request(header.op, body, fds);
         reply(header, answer.result, answer.body);
@@ -238,6 +250,56 @@ void Session::cm_command(const rpc::RequestHeader& header, std::span<const std::
     }
     reply(header, result,
           result ? std::as_bytes(std::span(&reply_body, 1)) : std::span<const std::byte>{});
+}
+
+void Session::netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::NetlinkOpenRequest request;
+    Result result = decode(body, request);
+    if (result && (context_ || tool_ || cm_channel_ || is_netlink())) {
+        result = fail(EALREADY, "this connection has already said hello");
+    }
+    rpc::NetlinkOpenReply reply_body{};
+    if (result) {
+        reply_body.port_id = server_.netlink_port(peer_.pid);
+    }
+    reply(header, result, result ? bytes_of(reply_body) : std::vector<std::byte>{});
+    netlink_port_ = reply_body.port_id;  // after the reply: it is the last RPC message
+}
+
+void Session::netlink_request(std::span<const std::byte> datagram) {
+    server_.take_posted_work();  // PSNs and states as of the request
+    std::vector<netlink::Bytes> replies =
+        netlink::answer(server_.nldev_view(), datagram, netlink_port_);
+    for (netlink::Bytes& message : replies) {
+        netlink_out_.push_back(std::move(message));
+    }
+    flush_netlink();
+}
+
+// Sends queued replies until the socket is full, then waits for room; reads
+// the next request only when all are out.
+void Session::flush_netlink() {
+    while (!netlink_out_.empty()) {
+        const int error = rpc::send_message(socket_.native_handle(), netlink_out_.front());
+        if (error == EAGAIN) {
+            socket_.async_wait(boost::asio::posix::stream_descriptor::wait_write,
+                               [self = shared_from_this()](const boost::system::error_code& e) {
+                                   if (!e) {
+                                       self->flush_netlink();
+                                   }
+                               });
+            return;
+        }
+        if (error) {
+            if (error != EPIPE && error != ECONNRESET) {
+                log_warn("client pid %d: netlink reply failed: %s", peer_.pid, strerror(error));
+            }
+            server_.end(shared_from_this());
+            return;
+        }
+        netlink_out_.pop_front();
+    }
+    wait();
 }
 
 void Session::status_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {

@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,6 +34,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const Context* context() const { return context_.get(); }
     const std::shared_ptr<Context>& shared_context() const { return context_; }
     const cm::Channel* cm_channel() const { return cm_channel_; }
+    bool is_netlink() const { return netlink_port_ != 0; }
+    uint32_t netlink_port() const { return netlink_port_; }
 
   private:
     void wait();
@@ -49,6 +52,11 @@ class Session : public std::enable_shared_from_this<Session> {
     void cm_open(const rpc::RequestHeader& header, std::span<const std::byte> body,
                  std::vector<UniqueFd>& fds);
     void cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    // RDMA netlink: the connection becomes a netlink socket, then carries
+    // netlink datagrams both ways.
+    void netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    void netlink_request(std::span<const std::byte> datagram);
+    void flush_netlink();
     void log_refusal(const char* what, const Result& result);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
     void status_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
@@ -65,6 +73,11 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string status_snapshot_;
     bool tool_ = false;
     cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager
+    uint32_t netlink_port_ = 0;
+    // Netlink replies the program has not taken yet. Requests wait while
+    // any are here, so this holds one request's replies, which
+    // netlink::answer bounds.
+    std::deque<std::vector<std::byte>> netlink_out_;
 };
 
 }  // namespace uroce

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cstddef>
 #include <type_traits>
 
 namespace uroce::rpc {
@@ -87,6 +88,9 @@ enum class Op : uint16_t {
     // An rdma_cm event channel (the bridge's /dev/infiniband/rdma_cm).
     kCmOpen,
     kCmCommand,
+    // RDMA netlink (the bridge's NETLINK_RDMA sockets): after this request
+    // the connection carries netlink datagrams, as a kernel socket would.
+    kNetlinkOpen,
     kCount,
 };
 
@@ -520,6 +524,14 @@ struct CmCommandReply {
     uint8_t response[kMaxCmResponse];
 };
 
+struct NetlinkOpenRequest {
+    uint32_t reserved;
+};
+struct NetlinkOpenReply {
+    uint32_t port_id;  // the socket's netlink port: getsockname's nl_pid, every reply's nlmsg_pid
+    uint32_t reserved;
+};
+
 // Request type -> op and reply type.
 template <class Request>
 struct Traits;
@@ -561,6 +573,7 @@ UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
 UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
 UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
+UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)
 #undef UROCE_RPC
 
 }  // namespace uroce::rpc

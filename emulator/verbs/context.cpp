@@ -6,8 +6,12 @@
 
 namespace uroce {
 
+namespace {
+uint32_t next_context_id = 0;  // the daemon serves every client from one thread
+}
+
 Context::Context(Device& device, pid_t pid, UniqueFd async_events)
-    : device_(device), pid_(pid), events_(std::make_shared<EventPipe>()) {
+    : device_(device), pid_(pid), id_(next_context_id++), events_(std::make_shared<EventPipe>()) {
     while (getrandom(&attach_token_, sizeof(attach_token_), 0) != sizeof(attach_token_) ||
            attach_token_ == 0) {
     }

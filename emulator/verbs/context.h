@@ -35,6 +35,8 @@ class Context {
     // a child forked from it that attached (rpc::AttachRequest). New MRs
     // describe its memory; capabilities are its own.
     void set_caller(pid_t pid) { pid_ = pid; }
+    // The context's number, unique in the daemon (RDMA netlink's ctxn).
+    uint32_t id() const { return id_; }
     // The secret a forked child presents to attach (random, 64 bits).
     uint64_t attach_token() const { return attach_token_; }
 
@@ -94,6 +96,12 @@ class Context {
 
     // Object counts, for status.
     ObjectCounts counts() const;
+    // The objects themselves, for RDMA netlink's resource dumps.
+    const HandleTable<Pd>& pds() const { return pds_; }
+    const HandleTable<Cq>& cqs() const { return cqs_; }
+    const HandleTable<Mr>& mrs() const { return mrs_; }
+    const HandleTable<Qp>& qps() const { return qps_; }
+    const HandleTable<Srq>& srqs() const { return srqs_; }
 
   private:
     Result register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
@@ -107,6 +115,7 @@ class Context {
 
     Device& device_;
     pid_t pid_;
+    uint32_t id_;
     uint64_t attach_token_ = 0;
     std::shared_ptr<EventPipe> events_;
     HandleTable<Pd> pds_;

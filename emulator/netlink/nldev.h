@@ -1,0 +1,40 @@
+// RDMA netlink's device interface (RDMA_NL_NLDEV), answered as the kernel's
+// drivers/infiniband/core/nldev.c answers it: devices, ports, resources,
+// counters, the system settings and the character devices, for the `rdma`
+// tool and libibverbs' and librdmacm's enumeration.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "netlink/message.h"
+
+namespace uroce {
+class Context;
+class Device;
+namespace cm {
+class ConnectionManager;
+}
+
+namespace netlink {
+
+// What the answers report on.
+struct NldevView {
+    std::vector<const Device*> devices;
+    std::vector<std::pair<pid_t, const Context*>> contexts;  // every client's, with its pid
+    const cm::ConnectionManager* cm = nullptr;
+};
+
+// The replies to one datagram of requests, each reply one datagram: a
+// doit's answer and then its ACK when NLM_F_ACK asks for one, or a dump's
+// messages and NLMSG_DONE; an error is NLMSG_ERROR. Each is at most
+// kMaxDatagram bytes, what `rdma` reads at once.
+inline constexpr size_t kMaxDatagram = 4096;
+std::vector<Bytes> answer(const NldevView& view, std::span<const std::byte> datagram,
+                          uint32_t port);
+
+}  // namespace netlink
+}  // namespace uroce

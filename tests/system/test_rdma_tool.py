@@ -1,0 +1,156 @@
+"""iproute2's `rdma` tool and libibverbs' netlink enumeration against the
+bridge's RDMA netlink, answered by the daemon as the kernel's nldev.c
+answers it (docs/kernel-bridge.md).
+
+Expected lines are built from what the test set up and from the kernel's
+formats: node GUIDs from the devices' addresses, QP numbers, PSNs and keys
+from pyverbs_scripts/resources.py, counters from `uroce stats`."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import harness
+from programs import DaemonPerTest, diagnostics, require
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESOURCES = os.path.join(HERE, "pyverbs_scripts", "resources.py")
+PROBE = os.path.join(HERE, "rdma_netlink_probe.py")
+EINVAL, EOPNOTSUPP = 22, 95
+
+
+class RdmaTool(DaemonPerTest):
+
+    def rdma(self, *args, env=None):
+        result = harness.run_program([require("rdma"), *args], env or self.daemon.env(),
+                                     log=lambda: diagnostics(self.daemon))
+        self.assertEqual(result.returncode, 0, "rdma %s\n%s%s\n%s" % (
+            " ".join(args), result.stdout, result.stderr, diagnostics(self.daemon)))
+        return result.stdout
+
+    def fw_ver(self, device):
+        with open(os.path.join(self.daemon.sysfs_path, "class", "infiniband", device,
+                               "fw_ver")) as f:
+            return f.read().strip()
+
+    def test_dev_lists_each_device_with_its_guid(self):
+        lines = []
+        for index, (device, address) in enumerate(sorted(harness.DEFAULT_DEVICES.items())):
+            guid = harness.guid_colon(harness.node_guid_for(address))
+            lines.append("%d: %s: node_type ca fw %s node_guid %s sys_image_guid %s \n" % (
+                index, device, self.fw_ver(device), guid, guid))
+        self.assertEqual(self.rdma("dev"), "".join(lines))
+        self.assertEqual(self.rdma("dev", "show", "uroce1"), lines[1])
+
+    def test_link_shows_port_state_and_netdev(self):
+        self.assertEqual(self.rdma("link"),
+                         "link uroce0/1 state ACTIVE physical_state LINK_UP netdev lo \n"
+                         "link uroce1/1 state ACTIVE physical_state LINK_UP netdev lo \n")
+
+    def test_system(self):
+        self.assertEqual(self.rdma("system"), "netns shared copy-on-fork on\n")
+
+    def test_statistic_shows_the_devices_counters(self):
+        stats = harness.parse_stats(self.daemon.stats_text())
+        for device in ("uroce0", "uroce1"):
+            line = self.rdma("statistic", "show", "link", device + "/1")
+            expected = "link %s/1 " % device + "".join(
+                "%s %d " % (name, value) for name, value in stats[device].items()) + "\n"
+            self.assertEqual(line, expected)
+
+    def test_resources_of_a_running_program(self):
+        port = harness.free_tcp_port()
+        pairs = 3
+        holder = subprocess.Popen([harness.PYTHON, RESOURCES, str(port), str(pairs)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=self.daemon.env())
+        try:
+            line = holder.stdout.readline()
+            self.assertTrue(line, holder.stderr.read() if holder.poll() is not None else "")
+            held = json.loads(line)
+            pid = holder.pid
+            # The listener's librdmacm opened uroce1 once more, with a PD of its own.
+            # A PD's users are its QPs and MR.
+            self.assertEqual(self.rdma("res"),
+                             "0: uroce0: pd 1 cq 1 qp %d cm_id 0 mr 1 ctx 1 srq 0 \n"
+                             "1: uroce1: pd 2 cq 1 qp %d cm_id 1 mr 1 ctx 2 srq 0 \n" % (
+                                 pairs, pairs))
+            tail = "pid %d comm python3 \n" % pid
+            qp_lines = []
+            for device, peer in (("uroce0", "uroce1"), ("uroce1", "uroce0")):
+                for lqpn, rqpn in zip(held[device]["qpns"], held[peer]["qpns"]):
+                    qp_lines.append(
+                        "link %s/1 lqpn %d rqpn %d type RC state RTS rq-psn %d sq-psn %d "
+                        "path-mig-state MIGRATED pdn 1 %s" % (
+                            device, lqpn, rqpn, held[peer]["sq_psn"], held[device]["sq_psn"],
+                            tail))
+            self.assertEqual(self.rdma("res", "show", "qp"), "".join(qp_lines))
+            one = held["uroce1"]["qpns"][1]
+            self.assertEqual(self.rdma("res", "show", "qp", "link", "uroce1/1", "lqpn", str(one)),
+                             qp_lines[pairs + 1])
+            self.assertEqual(self.rdma("res", "show", "mr"), "".join(
+                "dev %s mrn 1 rkey 0x%x lkey 0x%x mrlen 8192 pdn 1 %s" % (
+                    device, held[device]["rkey"], held[device]["lkey"], tail)
+                for device in ("uroce0", "uroce1")))
+            ctxn = re.findall(r"ctxn (\d+)", self.rdma("res", "show", "ctx"))
+            self.assertEqual(len(ctxn), 3)
+            contexts = list(zip(("uroce0", "uroce1", "uroce1"), ctxn))
+            self.assertEqual(self.rdma("res", "show", "ctx"), "".join(
+                "dev %s ctxn %s %s" % (device, n, tail) for device, n in contexts))
+            self.assertEqual(self.rdma("res", "show", "pd"), "".join(
+                "dev %s pdn 1 users %d ctxn %s %s" % (device, users, n, tail)
+                for (device, n), users in zip(contexts, (pairs + 1, pairs + 1, 0))))
+            self.assertEqual(self.rdma("res", "show", "cq"), "".join(
+                "dev %s cqn 1 cqe %d users %d adaptive-moderation off ctxn %s %s" % (
+                    device, held[device]["cqe"], 2 * pairs, n, tail)
+                for device, n in contexts[:2]))
+            self.assertRegex(self.rdma("res", "show", "cm_id"),
+                             r"^link uroce1/1 cm-idn \d+ state LISTEN ps TCP %s"
+                             r"src-addr 127\.0\.0\.2:%d \n$" % (re.escape(tail[:-1]), port))
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=10)
+            errors = holder.stderr.read()
+            holder.stdout.close()
+            holder.stderr.close()
+        self.assertEqual(holder.returncode, 0, errors)
+        self.assertEqual(self.rdma("res", "show", "qp"), "")
+
+    def test_raw_requests_get_the_kernels_answers(self):
+        result = harness.run_program([harness.PYTHON, PROBE], self.daemon.env(),
+                                     log=lambda: diagnostics(self.daemon))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        got = json.loads(result.stdout)
+        self.assertNotEqual(got["port"], 0)
+        self.assertEqual(got["unknown_device"], {"type": 2, "seq": 11, "pid": got["port"],
+                                                 "error": -EINVAL, "sender": 0})
+        self.assertEqual(got["unknown_device_dump"],
+                         {"type": 3, "flags": 2, "seq": 12, "status": -EINVAL})
+        self.assertEqual(got["newlink"], -EOPNOTSUPP)
+        # The GET without NLM_F_ACK is answered by its reply alone, the SYS_GET
+        # with one by its reply and then the ACK.
+        self.assertEqual(got["no_ack"], [[[5121, 14]], [[5126, 15]], [[2, 15]]])
+        self.assertEqual(got["bad_length"], {"type": 2, "seq": 16, "error": -EINVAL})
+        self.assertEqual(got["dump_names"], ["uroce0", "uroce1"])
+
+    def test_libibverbs_enumerates_over_netlink(self):
+        """A copy of the tree without class/infiniband_verbs, where the sysfs
+        enumeration starts: the devices can only be found over netlink (the
+        device dump, then GET_CHARDEV for each uverbs node)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = os.path.join(tmp, "sysfs")
+            shutil.copytree(self.daemon.sysfs_path, tree, symlinks=True)
+            shutil.rmtree(os.path.join(tree, "class", "infiniband_verbs"))
+            env = self.daemon.env()
+            env["SYSFS_PATH"] = tree
+            devices = harness.run_program([require("ibv_devices")], env)
+            info = harness.run_program([require("ibv_devinfo"), "-d", "uroce1"], env)
+        self.assertEqual(devices.returncode, 0, devices.stderr)
+        for device, address in harness.DEFAULT_DEVICES.items():
+            self.assertIn("%s\t%016x" % (device, harness.node_guid_for(address)),
+                          devices.stdout.replace(" ", ""))
+        self.assertEqual(info.returncode, 0, info.stderr)
+        self.assertIn("state:\t\t\tPORT_ACTIVE", info.stdout)
