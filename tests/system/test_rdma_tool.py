@@ -63,7 +63,9 @@ class RdmaTool(DaemonPerTest):
 
     def test_resources_of_a_running_program(self):
         port = harness.free_tcp_port()
-        pairs = 3
+        # Enough QPs that one device's table needs more than one 4096-byte
+        # datagram, which is all `rdma` reads at once.
+        pairs = 60
         holder = subprocess.Popen([harness.PYTHON, RESOURCES, str(port), str(pairs)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=self.daemon.env())
