@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
@@ -80,7 +81,13 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     });
     server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
                                        [this] { engine_->take_posted_work(); });
+    server_->set_link_adder([this](const std::string& name, const std::string& netdev) {
+        return add_link(name, netdev);
+    });
     publish_devices();
+    for (const auto& device : devices_) {
+        log_ready(*device);
+    }
     std::ofstream(paths_.pid_file()) << getpid() << "\n";
 }
 
@@ -95,15 +102,54 @@ Daemon::~Daemon() {
     log_info("stopped");
 }
 
+Result Daemon::add_link(const std::string& name, const std::string& netdev) {
+    try {
+        check_device_name(name);
+    } catch (const std::invalid_argument& e) {
+        return fail(EINVAL, "%s", e.what());
+    }
+    const std::vector<in_addr> addresses = ipv4_addresses_of(netdev);
+    if (addresses.empty()) {
+        return fail(EADDRNOTAVAIL, "%s has no IPv4 address for a RoCEv2 device", netdev.c_str());
+    }
+    DeviceConfig config;
+    try {
+        config = parse_device(name, inet_ntoa(addresses.front()));
+    } catch (const std::invalid_argument& e) {
+        return fail(EINVAL, "%s", e.what());
+    }
+    config.netdev = netdev;
+    for (const auto& device : devices_) {
+        if (device->name() == name) {
+            return fail(EEXIST, "a device is already named %s", name.c_str());
+        }
+    }
+    for (const auto& device : devices_) {
+        if (device->config().netdev == netdev) {
+            return fail(EEXIST, "%s already has a device on %s", device->name().c_str(),
+                        netdev.c_str());
+        }
+    }
+    auto device = std::make_unique<Device>(config, devices_.size());
+    if (Result r = engine_->add_device(*device); !r) {
+        return r;
+    }
+    devices_.push_back(std::move(device));
+    publish_devices();
+    log_ready(*devices_.back());
+    return ok();
+}
+
 void Daemon::publish_devices() {
     const auto tree = bridge_tree(devices_, paths_.socket());
     bridge::write_tree(paths_.sysfs(), tree, paths_.socket());
     device_nodes_ = bridge::create_device_nodes(tree);
-    for (const auto& device : devices_) {
-        log_info("device %s ready on %s (%s)", device->name().c_str(),
-                 inet_ntoa(device->config().address),
-                 device_nodes_ ? "device node created" : "device node from the preload bridge");
-    }
+}
+
+void Daemon::log_ready(const Device& device) const {
+    log_info("device %s ready on %s via %s (%s)", device.name().c_str(),
+             inet_ntoa(device.config().address), device.config().netdev.c_str(),
+             device_nodes_ ? "device node created" : "device node from the preload bridge");
 }
 
 void Daemon::withdraw_devices() {

@@ -29,7 +29,11 @@ class Daemon {
     static constexpr std::chrono::seconds kRemovalDrain{2};
     void drain_then_stop(boost::asio::steady_timer& timer,
                          std::chrono::steady_clock::time_point deadline);
+    // rdma link add NAME type uroce netdev IFACE: a device on the
+    // interface's first IPv4 address, one device per interface as rxe allows.
+    Result add_link(const std::string& name, const std::string& netdev);
     void publish_devices();
+    void log_ready(const Device& device) const;
     void withdraw_devices();
 
     Options options_;

@@ -26,4 +26,12 @@ struct Options {
 // Returns false when only help was asked for (printed to stdout).
 bool parse_options(int argc, char** argv, Options& options);
 
+// Throws std::invalid_argument unless `name` is one a device may have:
+// "uroce" and up to 26 more of [a-z0-9_].
+void check_device_name(const std::string& name);
+
+// A device named `name` on `address`; throws std::invalid_argument with the
+// reason when the name or address is not one a device may have.
+DeviceConfig parse_device(const std::string& name, const std::string& address);
+
 }  // namespace uroce

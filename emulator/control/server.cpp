@@ -292,6 +292,7 @@ netlink::NldevView Server::nldev_view() const {
     std::sort(view.contexts.begin(), view.contexts.end(),
               [](const auto& a, const auto& b) { return a.second->id() < b.second->id(); });
     view.cm = &cm_;
+    view.add_link = add_link_;
     return view;
 }
 

@@ -53,6 +53,10 @@ class Server {
     uint32_t netlink_port(pid_t pid);
     // What RDMA netlink reports on: the devices, the clients' objects, rdma_cm's IDs.
     netlink::NldevView nldev_view() const;
+    // How RDMA netlink adds a device (the daemon's add_link).
+    void set_link_adder(std::function<Result(const std::string&, const std::string&)> add) {
+        add_link_ = std::move(add);
+    }
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
@@ -87,6 +91,7 @@ class Server {
     const Doorbell& doorbell_;
     cm::ConnectionManager& cm_;
     uint32_t next_netlink_port_ = static_cast<uint32_t>(-4096);
+    std::function<Result(const std::string&, const std::string&)> add_link_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
 };

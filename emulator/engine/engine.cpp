@@ -77,6 +77,10 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
 
 Engine::~Engine() = default;
 
+Result Engine::add_device(const Device& device) {
+    return network_.open(device.config().address);
+}
+
 Device* Engine::device_at(uint32_t ipv4) const {
     for (const auto& device : devices_) {
         if (device->config().address.s_addr == ipv4) {

@@ -37,6 +37,8 @@ class Engine : public transport::PacketOutput {
     ~Engine() override;
 
     const Doorbell& doorbell() const { return doorbell_; }
+    // Opens the network for a device appended to the devices (rdma link add).
+    Result add_device(const Device& device);
     // Runs until the io_context is stopped.
     void run();
 

@@ -4,23 +4,49 @@
 
 namespace uroce {
 
-std::string interface_holding(in_addr address) {
+namespace {
+
+struct Ipv4Address {
+    std::string interface;  // an address label ("eth0:1") names eth0
+    in_addr address;
+};
+
+std::vector<Ipv4Address> ipv4_addresses() {
+    std::vector<Ipv4Address> out;
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) {
-        return "lo";
+        return out;
     }
-    std::string name = "lo";
     for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-        if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET &&
-            reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr ==
-                address.s_addr) {
-            name = ifa->ifa_name;
-            name = name.substr(0, name.find(':'));  // an address label ("eth0:1") names eth0
-            break;
+        if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET) {
+            const std::string name = ifa->ifa_name;
+            out.push_back({name.substr(0, name.find(':')),
+                           reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr});
         }
     }
     freeifaddrs(list);
-    return name;
+    return out;
+}
+
+}  // namespace
+
+std::string interface_holding(in_addr address) {
+    for (const Ipv4Address& a : ipv4_addresses()) {
+        if (a.address.s_addr == address.s_addr) {
+            return a.interface;
+        }
+    }
+    return "lo";
+}
+
+std::vector<in_addr> ipv4_addresses_of(const std::string& name) {
+    std::vector<in_addr> out;
+    for (const Ipv4Address& a : ipv4_addresses()) {
+        if (a.interface == name) {
+            out.push_back(a.address);
+        }
+    }
+    return out;
 }
 
 }  // namespace uroce

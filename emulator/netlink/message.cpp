@@ -1,5 +1,6 @@
 #include "netlink/message.h"
 
+#include <stddef.h>
 #include <string.h>
 
 namespace uroce::netlink {
@@ -149,12 +150,19 @@ Result parse_messages(std::span<const std::byte> datagram, std::vector<Request>&
     return ok();
 }
 
-Bytes error_message(const Request& request, int error, uint32_t port) {
+Bytes error_message(const Request& request, int error, uint32_t port, std::string_view why) {
     Bytes out = header_only(NLMSG_ERROR, error ? 0 : NLM_F_CAPPED, request.header, port);
     append_value(out, -error);
     const size_t echoed = error ? request.bytes.size() : sizeof(nlmsghdr);
     out.insert(out.end(), request.bytes.begin(), request.bytes.begin() + echoed);
     out.resize(align(out.size()));
+    if (!why.empty()) {
+        AttrWriter tlvs;
+        tlvs.put_string(NLMSGERR_ATTR_MSG, why);
+        out.insert(out.end(), tlvs.bytes().begin(), tlvs.bytes().end());
+        const uint16_t flags = (error ? 0 : NLM_F_CAPPED) | NLM_F_ACK_TLVS;
+        memcpy(out.data() + offsetof(nlmsghdr, nlmsg_flags), &flags, sizeof(flags));
+    }
     set_length(out);
     return out;
 }

@@ -70,8 +70,9 @@ Result parse_messages(std::span<const std::byte> datagram, std::vector<Request>&
 
 // NLMSG_ERROR for `request`: error 0 is the ACK. An error carries the
 // request's header and payload, an ACK only its header (the kernel's
-// netlink_ack without NETLINK_CAP_ACK).
-Bytes error_message(const Request& request, int error, uint32_t port);
+// netlink_ack without NETLINK_CAP_ACK), and `why`, when given, as the
+// extended ACK's message (NLMSGERR_ATTR_MSG, which `rdma` prints).
+Bytes error_message(const Request& request, int error, uint32_t port, std::string_view why = {});
 // NLMSG_DONE that ends a dump.
 Bytes done_message(const Request& request, uint32_t port);
 

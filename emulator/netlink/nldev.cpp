@@ -89,58 +89,68 @@ void put_port(AttrWriter& m, const Device& device, uint32_t port) {
     }
 }
 
-int get_doit(const Answering& a) {
+Result no_device(const Answering& a) {
+    uint32_t index = 0;
+    return a.request.u32(RDMA_NLDEV_ATTR_DEV_INDEX, index)
+               ? fail(EINVAL, "no device has index %u", index)
+               : fail(EINVAL, "the request names no device (DEV_INDEX)");
+}
+
+Result get_doit(const Answering& a) {
     const Device* device = named_device(a);
     if (!device) {
-        return EINVAL;
+        return no_device(a);
     }
     MessageWriter m = a.message(RDMA_NLDEV_CMD_GET, false);
     put_device(m, *device);
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
 // One device per message, as ib_enum_all_devs stops at each.
-int get_dump(const Answering& a) {
+Result get_dump(const Answering& a) {
     for (const Device* device : a.view.devices) {
         MessageWriter m = a.message(RDMA_NLDEV_CMD_GET, true);
         put_device(m, *device);
         a.out.push_back(m.finish());
     }
-    return 0;
+    return ok();
 }
 
-int port_get_doit(const Answering& a) {
+Result port_get_doit(const Answering& a) {
     const Device* device = named_device(a);
     const int port = named_port(a);
-    if (!device || port <= 0) {
-        return EINVAL;
+    if (!device) {
+        return no_device(a);
+    }
+    if (port <= 0) {
+        return fail(EINVAL, "%s has only port 1", device->name().c_str());
     }
     MessageWriter m = a.message(RDMA_NLDEV_CMD_GET, false);  // the kernel's type for this reply
     put_port(m, *device, port);
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
-int port_get_dump(const Answering& a) {
+Result port_get_dump(const Answering& a) {
     const Device* device = named_device(a);
     if (!device) {
-        return EINVAL;
+        return no_device(a);
     }
     for (uint32_t port = kFirstPort; port < kFirstPort + Device::kPortCount; ++port) {
         MessageWriter m = a.message(RDMA_NLDEV_CMD_PORT_GET, true);
         put_port(m, *device, port);
         a.out.push_back(m.finish());
     }
-    return 0;
+    return ok();
 }
 
-int sys_get_doit(const Answering& a) {
+Result sys_get_doit(const Answering& a) {
     MessageWriter m = a.message(RDMA_NLDEV_CMD_SYS_GET, false);
     m.put_u8(RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 1);    // shared
     m.put_u8(RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK, 1);  // nothing is pinned: a child sees its own copy
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
 // huge_encode_dev: the 64-bit dev_t encoding libibverbs and librdmacm decode.
@@ -151,22 +161,22 @@ uint64_t encode_dev(dev_t dev) {
 
 // uverbs of a device, whose node is the bridge's stand-in /dev/null; and
 // rdma_cm, the misc device the bridge answers.
-int get_chardev(const Answering& a) {
+Result get_chardev(const Answering& a) {
     std::string type;
     if (!a.request.string(RDMA_NLDEV_ATTR_CHARDEV_TYPE, type, 31)) {
-        return EINVAL;
+        return fail(EINVAL, "the request names no character device type (CHARDEV_TYPE)");
     }
     const Device* device = named_device(a);
     if (a.request.has(RDMA_NLDEV_ATTR_DEV_INDEX) && !device) {
-        return EINVAL;
+        return no_device(a);
     }
     if (a.request.has(RDMA_NLDEV_ATTR_PORT_INDEX) && (!device || named_port(a) <= 0)) {
-        return EINVAL;
+        return fail(EINVAL, "PORT_INDEX names no port of a device");
     }
     MessageWriter m = a.message(RDMA_NLDEV_CMD_GET_CHARDEV, false);
     if (type == "uverbs") {
         if (!device || a.request.has(RDMA_NLDEV_ATTR_PORT_INDEX)) {
-            return EINVAL;
+            return fail(EINVAL, "uverbs is a device's, not a port's: name a device and no port");
         }
         m.put_u64(RDMA_NLDEV_ATTR_CHARDEV, encode_dev(makedev(1, 3)));
         m.put_u64(RDMA_NLDEV_ATTR_CHARDEV_ABI, UROCE_UVERBS_ABI_VERSION);
@@ -176,10 +186,11 @@ int get_chardev(const Answering& a) {
         m.put_u64(RDMA_NLDEV_ATTR_CHARDEV_ABI, RDMA_USER_CM_ABI_VERSION);
         m.put_string(RDMA_NLDEV_ATTR_CHARDEV_NAME, "rdma_cm");
     } else {
-        return EOPNOTSUPP;  // no such client (umad, issm: no MADs from user space)
+        return fail(EOPNOTSUPP, "no %s character device: uroce has uverbs and rdma_cm",
+                    type.c_str());  // no umad or issm: MADs stay in the daemon
     }
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
 // --- resources ---------------------------------------------------------
@@ -218,7 +229,7 @@ void put_pid(AttrWriter& m, pid_t pid) {
 }
 
 // fill_res_info's summary, in restrack order.
-int res_get(const Answering& a, const Device& device, bool dump) {
+Result res_get(const Answering& a, const Device& device, bool dump) {
     ObjectCounts counts = device.counts();
     const std::vector<Client> clients = clients_of(a, device);
     const std::pair<const char*, uint64_t> entries[] = {
@@ -237,19 +248,19 @@ int res_get(const Answering& a, const Device& device, bool dump) {
     }
     m.end_nest(table);
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
-int res_get_doit(const Answering& a) {
+Result res_get_doit(const Answering& a) {
     const Device* device = named_device(a);
-    return device ? res_get(a, *device, false) : EINVAL;
+    return device ? res_get(a, *device, false) : no_device(a);
 }
 
-int res_get_dump(const Answering& a) {
+Result res_get_dump(const Answering& a) {
     for (const Device* device : a.view.devices) {
         res_get(a, *device, true);
     }
-    return 0;
+    return ok();
 }
 
 // One entry of a resource table, encoded on its own so that a dump can start
@@ -484,13 +495,17 @@ const Table* table_of(uint16_t op) {
 }
 
 // res_get_common_doit: the one entry, its attributes at the top level.
-int res_table_doit(const Answering& a) {
+Result res_table_doit(const Answering& a) {
     const Table& t = *table_of(a.op());
     const Device* device = named_device(a);
     uint32_t id;
     const int port = named_port(a);
-    if (!device || !a.request.u32(t.id, id) || port < 0 || (t.per_port != (port > 0))) {
-        return EINVAL;
+    if (!device) {
+        return no_device(a);
+    }
+    if (!a.request.u32(t.id, id) || port < 0 || (t.per_port != (port > 0))) {
+        return fail(EINVAL, "the request names no entry, or %s port 1",
+                    t.per_port ? "not" : "names");
     }
     for (const Entry& entry : t.entries(a, *device)) {
         if (entry.id == id) {
@@ -498,20 +513,23 @@ int res_table_doit(const Answering& a) {
             put_handle(m, *device);
             m.append(entry.attrs);
             a.out.push_back(m.finish());
-            return 0;
+            return ok();
         }
     }
-    return ENOENT;
+    return fail(ENOENT, "%s has no such entry %u", device->name().c_str(), id);
 }
 
 // res_get_common_dumpit: the device's table, continued in another message
 // whenever the next entry would not fit; nothing when it is empty.
-int res_table_dump(const Answering& a) {
+Result res_table_dump(const Answering& a) {
     const Table& t = *table_of(a.op());
     const Device* device = named_device(a);
     const int port = named_port(a);
-    if (!device || port < 0) {
-        return EINVAL;
+    if (!device) {
+        return no_device(a);
+    }
+    if (port < 0) {
+        return fail(EINVAL, "%s has only port 1", device->name().c_str());
     }
     std::vector<Bytes> entries;
     for (const Entry& entry : t.entries(a, *device)) {
@@ -534,21 +552,24 @@ int res_table_dump(const Answering& a) {
         m.end_nest(table);
         a.out.push_back(m.finish());
     }
-    return 0;
+    return ok();
 }
 
 // --- counters ----------------------------------------------------------
 
 // The port's counters (stat_get_doit_default_counter): every counter the
 // daemon keeps, named as rxe names those it has too.
-int stat_get_doit(const Answering& a) {
+Result stat_get_doit(const Answering& a) {
     if (a.request.has(RDMA_NLDEV_ATTR_STAT_RES)) {
-        return EOPNOTSUPP;  // no counters bound to QPs or MRs
+        return fail(EOPNOTSUPP, "no counters are bound to QPs or MRs");
     }
     const Device* device = named_device(a);
     const int port = named_port(a);
-    if (!device || port <= 0) {
-        return EINVAL;
+    if (!device) {
+        return no_device(a);
+    }
+    if (port <= 0) {
+        return fail(EINVAL, "counters are a port's: name port 1");
     }
     MessageWriter m = a.message(RDMA_NLDEV_CMD_STAT_GET, false);
     put_handle(m, *device);
@@ -566,23 +587,47 @@ int stat_get_doit(const Answering& a) {
 #undef UROCE_PUT_COUNTER
     m.end_nest(table);
     a.out.push_back(m.finish());
-    return 0;
+    return ok();
 }
 
 // Counters bound to QPs (`rdma statistic qp show`): there are none.
-int stat_get_dump(const Answering& a) {
+Result stat_get_dump(const Answering& a) {
     uint32_t res;
     if (!a.request.u32(RDMA_NLDEV_ATTR_STAT_RES, res)) {
-        return EINVAL;
+        return fail(EINVAL, "a counter dump names its resource (STAT_RES)");
     }
-    return res == RDMA_NLDEV_ATTR_RES_QP || res == RDMA_NLDEV_ATTR_RES_MR ? 0 : EINVAL;
+    return res == RDMA_NLDEV_ATTR_RES_QP || res == RDMA_NLDEV_ATTR_RES_MR
+               ? ok()
+               : fail(EINVAL, "counters are bound to QPs or MRs only");
+}
+
+// --- links -------------------------------------------------------------
+
+// nldev_newlink: a device of type "uroce" on a network interface, as
+// `rdma link add NAME type rxe netdev IFACE` makes a Soft-RoCE device. The
+// answer is the ACK alone.
+Result newlink(const Answering& a) {
+    std::string name, type, netdev;
+    if (!a.request.string(RDMA_NLDEV_ATTR_DEV_NAME, name, 63) ||
+        !a.request.string(RDMA_NLDEV_ATTR_LINK_TYPE, type, IFNAMSIZ - 1) ||
+        !a.request.string(RDMA_NLDEV_ATTR_NDEV_NAME, netdev, IFNAMSIZ - 1) || name.empty() ||
+        name.find('%') != std::string::npos) {
+        return fail(EINVAL, "a new link needs a name, a type and a netdev");
+    }
+    if (!if_nametoindex(netdev.c_str())) {
+        return fail(ENODEV, "no network interface %s", netdev.c_str());
+    }
+    if (type != "uroce" || !a.view.add_link) {
+        return fail(EINVAL, "no link type %s here: uroce makes uroce links", type.c_str());
+    }
+    return a.view.add_link(name, netdev);
 }
 
 // --- dispatch ----------------------------------------------------------
 
 struct Handler {
-    int (*doit)(const Answering&);
-    int (*dump)(const Answering&);
+    Result (*doit)(const Answering&);
+    Result (*dump)(const Answering&);
 };
 
 Handler handler_of(uint16_t op) {
@@ -599,6 +644,8 @@ Handler handler_of(uint16_t op) {
             return {res_get_doit, res_get_dump};
         case RDMA_NLDEV_CMD_STAT_GET:
             return {stat_get_doit, stat_get_dump};
+        case RDMA_NLDEV_CMD_NEWLINK:
+            return {newlink, nullptr};
         default:
             return table_of(op) ? Handler{res_table_doit, res_table_dump} : Handler{};
     }
@@ -622,24 +669,28 @@ void answer_one(const Answering& a) {
     const bool dump = h.nlmsg_flags & NLM_F_DUMP;
     auto run = dump ? handler.dump : handler.doit;
     if (!run) {
-        // SET, NEWLINK, DELLINK, SYS_SET, STAT_SET/DEL and the raw dumps
-        // change or reveal what a software device does not have.
+        // SET, DELLINK, SYS_SET, STAT_SET/DEL and the raw dumps change or
+        // reveal what this device does not have.
         a.out.push_back(
-            error_message(a.request, handler.doit || handler.dump ? EINVAL : EOPNOTSUPP, a.port));
+            handler.doit || handler.dump
+                ? error_message(a.request, EINVAL, a.port,
+                                dump ? "this command cannot dump" : "this command only dumps")
+                : error_message(a.request, EOPNOTSUPP, a.port,
+                                "uroce does not offer this RDMA netlink command"));
         return;
     }
     const size_t before = a.out.size();
-    const int error = run(a);
+    const Result result = run(a);
     if (dump) {
         Bytes done = done_message(a.request, a.port);
-        const int32_t status = -error;
+        const int32_t status = -result.error;
         memcpy(done.data() + NLMSG_HDRLEN, &status, sizeof(status));
         a.out.push_back(std::move(done));
         return;
     }
-    if (error) {
+    if (!result) {
         a.out.resize(before);
-        a.out.push_back(error_message(a.request, error, a.port));
+        a.out.push_back(error_message(a.request, result.error, a.port, result.message));
     } else if (h.nlmsg_flags & NLM_F_ACK) {
         a.out.push_back(error_message(a.request, 0, a.port));
     }

@@ -6,11 +6,14 @@
 
 #include <sys/socket.h>
 
+#include <functional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "netlink/message.h"
+#include "util/result.h"
 
 namespace uroce {
 class Context;
@@ -26,6 +29,8 @@ struct NldevView {
     std::vector<const Device*> devices;
     std::vector<std::pair<pid_t, const Context*>> contexts;  // every client's, with its pid
     const cm::ConnectionManager* cm = nullptr;
+    // `rdma link add NAME type uroce netdev IFACE`: a new device.
+    std::function<Result(const std::string& name, const std::string& netdev)> add_link;
 };
 
 // The replies to one datagram of requests, each reply one datagram: a

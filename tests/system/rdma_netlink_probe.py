@@ -9,7 +9,7 @@ import struct
 NETLINK_RDMA = 20
 NLM_F_REQUEST, NLM_F_MULTI, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x2, 0x4, 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-CMD_GET, CMD_NEWLINK, CMD_SYS_GET, CMD_RES_QP_GET = 1, 3, 6, 10
+CMD_GET, CMD_NEWLINK, CMD_DELLINK, CMD_SYS_GET, CMD_RES_QP_GET = 1, 3, 4, 6, 10
 ATTR_DEV_INDEX, ATTR_DEV_NAME = 1, 2
 
 
@@ -66,9 +66,11 @@ result["unknown_device"] = {"type": kind, "seq": seq, "pid": pid, "error": statu
 kind, flags, seq, pid, payload = reply["messages"][0]
 result["unknown_device_dump"] = {"type": kind, "flags": flags, "seq": seq, "status": status(payload)}
 
-# Adding a link is not offered: EOPNOTSUPP.
+# A new link without its name, type and netdev: EINVAL. Deleting one is not offered.
 [reply] = exchange(message(CMD_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, 13))
 result["newlink"] = status(reply["messages"][0][4])
+[reply] = exchange(message(CMD_DELLINK, NLM_F_REQUEST | NLM_F_ACK, 13, u32_attr(ATTR_DEV_INDEX, 0)))
+result["dellink"] = status(reply["messages"][0][4])
 
 # Without NLM_F_ACK a doit gets its reply alone: the next datagram answers the next request.
 replies = exchange(message(CMD_GET, NLM_F_REQUEST, 14, u32_attr(ATTR_DEV_INDEX, 0)))

@@ -6,10 +6,12 @@ Expected lines are built from what the test set up and from the kernel's
 formats: node GUIDs from the devices' addresses, QP numbers, PSNs and keys
 from pyverbs_scripts/resources.py, counters from `uroce stats`."""
 
+import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -20,6 +22,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESOURCES = os.path.join(HERE, "pyverbs_scripts", "resources.py")
 PROBE = os.path.join(HERE, "rdma_netlink_probe.py")
 EINVAL, EOPNOTSUPP = 22, 95
+
+
+def interface_with_ipv4():
+    """(name, first IPv4 address) of an interface other than lo, from `ip`."""
+    out = subprocess.run([require("ip"), "-4", "-o", "addr", "show"], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if fields[1] != "lo" and fields[2] == "inet":
+            return fields[1], fields[3].split("/")[0]
+    raise AssertionError("this host has no IPv4 address outside lo to put a device on\n" + out)
 
 
 class RdmaTool(DaemonPerTest):
@@ -121,6 +134,60 @@ class RdmaTool(DaemonPerTest):
         self.assertEqual(holder.returncode, 0, errors)
         self.assertEqual(self.rdma("res", "show", "qp"), "")
 
+    def rdma_fails(self, *args):
+        result = harness.run_program([require("rdma"), *args], self.daemon.env(),
+                                     log=lambda: diagnostics(self.daemon))
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        return result.stderr
+
+    def test_link_add_puts_a_device_on_an_interface(self):
+        netdev, address = interface_with_ipv4()
+        self.assertEqual(self.rdma("link", "add", "uroce2", "type", "uroce", "netdev", netdev), "")
+        guid = harness.guid_colon(harness.node_guid_for(address))
+        self.assertEqual(self.rdma("dev", "show", "uroce2"),
+                         "2: uroce2: node_type ca fw %s node_guid %s sys_image_guid %s \n" % (
+                             self.fw_ver("uroce0"), guid, guid))
+        self.assertEqual(self.rdma("link", "show", "uroce2/1"),
+                         "link uroce2/1 state ACTIVE physical_state LINK_UP netdev %s \n" % netdev)
+        gid_file = os.path.join(self.daemon.sysfs_path, "class", "infiniband", "uroce2", "ports",
+                                "1", "gid_attrs", "ndevs", "0")
+        with open(gid_file) as f:
+            self.assertEqual(f.read(), netdev + "\n")
+        # The new device carries traffic: ibv_rc_pingpong from uroce0 to it.
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce2", "uroce0", 100, 4096,
+                                              log=lambda: diagnostics(self.daemon))
+        self.assertEqual((server.returncode, client.returncode), (0, 0),
+                         server.output + client.output)
+        self.assertIn("remote address: LID 0x0000", client.output)
+        self.assertIn("GID %s" % harness.gid0_for(address), client.output)
+        # One device per interface, as rxe allows; the name is taken now too.
+        self.assertEqual(
+            self.rdma_fails("link", "add", "uroce3", "type", "uroce", "netdev", netdev),
+            "Error: uroce2 already has a device on %s.\nerror: File exists\n" % netdev)
+        self.assertEqual(
+            self.rdma_fails("link", "add", "uroce2", "type", "uroce", "netdev", "lo"),
+            "Error: a device is already named uroce2.\nerror: File exists\n")
+
+    def test_link_add_refusals_say_why(self):
+        cases = [
+            (("uroce2", "uroce", "lo"),
+             "Error: uroce0 already has a device on lo.\nerror: File exists\n"),
+            (("uroce2", "rxe", "lo"),
+             "Error: no link type rxe here: uroce makes uroce links.\nerror: Invalid argument\n"),
+            (("uroce2", "uroce", "nosuch0"),
+             "Error: no network interface nosuch0.\nerror: No such device\n"),
+            (("Uroce2", "uroce", "lo"),
+             "Error: device name 'Uroce2' must start with 'uroce' and use [a-z0-9_].\n"
+             "error: Invalid argument\n"),
+        ]
+        for (name, kind, netdev), expected in cases:
+            self.assertEqual(self.rdma_fails("link", "add", name, "type", kind, "netdev", netdev),
+                             expected)
+        self.assertEqual(self.rdma_fails("link", "delete", "uroce1"),
+                         "Error: uroce does not offer this RDMA netlink command.\n"
+                         "error: Operation not supported\n")
+        self.assertEqual(self.rdma("dev").count("\n"), 2)
+
     def test_raw_requests_get_the_kernels_answers(self):
         result = harness.run_program([harness.PYTHON, PROBE], self.daemon.env(),
                                      log=lambda: diagnostics(self.daemon))
@@ -131,7 +198,8 @@ class RdmaTool(DaemonPerTest):
                                                  "error": -EINVAL, "sender": 0})
         self.assertEqual(got["unknown_device_dump"],
                          {"type": 3, "flags": 2, "seq": 12, "status": -EINVAL})
-        self.assertEqual(got["newlink"], -EOPNOTSUPP)
+        self.assertEqual(got["newlink"], -EINVAL)
+        self.assertEqual(got["dellink"], -EOPNOTSUPP)
         # The GET without NLM_F_ACK is answered by its reply alone, the SYS_GET
         # with one by its reply and then the ACK.
         self.assertEqual(got["no_ack"], [[[5121, 14]], [[5126, 15]], [[2, 15]]])

@@ -43,4 +43,13 @@ TEST(interfaces, AnInterfacesAddressNamesIt) {
     }
 }
 
+TEST(interfaces, LoHoldsTheLoopbackAddress) {
+    bool found = false;
+    for (const in_addr& a : uroce::ipv4_addresses_of("lo")) {
+        found |= a.s_addr == ipv4("127.0.0.1").s_addr;
+    }
+    EXPECT_TRUE(found);
+    EXPECT_TRUE(uroce::ipv4_addresses_of("nosuch0").empty());
+}
+
 }  // namespace
