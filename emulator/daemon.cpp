@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fstream>
@@ -68,7 +69,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     lock_ = lock_runtime_dir(paths_.dir);
     for (DeviceConfig config : options_.devices) {
         config.netdev = interface_holding(config.address);
-        devices_.push_back(std::make_unique<Device>(config, devices_.size()));
+        devices_.push_back(std::make_unique<Device>(config, next_device_index_++));
     }
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
@@ -81,9 +82,9 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     });
     server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
                                        [this] { engine_->take_posted_work(); });
-    server_->set_link_adder([this](const std::string& name, const std::string& netdev) {
-        return add_link(name, netdev);
-    });
+    server_->set_link_control([this](const std::string& name,
+                                     const std::string& netdev) { return add_link(name, netdev); },
+                              [this](const Device& device) { return delete_link(device); });
     publish_devices();
     for (const auto& device : devices_) {
         log_ready(*device);
@@ -130,13 +131,39 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
                         netdev.c_str());
         }
     }
-    auto device = std::make_unique<Device>(config, devices_.size());
+    auto device = std::make_unique<Device>(config, next_device_index_);
     if (Result r = engine_->add_device(*device); !r) {
         return r;
     }
+    ++next_device_index_;  // the index of the socket just opened
     devices_.push_back(std::move(device));
     publish_devices();
     log_ready(*devices_.back());
+    return ok();
+}
+
+Result Daemon::delete_link(const Device& device) {
+    auto it = std::find_if(devices_.begin(), devices_.end(),
+                           [&](const auto& d) { return d.get() == &device; });
+    if (it == devices_.end()) {
+        return fail(ENODEV, "no such device");
+    }
+    const std::string name = device.name();
+    std::vector<bridge::TreeDevice> node;
+    for (const bridge::TreeDevice& entry : bridge_tree(devices_, paths_.socket())) {
+        if (entry.ibdev == name) {
+            node.push_back(entry);
+        }
+    }
+    server_->remove_device(device);
+    cm_->remove_device(device);
+    engine_->remove_device(device);
+    devices_.erase(it);
+    publish_devices();
+    if (device_nodes_) {
+        bridge::remove_device_nodes(node);
+    }
+    log_info("device %s deleted", name.c_str());
     return ok();
 }
 

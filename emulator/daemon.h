@@ -32,6 +32,9 @@ class Daemon {
     // rdma link add NAME type uroce netdev IFACE: a device on the
     // interface's first IPv4 address, one device per interface as rxe allows.
     Result add_link(const std::string& name, const std::string& netdev);
+    // rdma link delete: the device's clients, rdma_cm IDs, socket and tree
+    // entry go; its index is not given again, as the kernel's are not.
+    Result delete_link(const Device& device);
     void publish_devices();
     void log_ready(const Device& device) const;
     void withdraw_devices();
@@ -45,6 +48,7 @@ class Daemon {
     std::unique_ptr<cm::ConnectionManager> cm_;  // outlives the server's sessions
     std::unique_ptr<Server> server_;
     bool device_nodes_ = false;
+    uint32_t next_device_index_ = 0;
 };
 
 }  // namespace uroce

@@ -119,9 +119,9 @@ Rej rej_of(const Id& id, RejectReason reason) {
 }  // namespace
 
 const char* name(IdState state) {
-    static const char* const names[] = {"idle",        "addr-query",     "addr-resolved",
-                                        "route-query", "route-resolved", "connect",
-                                        "disconnect",  "addr-bound",     "listen"};
+    static const char* const names[] = {
+        "idle",    "addr-query", "addr-resolved", "route-query", "route-resolved",
+        "connect", "disconnect", "addr-bound",    "listen",      "device-removal"};
     return names[static_cast<int>(state)];
 }
 
@@ -181,6 +181,26 @@ bool ConnectionManager::remove_devices() {
     return events_waiting();
 }
 
+void ConnectionManager::remove_device(const Device& device) {
+    for (auto& [handle, id] : ids_) {
+        if (id->device != &device) {
+            continue;
+        }
+        abandon_connection(*id);  // the peer hears the connection end
+        id->timer->cancel();
+        id->pending_mad.reset();
+        if (id->local_comm_id) {
+            comm_ids_.erase(id->local_comm_id);
+            id->local_comm_id = 0;
+        }
+        id->cm = CmState::kIdle;
+        id->has_cm = false;
+        report(*id, RDMA_CM_EVENT_DEVICE_REMOVAL);
+        id->state = IdState::kDeviceRemoval;
+        id->device = nullptr;
+    }
+}
+
 bool ConnectionManager::events_waiting() const {
     return std::any_of(channels_.begin(), channels_.end(),
                        [](const auto& entry) { return !entry.second->events.empty(); });
@@ -196,7 +216,7 @@ Id* ConnectionManager::lookup(uint32_t handle) {
     return it == ids_.end() ? nullptr : it->second.get();
 }
 
-Result ConnectionManager::find(Channel& channel, uint32_t handle, Id*& id) {
+Result ConnectionManager::find_any(Channel& channel, uint32_t handle, Id*& id) {
     id = lookup(handle);
     if (!id) {
         return fail(ENOENT, "no rdma_cm ID %u", handle);
@@ -204,6 +224,17 @@ Result ConnectionManager::find(Channel& channel, uint32_t handle, Id*& id) {
     if (id->channel != &channel) {
         id = nullptr;
         return fail(EINVAL, "rdma_cm ID %u belongs to another event channel", handle);
+    }
+    return ok();
+}
+
+Result ConnectionManager::find(Channel& channel, uint32_t handle, Id*& id) {
+    if (Result r = find_any(channel, handle, id); !r) {
+        return r;
+    }
+    if (id->state == IdState::kDeviceRemoval) {
+        id = nullptr;
+        return fail(ENODEV, "the device of rdma_cm ID %u was removed", handle);
     }
     return ok();
 }
@@ -262,7 +293,7 @@ Result ConnectionManager::create_id(Channel& channel, uint64_t uid, uint16_t ps,
 
 Result ConnectionManager::destroy_id(Channel& channel, uint32_t handle, uint32_t& events_reported) {
     Id* id;
-    if (Result r = find(channel, handle, id); !r) {
+    if (Result r = find_any(channel, handle, id); !r) {
         return r;
     }
     // Its events nobody took go with it; connection requests that waited on

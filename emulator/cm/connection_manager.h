@@ -84,6 +84,7 @@ enum class IdState {
     kDisconnect,
     kAddrBound,
     kListen,
+    kDeviceRemoval,  // its device was removed: only destroying it is left
 };
 const char* name(IdState state);
 
@@ -203,6 +204,9 @@ class ConnectionManager {
     // The daemon stops: every ID on a device hears DEVICE_REMOVAL. Returns
     // whether any channel has events waiting (see events_waiting).
     bool remove_devices();
+    // rdma link delete: every ID on `device` ends its connection, reports
+    // DEVICE_REMOVAL and refuses everything but its destruction.
+    void remove_device(const Device& device);
     bool events_waiting() const;
 
     // A MAD that arrived at QP1 of `to`.
@@ -213,6 +217,8 @@ class ConnectionManager {
     Result create_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type,
                      uint32_t& handle);
     Result destroy_id(Channel& channel, uint32_t handle, uint32_t& events_reported);
+    // An ID of the channel, even one whose device was removed (destroy_id).
+    Result find_any(Channel& channel, uint32_t handle, Id*& id);
     Result find(Channel& channel, uint32_t handle, Id*& id);
     Result bind(Id& id, const Address& address);
     Result resolve_addr(Id& id, const Address* src, const Address& dst);

@@ -278,6 +278,20 @@ uint32_t Server::netlink_port(pid_t pid) {
     return next_netlink_port_--;
 }
 
+void Server::remove_device(const Device& device) {
+    for (auto it = traces_.begin(); it != traces_.end(); ++it) {
+        if (it->first == &device) {
+            it->first->trace().close();
+            log_info("stopped tracing %s: the device was removed", device.name().c_str());
+            traces_.erase(it);
+            break;
+        }
+    }
+    for (const auto& session : sessions_) {
+        session->device_removed(device);
+    }
+}
+
 netlink::NldevView Server::nldev_view() const {
     netlink::NldevView view;
     for (const auto& device : devices_) {
@@ -293,6 +307,7 @@ netlink::NldevView Server::nldev_view() const {
               [](const auto& a, const auto& b) { return a.second->id() < b.second->id(); });
     view.cm = &cm_;
     view.add_link = add_link_;
+    view.delete_link = delete_link_;
     return view;
 }
 

@@ -53,10 +53,14 @@ class Server {
     uint32_t netlink_port(pid_t pid);
     // What RDMA netlink reports on: the devices, the clients' objects, rdma_cm's IDs.
     netlink::NldevView nldev_view() const;
-    // How RDMA netlink adds a device (the daemon's add_link).
-    void set_link_adder(std::function<Result(const std::string&, const std::string&)> add) {
+    // How RDMA netlink adds and deletes devices (the daemon's add_link, delete_link).
+    void set_link_control(std::function<Result(const std::string&, const std::string&)> add,
+                          std::function<Result(const Device&)> remove) {
         add_link_ = std::move(add);
+        delete_link_ = std::move(remove);
     }
+    // Before a device leaves: its clients lose their contexts, its trace stops.
+    void remove_device(const Device& device);
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
@@ -92,6 +96,7 @@ class Server {
     cm::ConnectionManager& cm_;
     uint32_t next_netlink_port_ = static_cast<uint32_t>(-4096);
     std::function<Result(const std::string&, const std::string&)> add_link_;
+    std::function<Result(const Device&)> delete_link_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
 };

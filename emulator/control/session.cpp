@@ -181,7 +181,10 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         return;
     }
     if (!context_) {
-        reply(header, fail(EPROTO, "request op %u before hello", unsigned(header.op)), {});
+        reply(header,
+              device_gone_ ? fail(EIO, "the device was removed (rdma link delete)")
+                           : fail(EPROTO, "request op %u before hello", unsigned(header.op)),
+              {});
         return;
     }
     context_->set_caller(peer_.pid);
@@ -250,6 +253,16 @@ void Session::cm_command(const rpc::RequestHeader& header, std::span<const std::
     }
     reply(header, result,
           result ? std::as_bytes(std::span(&reply_body, 1)) : std::span<const std::byte>{});
+}
+
+void Session::device_removed(const Device& device) {
+    if (!context_ || &context_->device() != &device) {
+        return;
+    }
+    context_->post_device_fatal();
+    context_.reset();  // its objects go now, while the device exists
+    device_gone_ = true;
+    log_info("client pid %d lost %s: the device was removed", peer_.pid, device.name().c_str());
 }
 
 void Session::netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body) {

@@ -81,6 +81,12 @@ Result Engine::add_device(const Device& device) {
     return network_.open(device.config().address);
 }
 
+void Engine::remove_device(const Device& device) {
+    std::erase_if(local_, [&](const LocalPacket& p) { return p.to == &device; });
+    std::erase_if(held_, [&](const auto& entry) { return entry.second.from == &device; });
+    network_.close(device.index());
+}
+
 Device* Engine::device_at(uint32_t ipv4) const {
     for (const auto& device : devices_) {
         if (device->config().address.s_addr == ipv4) {
@@ -407,8 +413,13 @@ void Engine::sleep() {
 
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, Clock::time_point now) {
-    Device& to = *devices_.at(index);
-    receive(to, bytes, src_ipv4, to.config().address.s_addr, true, src_port, now);
+    // A device's index is its socket's, and stays its own after others are removed.
+    for (const auto& device : devices_) {
+        if (device->index() == index) {
+            receive(*device, bytes, src_ipv4, device->config().address.s_addr, true, src_port, now);
+            return;
+        }
+    }
 }
 
 // Moderated completion events whose period has ended.

@@ -39,6 +39,9 @@ class Engine : public transport::PacketOutput {
     const Doorbell& doorbell() const { return doorbell_; }
     // Opens the network for a device appended to the devices (rdma link add).
     Result add_device(const Device& device);
+    // Before a device leaves the devices (rdma link delete): its socket
+    // closes and the packets waiting for or from it go.
+    void remove_device(const Device& device);
     // Runs until the io_context is stopped.
     void run();
 

@@ -95,6 +95,18 @@ Result UdpNetwork::open(in_addr address) {
     return ok();
 }
 
+void UdpNetwork::close(size_t index) {
+    // The armed poll holds the socket: cancel it (its completion and this
+    // request's carry the same tag, and poll() skips both for a closed index).
+    io_uring_sqe* sqe = next_sqe();
+    const uint64_t tag = (uint64_t{index} << 1) | kReadable;
+    io_uring_prep_poll_remove(sqe, tag);
+    io_uring_sqe_set_data64(sqe, tag);
+    submit();
+    sockets_[index].reset();
+    source_sockets_[index].clear();
+}
+
 uint16_t UdpNetwork::source_port(size_t index, uint16_t wanted) {
     if (wanted == port_) {
         return port_;
@@ -221,6 +233,9 @@ bool UdpNetwork::poll(const Receiver& receive) {
             continue;
         }
         const size_t index = data >> 1;
+        if (!sockets_[index]) {
+            continue;  // closed: its cancelled poll, or readiness that came first
+        }
         const unsigned taken = drain(index, kMaxReceivesPerPoll, receive);
         any |= taken > 0;
         backlogged_ |= taken == kMaxReceivesPerPoll;

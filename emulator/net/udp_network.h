@@ -32,6 +32,9 @@ class UdpNetwork {
 
     // Binds <address>:<port>; the socket's index is the order of opening.
     Result open(in_addr address);
+    // Closes socket `index` and its send-only sockets (rdma link delete);
+    // the index is not used again.
+    void close(size_t index);
 
     // A buffer to build one outgoing packet in.
     std::span<uint8_t> send_buffer();

@@ -623,6 +623,19 @@ Result newlink(const Answering& a) {
     return a.view.add_link(name, netdev);
 }
 
+// nldev_dellink: the device goes, as an rxe device does; its clients hear
+// IBV_EVENT_DEVICE_FATAL and its rdma_cm IDs DEVICE_REMOVAL. The ACK alone.
+Result dellink(const Answering& a) {
+    const Device* device = named_device(a);
+    if (!device) {
+        return no_device(a);
+    }
+    if (!a.view.delete_link) {
+        return fail(EOPNOTSUPP, "devices cannot be deleted here");
+    }
+    return a.view.delete_link(*device);
+}
+
 // --- dispatch ----------------------------------------------------------
 
 struct Handler {
@@ -646,6 +659,8 @@ Handler handler_of(uint16_t op) {
             return {stat_get_doit, stat_get_dump};
         case RDMA_NLDEV_CMD_NEWLINK:
             return {newlink, nullptr};
+        case RDMA_NLDEV_CMD_DELLINK:
+            return {dellink, nullptr};
         default:
             return table_of(op) ? Handler{res_table_doit, res_table_dump} : Handler{};
     }
@@ -669,8 +684,8 @@ void answer_one(const Answering& a) {
     const bool dump = h.nlmsg_flags & NLM_F_DUMP;
     auto run = dump ? handler.dump : handler.doit;
     if (!run) {
-        // SET, DELLINK, SYS_SET, STAT_SET/DEL and the raw dumps change or
-        // reveal what this device does not have.
+        // SET, SYS_SET, STAT_SET/DEL and the raw dumps change or reveal
+        // what this device does not have.
         a.out.push_back(
             handler.doit || handler.dump
                 ? error_message(a.request, EINVAL, a.port,

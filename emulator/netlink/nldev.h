@@ -31,6 +31,8 @@ struct NldevView {
     const cm::ConnectionManager* cm = nullptr;
     // `rdma link add NAME type uroce netdev IFACE`: a new device.
     std::function<Result(const std::string& name, const std::string& netdev)> add_link;
+    // `rdma link delete NAME`.
+    std::function<Result(const Device& device)> delete_link;
 };
 
 // The replies to one datagram of requests, each reply one datagram: a

@@ -20,6 +20,10 @@ Context::Context(Device& device, pid_t pid, UniqueFd async_events)
     fcntl(events_->fd.get(), F_SETFL, fcntl(events_->fd.get(), F_GETFL) | O_NONBLOCK);
 }
 
+void Context::post_device_fatal() const {
+    events_->post(0, IBV_EVENT_DEVICE_FATAL);
+}
+
 // A client that disconnects or dies loses everything it created, dependents
 // first, exactly as if it had destroyed each object itself.
 Context::~Context() {

@@ -96,6 +96,8 @@ class Context {
 
     // Object counts, for status.
     ObjectCounts counts() const;
+    // The device is going away (rdma link delete): IBV_EVENT_DEVICE_FATAL.
+    void post_device_fatal() const;
     // The objects themselves, for RDMA netlink's resource dumps.
     const HandleTable<Pd>& pds() const { return pds_; }
     const HandleTable<Cq>& cqs() const { return cqs_; }

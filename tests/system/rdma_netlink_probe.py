@@ -66,10 +66,10 @@ result["unknown_device"] = {"type": kind, "seq": seq, "pid": pid, "error": statu
 kind, flags, seq, pid, payload = reply["messages"][0]
 result["unknown_device_dump"] = {"type": kind, "flags": flags, "seq": seq, "status": status(payload)}
 
-# A new link without its name, type and netdev: EINVAL. Deleting one is not offered.
+# A new link without its name, type and netdev, and deleting no device: EINVAL.
 [reply] = exchange(message(CMD_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, 13))
 result["newlink"] = status(reply["messages"][0][4])
-[reply] = exchange(message(CMD_DELLINK, NLM_F_REQUEST | NLM_F_ACK, 13, u32_attr(ATTR_DEV_INDEX, 0)))
+[reply] = exchange(message(CMD_DELLINK, NLM_F_REQUEST | NLM_F_ACK, 13, u32_attr(ATTR_DEV_INDEX, 99)))
 result["dellink"] = status(reply["messages"][0][4])
 
 # Without NLM_F_ACK a doit gets its reply alone: the next datagram answers the next request.

@@ -6,14 +6,13 @@ Expected lines are built from what the test set up and from the kernel's
 formats: node GUIDs from the devices' addresses, QP numbers, PSNs and keys
 from pyverbs_scripts/resources.py, counters from `uroce stats`."""
 
-import ipaddress
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
+import threading
 
 import harness
 from programs import DaemonPerTest, diagnostics, require
@@ -21,7 +20,9 @@ from programs import DaemonPerTest, diagnostics, require
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESOURCES = os.path.join(HERE, "pyverbs_scripts", "resources.py")
 PROBE = os.path.join(HERE, "rdma_netlink_probe.py")
-EINVAL, EOPNOTSUPP = 22, 95
+EIO, EINVAL, EOPNOTSUPP = 5, 22, 95
+IBV_EVENT_DEVICE_FATAL, IBV_QPS_RTS = 8, 3
+RDMA_CM_EVENT_DEVICE_REMOVAL = 11
 
 
 def interface_with_ipv4():
@@ -183,10 +184,48 @@ class RdmaTool(DaemonPerTest):
         for (name, kind, netdev), expected in cases:
             self.assertEqual(self.rdma_fails("link", "add", name, "type", kind, "netdev", netdev),
                              expected)
-        self.assertEqual(self.rdma_fails("link", "delete", "uroce1"),
-                         "Error: uroce does not offer this RDMA netlink command.\n"
-                         "error: Operation not supported\n")
         self.assertEqual(self.rdma("dev").count("\n"), 2)
+
+    def test_link_delete_ends_what_was_on_the_device(self):
+        """A program holds objects on both devices and a listener on uroce1.
+        Deleting uroce1 gives its context IBV_EVENT_DEVICE_FATAL and its
+        listener DEVICE_REMOVAL, and fails its next verb with EIO, as the
+        kernel's disassociation does; its uroce0 objects stay. The device
+        leaves the tree and every listing, and its index is not given again."""
+        holder = subprocess.Popen([harness.PYTHON, RESOURCES, str(harness.free_tcp_port()), "2",
+                                   "removal"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=self.daemon.env())
+        # Whatever it waits for and does not get, it is not waited for for ever.
+        watchdog = threading.Timer(30, holder.kill)
+        watchdog.start()
+        try:
+            if not holder.stdout.readline():
+                self.fail("the holder ended: " + holder.stderr.read())
+            self.assertEqual(self.rdma("link", "delete", "uroce1"), "")
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            seen = json.loads(holder.stdout.readline() or "null")
+            self.assertEqual(holder.wait(timeout=10), 0, holder.stderr.read())
+        finally:
+            watchdog.cancel()
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+            for f in (holder.stdin, holder.stdout, holder.stderr):
+                f.close()
+        self.assertEqual(seen, {"async_event": IBV_EVENT_DEVICE_FATAL,
+                                "cm_event": RDMA_CM_EVENT_DEVICE_REMOVAL, "pd_errno": EIO,
+                                "uroce0_qp_state": IBV_QPS_RTS})
+        self.assertEqual(self.rdma("dev").splitlines()[0][:10], "0: uroce0:")
+        self.assertEqual(len(self.rdma("dev").splitlines()), 1)
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.sysfs_path, "class",
+                                                     "infiniband", "uroce1")))
+        self.assertNotIn("uroce1", self.daemon.status().devices)
+        self.assertEqual(self.rdma_fails("link", "delete", "uroce1"),
+                         "Wrong device name - uroce1\n")
+        netdev, _ = interface_with_ipv4()
+        self.assertEqual(self.rdma("link", "add", "uroce1", "type", "uroce", "netdev", netdev), "")
+        self.assertRegex(self.rdma("dev").splitlines()[1], r"^2: uroce1: ")
 
     def test_raw_requests_get_the_kernels_answers(self):
         result = harness.run_program([harness.PYTHON, PROBE], self.daemon.env(),
@@ -199,7 +238,7 @@ class RdmaTool(DaemonPerTest):
         self.assertEqual(got["unknown_device_dump"],
                          {"type": 3, "flags": 2, "seq": 12, "status": -EINVAL})
         self.assertEqual(got["newlink"], -EINVAL)
-        self.assertEqual(got["dellink"], -EOPNOTSUPP)
+        self.assertEqual(got["dellink"], -EINVAL)
         # The GET without NLM_F_ACK is answered by its reply alone, the SYS_GET
         # with one by its reply and then the ACK.
         self.assertEqual(got["no_ack"], [[[5121, 14]], [[5126, 15]], [[2, 15]]])

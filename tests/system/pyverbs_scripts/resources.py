@@ -4,19 +4,26 @@ uroce1 a PD, a CQ of at least CQE entries (it prints how many it got), an MR of 
 PSNs below), and an rdma_cm ID listening on 127.0.0.2:PORT. Prints one JSON
 line describing them, then waits for a line on stdin and exits.
 
-usage: resources.py PORT QP_PAIRS"""
+With 'removal' it then reports, as a second JSON line, what it sees after
+uroce1 was deleted: the async event of its uroce1 context, the listener's
+rdma_cm event, the errno of a new PD on uroce1 and whether its uroce0 QPs
+still answer a query; and leaves without tearing down (the daemon does).
+
+usage: resources.py PORT QP_PAIRS [removal]"""
 
 import json
+import os
 import sys
 
 import pyverbs.cm_enums as ce
 import pyverbs.enums as e
 from pyverbs.addr import AHAttr, GlobalRoute
-from pyverbs.cmid import AddrInfo, CMEventChannel, CMID
+from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 
 CQE = 64
@@ -67,3 +74,19 @@ print(json.dumps({name: {"qpns": [qp.qp_num for qp in side["qps"]],
                          "sq_psn": SQ_PSN[name]}
                   for name, side in sides.items()}), flush=True)
 sys.stdin.readline()
+if sys.argv[3:] == ["removal"]:
+    event = sides["uroce1"]["ctx"].get_async_event()
+    fatal = event.event_type
+    event.ack()
+    cm_event = CMEvent(channel)
+    removal = cm_event.event_type
+    cm_event.ack_cm_event()
+    try:
+        PD(sides["uroce1"]["ctx"])
+        pd_errno = 0
+    except PyverbsRDMAError as error:
+        pd_errno = error.error_code
+    state = sides["uroce0"]["qps"][0].query(e.IBV_QP_STATE)[0].qp_state
+    print(json.dumps({"async_event": fatal, "cm_event": removal, "pd_errno": pd_errno,
+                      "uroce0_qp_state": state}), flush=True)
+    os._exit(0)
