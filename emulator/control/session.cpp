@@ -79,7 +79,8 @@ void Session::on_readable() {
         wait();
         return;
     }
-    if (is_netlink() && (error == 0 || error == EMSGSIZE)) {
+    if (is_netlink() &&
+        (error == 0 || error == EMSGSIZE || error == EMFILE || error == ETOOMANYREFS)) {
         for (int fd : fds) {
             ::close(fd);  // a netlink socket carries none
         }

@@ -92,15 +92,6 @@ bool Request::u32(uint16_t type, uint32_t& value) const {
     return true;
 }
 
-bool Request::u8(uint16_t type, uint8_t& value) const {
-    auto it = attrs.find(type);
-    if (it == attrs.end() || it->second.size() != sizeof(value)) {
-        return false;
-    }
-    memcpy(&value, it->second.data(), sizeof(value));
-    return true;
-}
-
 bool Request::string(uint16_t type, std::string& value, size_t max) const {
     auto it = attrs.find(type);
     if (it == attrs.end() || it->second.empty()) {

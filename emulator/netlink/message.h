@@ -58,7 +58,6 @@ struct Request {
     bool has(uint16_t type) const { return attrs.count(type) != 0; }
     // The attribute as a number or string: false when absent or of the wrong size.
     bool u32(uint16_t type, uint32_t& value) const;
-    bool u8(uint16_t type, uint8_t& value) const;
     // A NUL-terminated string of at most `max` bytes before the NUL (NLA_NUL_STRING).
     bool string(uint16_t type, std::string& value, size_t max) const;
 };

@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "bridge_abi.h"
@@ -290,79 +291,87 @@ void put_psns(AttrWriter& m, const Qp& qp) {
     m.put_u8(RDMA_NLDEV_ATTR_RES_STATE, attr.qp_state);
 }
 
-std::vector<Entry> qp_entries(const Answering& a, const Device& device) {
+using EntryId = std::optional<std::pair<uint32_t, uint32_t>>;  // id, port
+
+// An entry for each object in a table of each client on the device, filled
+// by `fill(m, client, handle, object)`, which returns the entry's id and
+// port, or nothing to leave the object out.
+template <class T, class Fill>
+std::vector<Entry> object_entries(const Answering& a, const Device& device,
+                                  const HandleTable<T>& (Context::*table)() const, Fill fill) {
     std::vector<Entry> entries;
     for (const Client& client : clients_of(a, device)) {
-        for (const auto& [handle, qp] : client.context->qps().all()) {
-            if (qp->handle != handle) {
-                continue;  // another handle of a QP listed under its first
-            }
+        for (const auto& [handle, object] : (client.context->*table)().all()) {
             AttrWriter m;
-            if (qp->attr.port_num) {
-                m.put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, qp->attr.port_num);
+            if (const EntryId id = fill(m, client, handle, *object)) {
+                entries.push_back({id->first, id->second, m.bytes()});
             }
-            m.put_u32(RDMA_NLDEV_ATTR_RES_LQPN, qp->qpn);
-            if (qp->pd) {
-                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, qp->pd->handle);
-            }
-            put_pid(m, client.pid);
-            put_psns(m, *qp);
-            entries.push_back({qp->qpn, qp->attr.port_num, m.bytes()});
         }
     }
     return entries;
 }
 
+std::vector<Entry> qp_entries(const Answering& a, const Device& device) {
+    return object_entries(
+        a, device, &Context::qps,
+        [](AttrWriter& m, const Client& client, uint32_t handle, const Qp& qp) -> EntryId {
+            if (qp.handle != handle) {
+                return {};  // another handle of a QP listed under its first
+            }
+            if (qp.attr.port_num) {
+                m.put_u32(RDMA_NLDEV_ATTR_PORT_INDEX, qp.attr.port_num);
+            }
+            m.put_u32(RDMA_NLDEV_ATTR_RES_LQPN, qp.qpn);
+            if (qp.pd) {
+                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, qp.pd->handle);
+            }
+            put_pid(m, client.pid);
+            put_psns(m, qp);
+            return std::pair{qp.qpn, uint32_t(qp.attr.port_num)};
+        });
+}
+
 std::vector<Entry> cq_entries(const Answering& a, const Device& device) {
-    std::vector<Entry> entries;
-    for (const Client& client : clients_of(a, device)) {
-        for (const auto& [handle, cq] : client.context->cqs().all()) {
-            AttrWriter m;
-            m.put_u32(RDMA_NLDEV_ATTR_RES_CQE, cq->cqe);
-            m.put_u64(RDMA_NLDEV_ATTR_RES_USECNT, cq->users);
+    return object_entries(
+        a, device, &Context::cqs,
+        [](AttrWriter& m, const Client& client, uint32_t handle, const Cq& cq) -> EntryId {
+            m.put_u32(RDMA_NLDEV_ATTR_RES_CQE, cq.cqe);
+            m.put_u64(RDMA_NLDEV_ATTR_RES_USECNT, cq.users);
             m.put_u8(RDMA_NLDEV_ATTR_DEV_DIM, 0);
             m.put_u32(RDMA_NLDEV_ATTR_RES_CQN, handle);
             m.put_u32(RDMA_NLDEV_ATTR_RES_CTXN, client.ctxn);
             put_pid(m, client.pid);
-            entries.push_back({handle, 0, m.bytes()});
-        }
-    }
-    return entries;
+            return std::pair{handle, 0u};
+        });
 }
 
 // Keys are shown: the daemon answers only its own user, the device's owner.
 std::vector<Entry> mr_entries(const Answering& a, const Device& device) {
-    std::vector<Entry> entries;
-    for (const Client& client : clients_of(a, device)) {
-        for (const auto& [handle, mr] : client.context->mrs().all()) {
-            AttrWriter m;
-            m.put_u32(RDMA_NLDEV_ATTR_RES_RKEY, mr->rkey);
-            m.put_u32(RDMA_NLDEV_ATTR_RES_LKEY, mr->lkey);
-            m.put_u64(RDMA_NLDEV_ATTR_RES_MRLEN, mr->length);
+    return object_entries(
+        a, device, &Context::mrs,
+        [](AttrWriter& m, const Client& client, uint32_t handle, const Mr& mr) -> EntryId {
+            m.put_u32(RDMA_NLDEV_ATTR_RES_RKEY, mr.rkey);
+            m.put_u32(RDMA_NLDEV_ATTR_RES_LKEY, mr.lkey);
+            m.put_u64(RDMA_NLDEV_ATTR_RES_MRLEN, mr.length);
             m.put_u32(RDMA_NLDEV_ATTR_RES_MRN, handle);
-            if (mr->pd) {
-                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, mr->pd->handle);
+            if (mr.pd) {
+                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, mr.pd->handle);
             }
             put_pid(m, client.pid);
-            entries.push_back({handle, 0, m.bytes()});
-        }
-    }
-    return entries;
+            return std::pair{handle, 0u};
+        });
 }
 
 std::vector<Entry> pd_entries(const Answering& a, const Device& device) {
-    std::vector<Entry> entries;
-    for (const Client& client : clients_of(a, device)) {
-        for (const auto& [handle, pd] : client.context->pds().all()) {
-            AttrWriter m;
-            m.put_u64(RDMA_NLDEV_ATTR_RES_USECNT, pd->users);
+    return object_entries(
+        a, device, &Context::pds,
+        [](AttrWriter& m, const Client& client, uint32_t handle, const Pd& pd) -> EntryId {
+            m.put_u64(RDMA_NLDEV_ATTR_RES_USECNT, pd.users);
             m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, handle);
             m.put_u32(RDMA_NLDEV_ATTR_RES_CTXN, client.ctxn);
             put_pid(m, client.pid);
-            entries.push_back({handle, 0, m.bytes()});
-        }
-    }
-    return entries;
+            return std::pair{handle, 0u};
+        });
 }
 
 std::vector<Entry> ctx_entries(const Answering& a, const Device& device) {
@@ -406,24 +415,21 @@ void put_srq_qps(AttrWriter& m, const Client& client, const Srq& srq) {
 }
 
 std::vector<Entry> srq_entries(const Answering& a, const Device& device) {
-    std::vector<Entry> entries;
-    for (const Client& client : clients_of(a, device)) {
-        for (const auto& [handle, srq] : client.context->srqs().all()) {
-            AttrWriter m;
-            m.put_u32(RDMA_NLDEV_ATTR_RES_SRQN, srq->srq_num);
-            m.put_u8(RDMA_NLDEV_ATTR_RES_TYPE, srq->type);
-            if (srq->pd) {
-                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, srq->pd->handle);
+    return object_entries(
+        a, device, &Context::srqs,
+        [](AttrWriter& m, const Client& client, uint32_t, const Srq& srq) -> EntryId {
+            m.put_u32(RDMA_NLDEV_ATTR_RES_SRQN, srq.srq_num);
+            m.put_u8(RDMA_NLDEV_ATTR_RES_TYPE, srq.type);
+            if (srq.pd) {
+                m.put_u32(RDMA_NLDEV_ATTR_RES_PDN, srq.pd->handle);
             }
-            if (srq->cq) {
-                m.put_u32(RDMA_NLDEV_ATTR_RES_CQN, srq->cq->handle);
+            if (srq.cq) {
+                m.put_u32(RDMA_NLDEV_ATTR_RES_CQN, srq.cq->handle);
             }
-            put_srq_qps(m, client, *srq);
+            put_srq_qps(m, client, srq);
             put_pid(m, client.pid);
-            entries.push_back({srq->srq_num, 0, m.bytes()});
-        }
-    }
-    return entries;
+            return std::pair{srq.srq_num, 0u};
+        });
 }
 
 // A cm id's address as the kernel's __kernel_sockaddr_storage; none for an
