@@ -114,11 +114,8 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
         return fail(EADDRNOTAVAIL, "%s has no IPv4 address for a RoCEv2 device", netdev.c_str());
     }
     DeviceConfig config;
-    try {
-        config = parse_device(name, inet_ntoa(addresses.front()));
-    } catch (const std::invalid_argument& e) {
-        return fail(EINVAL, "%s", e.what());
-    }
+    config.name = name;
+    config.address = addresses.front();
     config.netdev = netdev;
     for (const auto& device : devices_) {
         if (device->name() == name) {

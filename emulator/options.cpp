@@ -21,6 +21,17 @@ constexpr const char* kUsage =
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
     "Config file lines: 'device NAME IPV4', 'udp-port N'; '#' starts a comment.\n";
 
+DeviceConfig parse_device(const std::string& name, const std::string& address) {
+    check_device_name(name);
+    DeviceConfig config;
+    config.name = name;
+    if (inet_pton(AF_INET, address.c_str(), &config.address) != 1) {
+        throw std::invalid_argument("device " + name + ": '" + address +
+                                    "' is not an IPv4 address");
+    }
+    return config;
+}
+
 uint16_t parse_port(const std::string& text) {
     try {
         size_t used = 0;
@@ -70,17 +81,6 @@ void check_device_name(const std::string& name) {
         throw std::invalid_argument("device name '" + name +
                                     "' must start with 'uroce' and use [a-z0-9_]");
     }
-}
-
-DeviceConfig parse_device(const std::string& name, const std::string& address) {
-    check_device_name(name);
-    DeviceConfig config;
-    config.name = name;
-    if (inet_pton(AF_INET, address.c_str(), &config.address) != 1) {
-        throw std::invalid_argument("device " + name + ": '" + address +
-                                    "' is not an IPv4 address");
-    }
-    return config;
 }
 
 bool parse_options(int argc, char** argv, Options& options) {

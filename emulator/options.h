@@ -30,8 +30,4 @@ bool parse_options(int argc, char** argv, Options& options);
 // "uroce" and up to 26 more of [a-z0-9_].
 void check_device_name(const std::string& name);
 
-// A device named `name` on `address`; throws std::invalid_argument with the
-// reason when the name or address is not one a device may have.
-DeviceConfig parse_device(const std::string& name, const std::string& address);
-
 }  // namespace uroce
