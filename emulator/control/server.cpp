@@ -297,18 +297,39 @@ netlink::NldevView Server::nldev_view() const {
     for (const auto& device : devices_) {
         view.devices.push_back(device.get());
     }
-    for (const auto& session : sessions_) {
-        if (const Context* context = session->context()) {
-            view.contexts.push_back({session->peer().pid, context});
-        }
-    }
-    // In the order they were opened, as the kernel's restrack lists them.
-    std::sort(view.contexts.begin(), view.contexts.end(),
-              [](const auto& a, const auto& b) { return a.second->id() < b.second->id(); });
+    view.contexts = clients();
     view.cm = &cm_;
     view.add_link = add_link_;
     view.delete_link = delete_link_;
     return view;
+}
+
+ClientList Server::clients() const {
+    ClientList clients;
+    for (const auto& session : sessions_) {
+        if (const Context* context = session->context()) {
+            clients.push_back({session->peer().pid, context});
+        }
+    }
+    // In the order they were opened, as the kernel's restrack lists them.
+    std::sort(clients.begin(), clients.end(),
+              [](const auto& a, const auto& b) { return a.second->id() < b.second->id(); });
+    return clients;
+}
+
+Result Server::qp_snapshot(const QpSelection& selection, std::string& json_text) const {
+    if (!selection.device.empty() && !find_device(selection.device)) {
+        return fail(ENODEV, "no device named %s", selection.device.c_str());
+    }
+    const nlohmann::json snapshot =
+        uroce::qp_snapshot(clients(), selection, std::chrono::steady_clock::now());
+    if (selection.qpn && snapshot["qps"].empty()) {
+        return fail(ENOENT, "%s has no QP %u",
+                    selection.device.empty() ? "no device" : selection.device.c_str(),
+                    *selection.qpn);
+    }
+    json_text = snapshot.dump();
+    return ok();
 }
 
 Result Server::stats_text(const std::string& name, std::string& text) const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
+#include "control/qp_snapshot.h"
 #include "device/device.h"
 #include "netlink/nldev.h"
 #include "protocol/messages.h"
@@ -46,6 +47,10 @@ class Server {
     void take_posted_work() const { take_posted_work_(); }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
+    // The QPs `selection` names as JSON (control/qp_snapshot.h).
+    Result qp_snapshot(const QpSelection& selection, std::string& json_text) const;
+    // Every client with a context, with its pid, in the order they opened.
+    ClientList clients() const;
 
     // The netlink port of a new RDMA netlink socket of `pid`: the pid for
     // the process's first, as the kernel's autobind gives it, else a

@@ -160,8 +160,8 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
               result ? std::span<const int>(doorbell) : std::span<const int>{});
         return;
     }
-    if (header.op == rpc::Op::kStatus) {
-        status_page(header, body);
+    if (header.op == rpc::Op::kStatus || header.op == rpc::Op::kQpSnapshot) {
+        report_page(header, body);
         return;
     }
     if (header.op == rpc::Op::kCmOpen) {
@@ -316,27 +316,44 @@ void Session::flush_netlink() {
     wait();
 }
 
-void Session::status_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {
-    rpc::StatusRequest request{};
+void Session::report_page(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::ReportRequest request{};
     if (Result r = decode(body, request); !r) {
         reply(header, r, {});
         return;
     }
+    request.device[sizeof(request.device) - 1] = '\0';
     if (request.offset == 0) {
-        status_snapshot_ = server_.status_text();
-    }
-    if (request.offset > status_snapshot_.size()) {
-        reply(header,
-              fail(EINVAL, "status offset %llu is past the report's %zu bytes",
-                   static_cast<unsigned long long>(request.offset), status_snapshot_.size()),
+        report_op_ = header.op;
+        if (header.op == rpc::Op::kStatus) {
+            report_ = server_.status_text();
+        } else {
+            QpSelection selection{request.device, std::nullopt};
+            if (request.has_qpn) {
+                selection.qpn = request.qpn;
+            }
+            if (Result r = server_.qp_snapshot(selection, report_); !r) {
+                reply(header, r, {});
+                return;
+            }
+        }
+    } else if (header.op != report_op_) {
+        reply(header, fail(EINVAL, "a report page at offset %llu asks for another report than the one being read",
+                           static_cast<unsigned long long>(request.offset)),
               {});
         return;
     }
-    const size_t page =
-        std::min(rpc::kStatusPageBytes, status_snapshot_.size() - size_t(request.offset));
-    const rpc::StatusReply head{status_snapshot_.size()};
+    if (request.offset > report_.size()) {
+        reply(header,
+              fail(EINVAL, "report offset %llu is past the report's %zu bytes",
+                   static_cast<unsigned long long>(request.offset), report_.size()),
+              {});
+        return;
+    }
+    const size_t page = std::min(rpc::kReportPageBytes, report_.size() - size_t(request.offset));
+    const rpc::ReportReply head{report_.size()};
     std::vector<std::byte> out = bytes_of(head);
-    const auto text = std::as_bytes(std::span(status_snapshot_).subspan(request.offset, page));
+    const auto text = std::as_bytes(std::span(report_).subspan(request.offset, page));
     out.insert(out.end(), text.begin(), text.end());
     reply(header, ok(), out);
 }

@@ -62,7 +62,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void flush_netlink();
     void log_refusal(const char* what, const Result& result);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
-    void status_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    void report_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;
@@ -72,8 +72,9 @@ class Session : public std::enable_shared_from_this<Session> {
     // A client that has every verb refused cannot fill the disk: a burst
     // of lines, then a few a second.
     RateLimit refusals_logged_{100, 10};
-    // The status report this connection is reading page by page.
-    std::string status_snapshot_;
+    // The report (kStatus, kQpSnapshot) this connection is reading page by page.
+    std::string report_;
+    rpc::Op report_op_ = rpc::Op::kStatus;
     bool tool_ = false;
     bool device_gone_ = false;           // its context's device was removed
     cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager

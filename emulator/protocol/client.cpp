@@ -188,19 +188,18 @@ int ControlClient::call(rpc::Op op, const void* request, size_t request_size, vo
     return error;
 }
 
-int ControlClient::call_status(std::string& text) {
+int ControlClient::call_report(rpc::Op op, rpc::ReportRequest request, std::string& text) {
     std::lock_guard lock(mutex_);
     text.clear();
     for (;;) {
-        const rpc::StatusRequest request{text.size()};
+        request.offset = text.size();
         std::string page;
-        if (int error = exchange(rpc::Op::kStatus, &request, sizeof(request), {}, page, nullptr);
-            error) {
+        if (int error = exchange(op, &request, sizeof(request), {}, page, nullptr); error) {
             return error;
         }
-        rpc::StatusReply head;
+        rpc::ReportReply head;
         if (page.size() < sizeof(head)) {
-            last_error_ = "uroced sent a status page without its header";
+            last_error_ = "uroced sent a report page without its header";
             return EIO;
         }
         memcpy(&head, page.data(), sizeof(head));

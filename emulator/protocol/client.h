@@ -55,8 +55,10 @@ class ControlClient {
 
     // Why the last refused call was refused, as the daemon put it.
     std::string last_error() const;
-    // The daemon's status report, fetched page by page.
-    int call_status(std::string& text);
+    // A report (kStatus, kQpSnapshot), fetched page by page; `request`
+    // selects what it covers (its offset is the client's to set).
+    int call_report(rpc::Op op, rpc::ReportRequest request, std::string& text);
+    int call_status(std::string& text) { return call_report(rpc::Op::kStatus, {}, text); }
 
   private:
     ControlClient(int fd, const char* socket_path, const char* device);

@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 9;
+inline constexpr uint16_t kVersion = 10;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -91,6 +91,8 @@ enum class Op : uint16_t {
     // RDMA netlink (the bridge's NETLINK_RDMA sockets): after this request
     // the connection carries netlink datagrams, as a kernel socket would.
     kNetlinkOpen,
+    // Every QP as JSON (a report, like kStatus).
+    kQpSnapshot,
     kCount,
 };
 
@@ -140,17 +142,22 @@ struct AttachRequest {
     uint64_t attach_token;
 };
 
-// Status is a text report of any length, fetched a page at a time: the
-// request at offset 0 takes a snapshot that the connection's later pages
-// read, so the pages agree however many clients come and go meanwhile. The
-// reply body is a StatusReply followed by the page's text (no NUL).
-struct StatusRequest {
+// Reports of any length, fetched a page at a time: kStatus (text) and
+// kQpSnapshot (JSON, control/qp_snapshot.h: the QPs of `device`, every
+// device's when empty, and only QP `qpn` when has_qpn). The request at
+// offset 0 takes a snapshot that the connection's later pages read, so the
+// pages agree however many clients come and go meanwhile. The reply body is
+// a ReportReply followed by the page's bytes (no NUL).
+struct ReportRequest {
     uint64_t offset;
+    char device[kNameLen];
+    uint32_t qpn;
+    uint32_t has_qpn;
 };
-struct StatusReply {
+struct ReportReply {
     uint64_t total;  // bytes of the whole report
 };
-inline constexpr size_t kStatusPageBytes = kMaxMessage - 512;
+inline constexpr size_t kReportPageBytes = kMaxMessage - 512;
 
 struct QueryDeviceRequest {};
 struct QueryDeviceReply {

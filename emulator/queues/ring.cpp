@@ -42,6 +42,14 @@ uint32_t Ring::pending() {
     return count;
 }
 
+uint32_t Ring::waiting() const {
+    if (broken_ || entries_ == 0) {
+        return 0;
+    }
+    const uint32_t produced = header()->producer.value.load(std::memory_order_acquire);
+    return std::min(produced - local_, entries_);
+}
+
 void Ring::discard_pending() {
     if (!entries_) {
         return;

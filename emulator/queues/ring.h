@@ -34,6 +34,10 @@ class Ring {
     uint32_t pending();
     // Drops everything pending (a QP reset empties its queues).
     void discard_pending();
+    // For observers: pending() without marking the ring broken, and how
+    // many entries the consumer has handed back since the ring was made.
+    uint32_t waiting() const;
+    uint32_t released() const { return released_; }
     // Copies the next entry (at most out.size() bytes) and moves past it.
     void pop(std::span<std::byte> out) {
         take(out);

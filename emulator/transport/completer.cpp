@@ -185,6 +185,10 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
     }
 
     const wire::Aeth aeth = packet.hdr.aeth;
+    if (aeth.type() == wire::AethType::kRnrNak || aeth.type() == wire::AethType::kNak) {
+        qp.journal.last_nak = {now, false, aeth.type() == wire::AethType::kRnrNak, aeth.value(),
+                               psn};
+    }
     switch (aeth.type()) {
         case wire::AethType::kAck: {
             const uint32_t unacked = first_unanswered(r, wire::psn_add(psn, 1));
@@ -261,8 +265,7 @@ void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
         complete_send(qp, r.window.front(), status);
         r.window.pop_front();
     }
-    qp.attr.qp_state = IBV_QPS_ERR;
-    qp.attr.cur_qp_state = IBV_QPS_ERR;
+    qp.move_to(IBV_QPS_ERR, 0, std::string("requester: ") + ibv_wc_status_str(status));
     flush(device, qp);
 }
 

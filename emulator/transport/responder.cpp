@@ -138,6 +138,10 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
     if (!is_reliable(qp.type)) {
         return;  // UC answers nothing
     }
+    if (aeth.type() != wire::AethType::kAck) {
+        qp.journal.last_nak = {Clock::now(), true, aeth.type() == wire::AethType::kRnrNak,
+                               aeth.value(), psn};
+    }
     wire::PacketHeaders h{};
     h.bth.opcode = answer_opcode(qp, Operation::kAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
@@ -184,8 +188,9 @@ void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakC
     }
     acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
     qp.post_event(event);
-    qp.attr.qp_state = IBV_QPS_ERR;
-    qp.attr.cur_qp_state = IBV_QPS_ERR;
+    qp.move_to(IBV_QPS_ERR, 0,
+               std::string("responder: NAK ") + wire::nak_code_name(static_cast<uint8_t>(code)) + " sent for PSN " +
+                   std::to_string(psn));
 }
 
 void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,

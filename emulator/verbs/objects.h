@@ -14,6 +14,7 @@
 
 #include "queues/ring.h"
 #include "steering/flow_rule.h"
+#include "transport/qp_journal.h"
 #include "transport/qp_state.h"
 #include "util/unique_fd.h"
 #include "verbs/handle_table.h"
@@ -210,6 +211,14 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
     const HandleTable<Ah>* ahs = nullptr;
     transport::RequesterState requester;
     transport::ResponderState responder;
+    transport::QpJournal journal;
+
+    // Every change of state goes through here, so that the journal has it.
+    void move_to(ibv_qp_state next, int attr_mask, std::string cause) {
+        journal.add({transport::Clock::now(), attr.qp_state, next, attr_mask, std::move(cause)});
+        attr.qp_state = next;
+        attr.cur_qp_state = next;
+    }
 
     void post_event(ibv_event_type event) const {
         for (const QpHolder& holder : holders) {

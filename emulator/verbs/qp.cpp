@@ -38,10 +38,9 @@ bool is_multicast_gid(const ibv_gid& gid) {
     return gid.raw[0] == 0xff;
 }
 
-// Copies the attributes selected by `mask` from `in` into `qp`.
+// Copies the attributes selected by `mask` from `in` into `qp`, all but the
+// state, which Qp::move_to changes.
 void apply_qp_attr(ibv_qp_attr& qp, const ibv_qp_attr& in, int mask) {
-    if (mask & IBV_QP_STATE)
-        qp.qp_state = in.qp_state;
     if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY)
         qp.en_sqd_async_notify = in.en_sqd_async_notify;
     if (mask & IBV_QP_ACCESS_FLAGS)
@@ -369,8 +368,7 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     }
     const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);
-    qp->attr.qp_state = next;
-    qp->attr.cur_qp_state = next;
+    qp->move_to(next, mask, "ibv_modify_qp");
     transport::prepare_transport(*qp, from, mask);
     return ok();
 }

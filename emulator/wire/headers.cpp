@@ -119,4 +119,20 @@ Ieth decode_ieth(std::span<const uint8_t, kIethBytes> in) {
     return {load_be32(in.data())};
 }
 
+const char* nak_code_name(uint8_t code) {
+    switch (static_cast<NakCode>(code)) {
+        case NakCode::kPsnSequenceError:
+            return "PSN sequence error";
+        case NakCode::kInvalidRequest:
+            return "invalid request";
+        case NakCode::kRemoteAccessError:
+            return "remote access error";
+        case NakCode::kRemoteOperationalError:
+            return "remote operational error";
+        case NakCode::kInvalidRdRequest:
+            return "invalid RD request";
+    }
+    return "reserved";
+}
+
 }  // namespace uroce::wire

@@ -101,6 +101,8 @@ enum class NakCode : uint8_t {
     kRemoteOperationalError = 3,
     kInvalidRdRequest = 4,
 };
+// "PSN sequence error", ...; "reserved" for the codes IBA reserves.
+const char* nak_code_name(uint8_t code);
 
 // An ACK's credit field when the responder does not report credits.
 inline constexpr uint8_t kAethCreditsInvalid = 0x1f;

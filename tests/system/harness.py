@@ -458,11 +458,11 @@ class RawClient:
             os.close(read_end)
 
     def status_text(self):
-        """The whole status report, read page by page (StatusRequest.offset,
-        each reply a StatusReply.total and the page's text)."""
+        """The whole status report, read page by page (ReportRequest.offset,
+        each reply a ReportReply.total and the page's text)."""
         text = b""
         while True:
-            reply = self.call(Op.STATUS, struct.pack("<Q", len(text)))
+            reply = self.call(Op.STATUS, struct.pack("<Q64sII", len(text), b"", 0, 0))
             if reply.error:
                 raise AssertionError("status failed: %s (%s)" % (
                     os.strerror(reply.error), reply.message))

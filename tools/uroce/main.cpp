@@ -6,6 +6,7 @@
 //   uroce stats [DEVICE]
 //   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] | --clear
 //   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
+//   uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]
 #include <iostream>
 
 #include "uroce.h"
@@ -23,6 +24,7 @@ const char* const kUsage =
     "       uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US]\n"
     "       uroce fault DEVICE --clear\n"
     "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
+    "       uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "stats: the devices' packet and error counters.\n"
@@ -30,6 +32,9 @@ const char* const kUsage =
     "  percentage (5%), US a delay in microseconds; options not given become 0.\n"
     "trace: records DEVICE's packets to FILE (pcap) until Ctrl-C, N seconds or\n"
     "  N packets.\n"
+    "qp: every QP's state, PSNs, queues, timers and last NAK; with a QPN,\n"
+    "  everything about that QP and the transitions it took. --json prints the\n"
+    "  daemon's snapshot; --watch redraws it every S seconds (0.5) until q.\n"
     "\n"
     "The runtime directory is $UROCE_RUNTIME_DIR, or a per-user default.\n";
 
@@ -54,6 +59,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "trace") {
         return trace(paths, rest);
+    }
+    if (command == "qp") {
+        return qp(paths, rest);
     }
     if (command == "--help" || command == "-h" || command == "help") {
         std::cout << kUsage;

@@ -1,0 +1,194 @@
+"""The lab's views of a running device (docs/uroce.md `uroce qp`): every QP
+of a real perftest pair, its state, peer and PSNs as they move; one QP in
+full with the transitions it took; the JSON that scripts read; the view
+redrawn in a terminal until `q`; and the refusals, each with its exit
+status and reason."""
+
+import fcntl
+import json
+import os
+import pty
+import select
+import shutil
+import struct
+import subprocess
+import termios
+import time
+import unittest
+
+import harness
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+PSN_SPACE = 1 << 24
+
+
+def tool_environment(runtime_dir):
+    """A user's environment (none of what `uroce env` sets) for the daemon in runtime_dir."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("SYSFS_PATH", "LD_PRELOAD", "RDMAV_DRIVERS")}
+    env["UROCE_RUNTIME_DIR"] = runtime_dir
+    return env
+
+
+def psn_advance(before, after):
+    return (after - before) % PSN_SPACE
+
+
+class LabTestCase(harness.DaemonTestCase):
+
+    def setUp(self):
+        self.tool = harness.tool_path()
+        if not self.tool:
+            self.fail("the uroce command is not built (UROCE_TOOL is not set)")
+        self.env = tool_environment(self.daemon.runtime_dir)
+
+    def uroce(self, *args, timeout=harness.RUN_TIMEOUT):
+        return harness.run_program([self.tool, *args], env=self.env, timeout=timeout,
+                                   log=self.daemon.log)
+
+    def assert_exit(self, result, code, stderr_has=None):
+        self.assertEqual(result.returncode, code, "uroce exited %d, expected %d:\n%s%s\n%s" % (
+            result.returncode, code, result.stdout, result.stderr, self.daemon.log()))
+        if stderr_has is not None:
+            self.assertIn(stderr_has, result.stderr)
+
+    def qps(self, *selection):
+        result = self.uroce("qp", *selection, "--json")
+        self.assert_exit(result, 0)
+        return json.loads(result.stdout)["qps"]
+
+    def start_write_bw(self, seconds):
+        """ib_write_bw for `seconds` from uroce1 to uroce0; returns (server, client)
+        once both QPs are in RTS and RTR or later."""
+        program = harness.require_program("ib_write_bw")
+        port = harness.free_tcp_port()
+        common = ["-x", "0", "-p", str(port), "-D", str(seconds), "-s", "4096"]
+        procs = []
+
+        def start(args):
+            procs.append(subprocess.Popen(args, env=self.daemon.env(), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+            self.addCleanup(self.finish, procs[-1])
+
+        start([program, "-d", "uroce0", *common])
+        harness.wait_for(lambda: harness.tcp_port_listening(port), 10.0,
+                         "ib_write_bw to listen", self.daemon.log)
+        start([program, "-d", "uroce1", *common, "localhost"])
+        harness.wait_for(lambda: sorted((q["device"], q["state"]) for q in self.qps())[1:] ==
+                         [("uroce1", "RTS")], 20.0, "both perftest QPs", self.daemon.log)
+        return procs
+
+    @staticmethod
+    def finish(proc):
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+class QpViewTest(LabTestCase):
+
+    def test_perftest_qps_are_listed_with_their_peers_and_moving_psns(self):
+        server, client = self.start_write_bw(6)
+        first = {q["device"]: q for q in self.qps()}
+        time.sleep(0.5)
+        second = {q["device"]: q for q in self.qps()}
+        self.assertEqual(set(first), {"uroce0", "uroce1"}, first)
+        writer, target = second["uroce1"], second["uroce0"]
+        self.assertEqual(writer["pid"], client.pid)
+        self.assertEqual(target["pid"], server.pid)
+        self.assertEqual(writer["comm"], "ib_write_bw")
+        self.assertEqual((writer["type"], writer["state"], writer["previous_state"]),
+                         ("RC", "RTS", "RTR"))
+        # perftest's server never sends: it stays in RTR... or RTS when it moves on.
+        self.assertIn(target["state"], ("RTR", "RTS"))
+        self.assertEqual(writer["peer"], {"address": "127.0.0.1", "qpn": target["qpn"]})
+        self.assertEqual(target["peer"], {"address": "127.0.0.2", "qpn": writer["qpn"]})
+        self.assertEqual(writer["path_mtu"], target["path_mtu"])
+        sent = psn_advance(first["uroce1"]["sq_psn"], writer["sq_psn"])
+        received = psn_advance(first["uroce0"]["expected_psn"], target["expected_psn"])
+        self.assertGreater(sent, 0, "the writer's PSN did not move")
+        self.assertGreater(received, 0, "the target's expected PSN did not move")
+        # What the target expects next never runs ahead of what was sent.
+        self.assertLessEqual(psn_advance(target["expected_psn"], writer["sq_psn"]),
+                             writer["unacked"]["count"] + 128)
+        self.assertLessEqual(writer["unacked"]["count"], 128)
+        self.assertGreater(writer["send_queue"]["completed"],
+                           first["uroce1"]["send_queue"]["completed"])
+
+        table = self.uroce("qp")
+        self.assert_exit(table, 0)
+        lines = table.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("DEVICE"), lines)
+        rows = {line.split()[0]: line.split() for line in lines[1:]}
+        self.assertEqual(rows["uroce1"][1:5], [str(writer["qpn"]), "RC", "RTS<RTR",
+                                               str(client.pid)])
+        self.assertIn("127.0.0.1/%d" % target["qpn"], rows["uroce1"])
+        only = self.uroce("qp", "uroce0")
+        self.assertEqual([line.split()[0] for line in only.stdout.splitlines()[1:]], ["uroce0"])
+
+    def test_one_qp_shows_every_transition_it_took(self):
+        server, client = self.start_write_bw(3)
+        writer = next(q for q in self.qps() if q["device"] == "uroce1")
+        result = self.uroce("qp", "uroce1", hex(writer["qpn"]))
+        self.assert_exit(result, 0)
+        text = result.stdout
+        self.assertIn("state:                RTS<RTR", text)
+        self.assertIn("peer:                 127.0.0.1/", text)
+        moves = [line.split()[2:5] for line in text.splitlines() if line.startswith("  ")
+                 and " -> " in line]
+        self.assertEqual([m for m in moves if m[0] != m[2]][-3:],
+                         [["RESET", "->", "INIT"], ["INIT", "->", "RTR"], ["RTR", "->", "RTS"]],
+                         text)
+        self.assertIn("IBV_QP_PATH_MTU", text)
+        self.assertEqual(self.qps("uroce1", str(writer["qpn"]))[0]["qpn"], writer["qpn"])
+
+    def test_refusals_name_what_is_wrong(self):
+        self.assert_exit(self.uroce("qp", "uroce7"), EXIT_FAILURE, "no device named uroce7")
+        self.assert_exit(self.uroce("qp", "uroce0", "4242"), EXIT_FAILURE,
+                         "uroce0 has no QP 4242")
+        self.assert_exit(self.uroce("qp", "uroce0", "seventeen"), EXIT_USAGE,
+                         "'seventeen' is not a QP number")
+        self.assert_exit(self.uroce("qp", "--json", "--watch"), EXIT_USAGE,
+                         "--json and --watch do not go together")
+        self.assert_exit(self.uroce("qp", "--watch"), EXIT_FAILURE, "needs a terminal")
+        harness.wait_for(lambda: self.qps() == [], 10.0, "the QPs of earlier tests to go",
+                         self.daemon.log)
+        self.assertEqual(self.uroce("qp").stdout.splitlines()[1:], [])
+
+    def test_watch_redraws_in_a_terminal_until_q(self):
+        server, client = self.start_write_bw(5)
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 220, 0, 0))
+        env = dict(self.env, TERM="xterm")
+        watch = subprocess.Popen([self.tool, "qp", "--watch", "--interval", "0.2"], env=env,
+                                 stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        self.addCleanup(os.close, master)
+        self.addCleanup(self.finish_watch, watch)
+        def read_for(seconds, until=None):
+            data = b""
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not (until and until in data):
+                if select.select([master], [], [], 0.2)[0]:
+                    data += os.read(master, 65536)
+            return data
+
+        screen = read_for(10, until=b"RTS<RTR")
+        self.assertIn(b"uroce qp: 2 QPs", screen, screen[-2000:])
+        self.assertIn(b"RTS<RTR", screen)
+        # curses redraws only what changed: the PSNs of the running pair do.
+        self.assertGreater(len(read_for(1.0)), 0, "the view was not redrawn")
+        os.write(master, b"q")
+        self.assertEqual(watch.wait(timeout=5), 0)
+
+    @staticmethod
+    def finish_watch(proc):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()
