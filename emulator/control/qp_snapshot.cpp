@@ -1,12 +1,11 @@
 #include "control/qp_snapshot.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <fstream>
 #include <set>
 
 #include "device/device.h"
+#include "net/interfaces.h"
 #include "qp/qp_transitions.h"
 #include "verbs/context.h"
 #include "wire/headers.h"
@@ -20,12 +19,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using transport::RequesterState;
 using transport::ResponderState;
-
-std::string ipv4_text(uint32_t ipv4) {
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &ipv4, text, sizeof(text));
-    return text;
-}
 
 // The process's name, as `ps` and `rdma res` show it.
 std::string comm_of(pid_t pid) {

@@ -14,7 +14,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "control/packet_json.h"
 #include "control/session.h"
+#include "net/interfaces.h"
 #include "protocol/socket.h"
 #include "util/log.h"
 
@@ -381,6 +383,81 @@ Result Server::set_faults(const Session& session, const rpc::SetFaultsRequest& r
         log_info("client pid %d cleared the faults on %s", session.peer().pid,
                  device->name().c_str());
     }
+    return ok();
+}
+
+Result Server::step(const Session& session, const rpc::StepRequest& request,
+                    rpc::StepReply& reply) {
+    Device* device;
+    if (Result r = find(request.device, device); !r) {
+        return r;
+    }
+    StepGate& gate = device->step_gate();
+    const auto action = request.action;
+    if (action == rpc::StepAction::kPause || action == rpc::StepAction::kRun) {
+        if (action == rpc::StepAction::kPause) {
+            gate.pause();
+        } else {
+            gate.run();
+        }
+        log_info("client pid %d %s %s's wire", session.peer().pid,
+                 action == rpc::StepAction::kPause ? "paused" : "ran", device->name().c_str());
+    } else if (action == rpc::StepAction::kNext || action == rpc::StepAction::kDrop ||
+               action == rpc::StepAction::kDuplicate) {
+        const StepGate::Packet* packet = gate.find(request.packet);
+        if (!packet) {
+            return request.packet ? fail(ENOENT, "%s holds no packet %llu", device->name().c_str(),
+                                         static_cast<unsigned long long>(request.packet))
+                                  : fail(ENOENT, "%s holds no packet%s", device->name().c_str(),
+                                         gate.paused() ? "" : ": its wire is not paused");
+        }
+        snprintf(reply.summary, sizeof(reply.summary), "%s",
+                 packet_summary(packet_json(packet->bytes)).c_str());
+        if (action == rpc::StepAction::kNext) {
+            reply.packet = gate.release(request.packet);
+        } else if (action == rpc::StepAction::kDrop) {
+            reply.packet = gate.drop(request.packet);
+            ++device->stats().fault_dropped;
+        } else {
+            reply.packet = gate.duplicate(request.packet);
+            ++device->stats().fault_duplicated;
+        }
+    } else {
+        return fail(EINVAL, "step action %u is not pause, next, drop, duplicate or run",
+                    static_cast<unsigned>(action));
+    }
+    reply.paused = gate.paused() ? 1 : 0;
+    reply.held = static_cast<uint32_t>(gate.held().size());
+    return ok();
+}
+
+Result Server::wire_snapshot(const std::string& name, std::string& json_text) const {
+    if (!name.empty() && !find_device(name)) {
+        return fail(ENODEV, "no device named %s", name.c_str());
+    }
+    const auto now = std::chrono::steady_clock::now();
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& device : devices_) {
+        if (!name.empty() && device->name() != name) {
+            continue;
+        }
+        nlohmann::json held = nlohmann::json::array();
+        for (const StepGate::Packet& packet : device->step_gate().held()) {
+            nlohmann::json decoded = packet_json(packet.bytes);
+            held.push_back({{"id", packet.id},
+                            {"to", ipv4_text(packet.dest_ipv4)},
+                            {"held_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                                            now - packet.held_at)
+                                            .count()},
+                            {"summary", packet_summary(decoded)},
+                            {"packet", std::move(decoded)}});
+        }
+        devices.push_back({{"name", device->name()},
+                           {"paused", device->step_gate().paused()},
+                           {"held", std::move(held)},
+                           {"max_held", StepGate::kMaxHeld}});
+    }
+    json_text = nlohmann::json{{"devices", std::move(devices)}}.dump();
     return ok();
 }
 

@@ -70,6 +70,9 @@ class Server {
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
     Result set_faults(const Session& session, const rpc::SetFaultsRequest& request);
+    Result step(const Session& session, const rpc::StepRequest& request, rpc::StepReply& reply);
+    // Each device's step mode and held packets as JSON (`device` empty: every device).
+    Result wire_snapshot(const std::string& device, std::string& json_text) const;
     // A trace belongs to the session that started it: only it stops the
     // trace, and its end stops the trace too.
     Result start_trace(const Session& session, const std::string& device, UniqueFd file);

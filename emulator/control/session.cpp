@@ -27,6 +27,7 @@ bool is_tool_op(rpc::Op op) {
     switch (op) {
         case rpc::Op::kStats:
         case rpc::Op::kSetFaults:
+        case rpc::Op::kStep:
         case rpc::Op::kTraceStart:
         case rpc::Op::kTraceStop:
         case rpc::Op::kTraceQuery:
@@ -160,7 +161,8 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
               result ? std::span<const int>(doorbell) : std::span<const int>{});
         return;
     }
-    if (header.op == rpc::Op::kStatus || header.op == rpc::Op::kQpSnapshot) {
+    if (header.op == rpc::Op::kStatus || header.op == rpc::Op::kQpSnapshot ||
+        header.op == rpc::Op::kWireSnapshot) {
         report_page(header, body);
         return;
     }
@@ -327,6 +329,11 @@ void Session::report_page(const rpc::RequestHeader& header, std::span<const std:
         report_op_ = header.op;
         if (header.op == rpc::Op::kStatus) {
             report_ = server_.status_text();
+        } else if (header.op == rpc::Op::kWireSnapshot) {
+            if (Result r = server_.wire_snapshot(request.device, report_); !r) {
+                reply(header, r, {});
+                return;
+            }
         } else {
             QpSelection selection{request.device, std::nullopt};
             if (request.has_qpn) {
@@ -338,8 +345,10 @@ void Session::report_page(const rpc::RequestHeader& header, std::span<const std:
             }
         }
     } else if (header.op != report_op_) {
-        reply(header, fail(EINVAL, "a report page at offset %llu asks for another report than the one being read",
-                           static_cast<unsigned long long>(request.offset)),
+        reply(header,
+              fail(EINVAL,
+                   "a report page at offset %llu asks for another report than the one being read",
+                   static_cast<unsigned long long>(request.offset)),
               {});
         return;
     }
@@ -412,6 +421,15 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         if ((answer.result = decode_tool_request(body, request)) &&
             (answer.result = server_.set_faults(*this, request))) {
             answer.body = bytes_of(rpc::Empty{});
+        }
+        return answer;
+    }
+    if (op == rpc::Op::kStep) {
+        rpc::StepRequest request;
+        rpc::StepReply reply{};
+        if ((answer.result = decode_tool_request(body, request)) &&
+            (answer.result = server_.step(*this, request, reply))) {
+            answer.body = bytes_of(reply);
         }
         return answer;
     }

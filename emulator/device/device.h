@@ -18,6 +18,7 @@
 #include "device/stats.h"
 #include "net/fault_injector.h"
 #include "net/pcap_writer.h"
+#include "net/step_gate.h"
 
 namespace uroce {
 
@@ -89,6 +90,8 @@ class Device {
     }
     FaultInjector& faults() { return faults_; }
     PcapWriter& trace() { return trace_; }
+    StepGate& step_gate() { return step_gate_; }
+    const StepGate& step_gate() const { return step_gate_; }
     DeviceStats& stats() { return stats_; }
     const DeviceStats& stats() const { return stats_; }
     ObjectCounts& counts() { return counts_; }
@@ -114,6 +117,7 @@ class Device {
     DeviceStats stats_;
     FaultInjector faults_;
     PcapWriter trace_;
+    StepGate step_gate_;
     std::unordered_map<uint32_t, Qp*> qp_table_;
     std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
     std::unordered_map<uint32_t, Wq*> wq_table_;

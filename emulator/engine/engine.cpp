@@ -168,6 +168,18 @@ void Engine::recycle(std::vector<uint8_t>&& bytes) {
 void Engine::transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port,
                       std::vector<uint8_t>&& bytes) {
     from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, src_port, network_.port());
+    if (from.step_gate().paused()) {
+        if (!from.step_gate().hold(dest_ipv4, src_port, std::move(bytes))) {
+            ++from.stats().fault_dropped;  // the paused wire is full
+        }
+        return;
+    }
+    apply_faults(from, dest_ipv4, src_port, std::move(bytes));
+}
+
+// Faults act on a packet as it leaves, or as step mode lets it go.
+void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+                          std::vector<uint8_t>&& bytes) {
     if (!from.faults().active()) {
         deliver(from, dest_ipv4, src_port, std::move(bytes));
         return;
@@ -218,6 +230,20 @@ void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
         network_.send(from.index(), dest_ipv4, bytes.size(), src_port);
     }
     recycle(std::move(bytes));
+}
+
+bool Engine::release_stepped() {
+    bool any = false;
+    for (const auto& device : devices_) {
+        if (!device->step_gate().has_outgoing()) {
+            continue;
+        }
+        for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
+            apply_faults(*device, packet.dest_ipv4, packet.src_port, std::move(packet.bytes));
+        }
+        any = true;
+    }
+    return any;
 }
 
 bool Engine::release_held(Clock::time_point now) {
@@ -358,6 +384,9 @@ bool Engine::work_pending() {
                 return true;
             }
         }
+        if (device->step_gate().has_outgoing()) {
+            return true;
+        }
     }
     return !local_.empty();
 }
@@ -450,6 +479,7 @@ bool Engine::run_once() {
                                           uint32_t src_ipv4, uint16_t src_port) {
         receive_datagram(index, bytes, src_ipv4, src_port, now);
     });
+    busy |= release_stepped();
     busy |= release_held(now);
     busy |= deliver_local(now);
     busy |= run_queue_pairs(now);

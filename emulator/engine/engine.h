@@ -95,8 +95,12 @@ class Engine : public transport::PacketOutput {
     static constexpr size_t kMaxHeldPackets = 16384;
     void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port,
                   std::vector<uint8_t>&& bytes);
+    void apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+                      std::vector<uint8_t>&& bytes);
     void deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
+    // What step mode let go since the last turn (net/step_gate.h).
+    bool release_stepped();
     bool run_queue_pairs(transport::Clock::time_point now);
     bool deliver_local(transport::Clock::time_point now);
     void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,

@@ -1,5 +1,6 @@
 #include "net/interfaces.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 
 namespace uroce {
@@ -47,6 +48,12 @@ std::vector<in_addr> ipv4_addresses_of(const std::string& name) {
         }
     }
     return out;
+}
+
+std::string ipv4_text(uint32_t address) {
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &address, text, sizeof(text));
+    return text;
 }
 
 }  // namespace uroce

@@ -17,4 +17,7 @@ std::string interface_holding(in_addr address);
 // in the order getifaddrs lists them; empty when it has none or does not exist.
 std::vector<in_addr> ipv4_addresses_of(const std::string& name);
 
+// "127.0.0.2" for an address in network order.
+std::string ipv4_text(uint32_t address);
+
 }  // namespace uroce

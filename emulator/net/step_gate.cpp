@@ -4,46 +4,73 @@
 
 namespace uroce {
 
-std::deque<StepGate::Packet> StepGate::run() {
+void StepGate::run() {
     paused_ = false;
-    std::deque<Packet> released;
-    released.swap(held_);
-    return released;
+    while (!held_.empty()) {
+        outbox_.push_back(std::move(held_.front()));
+        held_.pop_front();
+    }
 }
 
-bool StepGate::hold(Packet packet) {
+bool StepGate::hold(uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes) {
     if (held_.size() >= kMaxHeld) {
         return false;
     }
-    packet.id = next_id_++;
-    packet.held_at = std::chrono::steady_clock::now();
-    held_.push_back(std::move(packet));
+    held_.push_back(
+        {next_id_++, dest_ipv4, src_port, std::move(bytes), std::chrono::steady_clock::now()});
     return true;
 }
 
-std::optional<StepGate::Packet> StepGate::take(uint64_t id) {
-    auto it = id == 0 ? held_.begin()
-                      : std::find_if(held_.begin(), held_.end(),
-                                     [id](const Packet& p) { return p.id == id; });
-    if (it == held_.end()) {
-        return std::nullopt;
+std::deque<StepGate::Packet>::iterator StepGate::locate(uint64_t id) {
+    if (id == 0) {
+        return held_.begin();
     }
-    Packet packet = std::move(*it);
+    return std::find_if(held_.begin(), held_.end(), [id](const Packet& p) { return p.id == id; });
+}
+
+uint64_t StepGate::release(uint64_t id) {
+    auto it = locate(id);
+    if (it == held_.end()) {
+        return 0;
+    }
+    const uint64_t released = it->id;
+    outbox_.push_back(std::move(*it));
     held_.erase(it);
-    return packet;
+    return released;
+}
+
+uint64_t StepGate::duplicate(uint64_t id) {
+    auto it = locate(id);
+    if (it == held_.end()) {
+        return 0;
+    }
+    outbox_.push_back(*it);
+    return it->id;
+}
+
+uint64_t StepGate::drop(uint64_t id) {
+    auto it = locate(id);
+    if (it == held_.end()) {
+        return 0;
+    }
+    const uint64_t dropped = it->id;
+    held_.erase(it);
+    return dropped;
 }
 
 const StepGate::Packet* StepGate::find(uint64_t id) const {
-    auto it = id == 0 ? held_.begin()
-                      : std::find_if(held_.begin(), held_.end(),
-                                     [id](const Packet& p) { return p.id == id; });
+    if (id == 0) {
+        return held_.empty() ? nullptr : &held_.front();
+    }
+    auto it =
+        std::find_if(held_.begin(), held_.end(), [id](const Packet& p) { return p.id == id; });
     return it == held_.end() ? nullptr : &*it;
 }
 
-size_t StepGate::clear() {
-    const size_t count = held_.size();
-    held_.clear();
-    return count;
+std::deque<StepGate::Packet> StepGate::take_outgoing() {
+    std::deque<Packet> out;
+    out.swap(outbox_);
+    return out;
 }
 
 }  // namespace uroce

@@ -2,8 +2,10 @@
 // order they were sent, until a person releases them one at a time, drops
 // or duplicates one, or lets the wire run again. The programs on top keep
 // running and simply wait, as on a congested network; their timers are
-// real. Bounded: a full gate refuses the packet, which the caller drops and
-// counts, as a full switch buffer would.
+// real. The control plane acts on the gate; what it lets go waits in the
+// outbox until the engine's next turn sends it on (faults still apply).
+// Bounded: a full gate refuses a packet, which the caller drops and counts,
+// as a full switch buffer would.
 #pragma once
 
 #include <stdint.h>
@@ -23,31 +25,39 @@ class StepGate {
         uint64_t id = 0;  // from 1, in sending order, never reused on the device
         uint32_t dest_ipv4 = 0;
         uint16_t src_port = 0;
-        std::vector<uint8_t> bytes;  // the UDP payload (or a raw frame)
-        bool frame = false;          // a RAW_PACKET QP's Ethernet frame
+        std::vector<uint8_t> bytes;  // the UDP payload
         std::chrono::steady_clock::time_point held_at;
     };
 
     bool paused() const { return paused_; }
     void pause() { paused_ = true; }
-    // The wire runs again: every held packet, oldest first, for sending.
-    std::deque<Packet> run();
+    // The wire runs again: every held packet goes, oldest first.
+    void run();
 
     // Holds a packet of the paused wire; false when the gate is full.
-    bool hold(Packet packet);
-    // Takes out the held packet `id`, or the oldest when id is 0; nullopt
+    bool hold(uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
+    // Lets the held packet `id` go (the oldest when id is 0); its id, or 0
     // when there is none.
-    std::optional<Packet> take(uint64_t id = 0);
-    // The held packet `id`, or the oldest when id is 0; null when none.
+    uint64_t release(uint64_t id = 0);
+    // Sends a copy of it now and keeps holding it.
+    uint64_t duplicate(uint64_t id = 0);
+    // Loses it.
+    uint64_t drop(uint64_t id = 0);
+    // The held packet `id` (the oldest when 0); null when none.
     const Packet* find(uint64_t id = 0) const;
     const std::deque<Packet>& held() const { return held_; }
-    // Drops every held packet (the device goes); returns how many.
-    size_t clear();
+
+    // The engine's side: what was let go, in order.
+    bool has_outgoing() const { return !outbox_.empty(); }
+    std::deque<Packet> take_outgoing();
 
   private:
+    std::deque<Packet>::iterator locate(uint64_t id);
+
     bool paused_ = false;
     uint64_t next_id_ = 1;
     std::deque<Packet> held_;
+    std::deque<Packet> outbox_;
 };
 
 }  // namespace uroce

@@ -93,6 +93,9 @@ enum class Op : uint16_t {
     kNetlinkOpen,
     // Every QP as JSON (a report, like kStatus).
     kQpSnapshot,
+    // Step mode on a device's outgoing packets, and what it holds (a JSON report).
+    kStep,
+    kWireSnapshot,
     kCount,
 };
 
@@ -144,7 +147,8 @@ struct AttachRequest {
 
 // Reports of any length, fetched a page at a time: kStatus (text) and
 // kQpSnapshot (JSON, control/qp_snapshot.h: the QPs of `device`, every
-// device's when empty, and only QP `qpn` when has_qpn). The request at
+// device's when empty, and only QP `qpn` when has_qpn) and kWireSnapshot
+// (JSON: each device's step mode and the packets it holds, decoded). The request at
 // offset 0 takes a snapshot that the connection's later pages read, so the
 // pages agree however many clients come and go meanwhile. The reply body is
 // a ReportReply followed by the page's bytes (no NUL).
@@ -476,6 +480,24 @@ struct SetFaultsRequest {
     int64_t delay_us;  // 0..kMaxFaultDelayUs
 };
 
+// Step mode (net/step_gate.h): kPause holds the device's outgoing packets;
+// kNext lets one go, kDrop loses one, kDuplicate sends a copy of one and
+// keeps it; kRun lets every held packet go and stops holding. `packet`
+// names a held packet by id, 0 the oldest.
+enum class StepAction : uint32_t { kPause = 1, kNext, kDrop, kDuplicate, kRun };
+struct StepRequest {
+    char device[kNameLen];
+    StepAction action;
+    uint32_t reserved;
+    uint64_t packet;
+};
+struct StepReply {
+    uint64_t packet;  // the packet acted on (0: none; pause and run)
+    uint32_t paused;  // after the action
+    uint32_t held;
+    char summary[kMaxErrorText];  // the packet acted on, in a line (NUL-terminated)
+};
+
 // kTraceStart: fd[0] is the pcap file, opened for writing by the tool, so
 // that it belongs to the user; the daemon never opens a path. The trace ends
 // with kTraceStop or when the connection that started it closes.
@@ -578,6 +600,7 @@ UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
 UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
+UROCE_RPC(kStep, StepRequest, StepReply)
 UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
 UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
 UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)

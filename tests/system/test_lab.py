@@ -190,5 +190,120 @@ class QpViewTest(LabTestCase):
             proc.wait()
 
 
+class StepModeTest(LabTestCase):
+    """`uroce step` on a real ib_send_lat pair: a paused wire holds the
+    client's packets (its requests and its ACKs) while both programs wait;
+    each `next` lets exactly one reach the other device; a dropped packet
+    comes back as the requester's retransmission; a duplicated one reaches
+    the responder twice; `run` lets the pair finish."""
+
+    def counters(self, device):
+        result = self.uroce("stats", device)
+        self.assert_exit(result, 0)
+        return harness.parse_stats(result.stdout)[device]
+
+    def held(self, device):
+        result = self.uroce("step", device)
+        self.assert_exit(result, 0)
+        lines = result.stdout.splitlines()
+        self.assertRegex(lines[0], r"^%s: wire (paused|running), %d packets held$" % (
+            device, len(lines) - 1))
+        return [(int(line.split()[0]), line.split(None, 3)[3]) for line in lines[1:]]
+
+    def wait_held(self, device, count=1):
+        return harness.wait_for(lambda: len(self.held(device)) >= count and self.held(device),
+                                15.0, "%d packets held on %s" % (count, device), self.daemon.log)
+
+    def wait_send(self, device, psn=None):
+        """The first SEND held on `device` (with PSN `psn`, if given)."""
+        def find():
+            return next(((i, text) for i, text in self.held(device)
+                         if text.startswith("RC_SEND_ONLY") and psn in (None, text.split()[2])),
+                        None)
+        return harness.wait_for(find, 15.0, "a SEND%s held on %s" % (
+            " with PSN %s" % psn if psn else "", device), self.daemon.log)
+
+    def step(self, device, *action):
+        result = self.uroce("step", device, *action)
+        self.assert_exit(result, 0)
+        return result.stdout
+
+    def test_packets_cross_a_paused_wire_one_step_at_a_time(self):
+        program = harness.require_program("ib_send_lat")
+        port = harness.free_tcp_port()
+        # A retransmission timeout of about 4 s (4.096 us * 2^20): the
+        # steps below happen between the requester's retries, and its 7
+        # retries last the test.
+        common = ["-x", "0", "-p", str(port), "-n", "5", "-s", "64", "-u", "20"]
+        self.addCleanup(self.step, "uroce0", "run")
+        self.assertEqual(self.step("uroce0", "pause"), "uroce0: wire paused, 0 held\n")
+        server = subprocess.Popen([program, "-d", "uroce1", *common], env=self.daemon.env(),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(self.finish, server)
+        harness.wait_for(lambda: harness.tcp_port_listening(port), 10.0, "ib_send_lat to listen",
+                         self.daemon.log)
+        client = subprocess.Popen([program, "-d", "uroce0", *common, "localhost"],
+                                  env=self.daemon.env(), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(self.finish, client)
+
+        first_id, first = self.wait_held("uroce0")[0]
+        self.assertRegex(first, r"^RC_SEND_ONLY psn \d+ to qp \d+, 64 B payload")
+        before = self.counters("uroce1")
+        out = self.step("uroce0", "next")
+        self.assertTrue(out.startswith("uroce0: packet %d released: RC_SEND_ONLY" % first_id), out)
+        harness.wait_for(lambda: self.counters("uroce1")["rcvd_pkts"] > before["rcvd_pkts"], 5.0,
+                         "the released packet to arrive", self.daemon.log)
+        time.sleep(0.3)
+        self.assertEqual(self.counters("uroce1")["rcvd_pkts"], before["rcvd_pkts"] + 1,
+                         "one step let more than one packet through")
+
+        # The client's next SEND (behind uroce0's ACK of the server's
+        # answer): lose it; the requester sends it again when its timer fires.
+        faults = self.counters("uroce0")
+        victim_id, victim = self.wait_send("uroce0")
+        self.assertIn("uroce0: packet %d dropped" % victim_id,
+                      self.step("uroce0", "drop", str(victim_id)))
+        psn = victim.split()[2]
+        retry_id, retry = self.wait_send("uroce0", psn)
+        self.assertGreater(retry_id, victim_id)
+        after_drop = self.counters("uroce0")
+        self.assertEqual(after_drop["fault_dropped"], faults["fault_dropped"] + 1)
+        self.assertGreater(after_drop["retransmit_timeouts"], faults["retransmit_timeouts"])
+
+        # Sent twice: the responder executes the first copy and sees the
+        # second as a duplicate.
+        duplicates = self.counters("uroce1")["duplicate_request"]
+        self.assertIn("duplicated", self.step("uroce0", "duplicate", str(retry_id)))
+        self.step("uroce0", "next", str(retry_id))
+        harness.wait_for(lambda: self.counters("uroce1")["duplicate_request"] == duplicates + 1,
+                         5.0, "the duplicate to reach uroce1",
+                         lambda: "%s\n%s\n%s" % (self.uroce("stats").stdout,
+                                                 self.uroce("step", "uroce0").stdout,
+                                                 self.daemon.log()))
+        self.assertEqual(self.counters("uroce0")["fault_duplicated"],
+                         faults["fault_duplicated"] + 1)
+
+        self.assertEqual(self.step("uroce0", "run"), "uroce0: wire running, 0 held\n")
+        for side in (client, server):
+            output = side.communicate(timeout=30)[0]
+            self.assertEqual(side.returncode, 0, output + self.daemon.log())
+
+    def test_refusals_name_what_is_wrong(self):
+        self.assert_exit(self.uroce("step", "uroce7", "pause"), EXIT_FAILURE,
+                         "no device named uroce7")
+        self.assert_exit(self.uroce("step", "uroce0", "next"), EXIT_FAILURE,
+                         "uroce0 holds no packet: its wire is not paused")
+        self.assert_exit(self.uroce("step", "uroce0", "fly"), EXIT_USAGE,
+                         "'fly' is not pause, next, drop, duplicate or run")
+        self.assert_exit(self.uroce("step", "uroce0", "pause", "3"), EXIT_USAGE,
+                         "only next, drop and duplicate take a packet id")
+        self.step("uroce0", "pause")
+        self.addCleanup(self.step, "uroce0", "run")
+        self.assert_exit(self.uroce("step", "uroce0", "drop", "77"), EXIT_FAILURE,
+                         "uroce0 holds no packet 77")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -7,6 +7,7 @@
 //   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] | --clear
 //   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
 //   uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]
+//   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
 #include <iostream>
 
 #include "uroce.h"
@@ -25,6 +26,7 @@ const char* const kUsage =
     "       uroce fault DEVICE --clear\n"
     "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
     "       uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]\n"
+    "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "stats: the devices' packet and error counters.\n"
@@ -35,6 +37,9 @@ const char* const kUsage =
     "qp: every QP's state, PSNs, queues, timers and last NAK; with a QPN,\n"
     "  everything about that QP and the transitions it took. --json prints the\n"
     "  daemon's snapshot; --watch redraws it every S seconds (0.5) until q.\n"
+    "step: pause holds DEVICE's outgoing packets; next releases one, drop loses\n"
+    "  one, duplicate sends a copy of one (the oldest, or packet ID); run lets\n"
+    "  them all go. Without an action: the packets held.\n"
     "\n"
     "The runtime directory is $UROCE_RUNTIME_DIR, or a per-user default.\n";
 
@@ -62,6 +67,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "qp") {
         return qp(paths, rest);
+    }
+    if (command == "step") {
+        return step(paths, rest);
     }
     if (command == "--help" || command == "-h" || command == "help") {
         std::cout << kUsage;

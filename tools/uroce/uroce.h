@@ -1,6 +1,7 @@
 // The uroce command: what its commands share. Each command is in its own
 // file (daemon.cpp: start, stop, status; environment.cpp: env, exec;
-// observe.cpp: stats, fault; trace.cpp: trace; qp.cpp: qp) and returns the exit status.
+// observe.cpp: stats, fault; trace.cpp: trace; qp.cpp: qp;
+// step.cpp: step) and returns the exit status.
 #pragma once
 
 #include <filesystem>
@@ -58,5 +59,6 @@ int stats(const RuntimePaths& paths, const Args& args);
 int fault(const RuntimePaths& paths, const Args& args);
 int trace(const RuntimePaths& paths, const Args& args);
 int qp(const RuntimePaths& paths, const Args& args);
+int step(const RuntimePaths& paths, const Args& args);
 
 }  // namespace uroce::tool

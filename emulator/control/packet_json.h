@@ -1,0 +1,25 @@
+// A RoCEv2 packet decoded for people: every header the opcode carries with
+// its fields by name (BTH, DETH, XRCETH, RETH, FETH, AtomicETH, AETH,
+// AtomicAckETH, ImmDt, IETH), the payload length and the bytes. Used by step
+// mode's listing and the console's ladder.
+#pragma once
+
+#include <stdint.h>
+
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+namespace uroce {
+
+// The decoded packet; {"error": why} when its layout does not parse. At most
+// kMaxPacketHexBytes of it are given as hex ("bytes"; "bytes_total" says
+// how many it has).
+inline constexpr size_t kMaxPacketHexBytes = 512;
+nlohmann::json packet_json(std::span<const uint8_t> udp_payload);
+
+// One line: "RC_SEND_ONLY psn 4096 to qp 18, 64 B payload, ack requested",
+// "RC_ACKNOWLEDGE psn 4096 to qp 17, NAK (PSN sequence error) msn 3".
+std::string packet_summary(const nlohmann::json& packet);
+
+}  // namespace uroce
