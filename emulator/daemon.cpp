@@ -81,6 +81,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         cm_->receive_mad(to, src_ipv4, mad);
     });
     server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
+                                       engine_->packet_log(),
                                        [this] { engine_->take_posted_work(); });
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },

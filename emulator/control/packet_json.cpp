@@ -2,7 +2,6 @@
 
 #include <stdio.h>
 
-#include "wire/packet.h"
 #include "wire/rnr_timer.h"
 
 namespace uroce {
@@ -77,19 +76,26 @@ json ext_header_json(wire::ExtHeader h, const wire::PacketHeaders& hdr) {
 }  // namespace
 
 json packet_json(std::span<const uint8_t> udp_payload) {
-    json out = {{"bytes", hex(udp_payload.first(std::min(udp_payload.size(), kMaxPacketHexBytes)))},
-                {"bytes_total", udp_payload.size()}};
     wire::ParsedPacket packet;
-    if (const wire::ParseError error = wire::parse_headers(udp_payload, packet);
-        error != wire::ParseError::kOk) {
+    const wire::ParseError error = wire::parse_headers(udp_payload, packet);
+    return packet_json(error, packet.info, packet.hdr, static_cast<uint32_t>(packet.payload.size()),
+                       udp_payload, udp_payload.size());
+}
+
+json packet_json(wire::ParseError error, const wire::OpcodeInfo* info,
+                 const wire::PacketHeaders& hdr, uint32_t payload_bytes,
+                 std::span<const uint8_t> shown, size_t total) {
+    json out = {{"bytes", hex(shown.first(std::min(shown.size(), kMaxPacketHexBytes)))},
+                {"bytes_total", total}};
+    if (error != wire::ParseError::kOk || !info) {
         out["error"] = wire::parse_error_text(error);
         return out;
     }
-    const wire::Bth& bth = packet.hdr.bth;
-    out["opcode"] = packet.info->name;
+    const wire::Bth& bth = hdr.bth;
+    out["opcode"] = info->name;
     out["psn"] = bth.psn;
     out["dest_qp"] = bth.dest_qp;
-    out["payload_bytes"] = packet.payload.size();
+    out["payload_bytes"] = payload_bytes;
     json headers = {{"BTH",
                      {{"opcode", bth.opcode},
                       {"solicited", bth.solicited},
@@ -102,9 +108,9 @@ json packet_json(std::span<const uint8_t> udp_payload) {
                       {"dest_qp", bth.dest_qp},
                       {"ack_req", bth.ack_req},
                       {"psn", bth.psn}}}};
-    for (uint8_t i = 0; i < packet.info->header_count; ++i) {
-        const wire::ExtHeader h = packet.info->headers[i];
-        headers[wire::ext_header_name(h)] = ext_header_json(h, packet.hdr);
+    for (uint8_t i = 0; i < info->header_count; ++i) {
+        const wire::ExtHeader h = info->headers[i];
+        headers[wire::ext_header_name(h)] = ext_header_json(h, hdr);
     }
     out["headers"] = std::move(headers);
     return out;

@@ -97,7 +97,8 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
                std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
-               cm::ConnectionManager& cm, std::function<void()> take_posted_work)
+               cm::ConnectionManager& cm, PacketLog& packet_log,
+               std::function<void()> take_posted_work)
     : io_(io),
       socket_path_(socket_path),
       take_posted_work_(std::move(take_posted_work)),
@@ -105,11 +106,13 @@ Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_
       devices_(devices),
       doorbell_(doorbell),
       cm_(cm),
-      reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)) {
+      reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      packet_log_(packet_log) {
     accept();
 }
 
 Server::~Server() {
+    stop_console("the daemon stops");
     for (const auto& session : sessions_) {
         session->close();
     }
@@ -219,6 +222,9 @@ void Server::end(const std::shared_ptr<Session>& session) {
         log_info("client pid %d closed %s", session->peer().pid, context->device().name().c_str());
     }
     end_traces_of(*session);
+    if (console_ && console_owner_ == session.get()) {
+        stop_console("its client disconnected");
+    }
     session->close();
     sessions_.erase(session);
 }
@@ -262,6 +268,10 @@ std::string Server::status_text() const {
         }
     }
     out << "clients " << sessions_.size() - tools - channels << "\n";
+    if (console_) {
+        out << "console http://127.0.0.1:" << console_->port() << "/ for client pid "
+            << console_owner_pid_ << (console_->read_only() ? " (read-only)" : "") << "\n";
+    }
     out << "rdma_cm channels " << channels << "\n" << cm_.status_text();
     return out.str();
 }
@@ -353,7 +363,7 @@ Result Server::stats_text(const std::string& name, std::string& text) const {
     return ok();
 }
 
-Result Server::set_faults(const Session& session, const rpc::SetFaultsRequest& request) {
+Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request) {
     Device* device;
     if (Result r = find(request.device, device); !r) {
         return r;
@@ -377,17 +387,15 @@ Result Server::set_faults(const Session& session, const rpc::SetFaultsRequest& r
     settings.delay = std::chrono::microseconds(request.delay_us);
     device->faults().configure(settings);
     if (device->faults().active()) {
-        log_info("client pid %d set faults on %s: %s", session.peer().pid, device->name().c_str(),
+        log_info("client pid %d set faults on %s: %s", caller, device->name().c_str(),
                  faults_text(settings).c_str());
     } else {
-        log_info("client pid %d cleared the faults on %s", session.peer().pid,
-                 device->name().c_str());
+        log_info("client pid %d cleared the faults on %s", caller, device->name().c_str());
     }
     return ok();
 }
 
-Result Server::step(const Session& session, const rpc::StepRequest& request,
-                    rpc::StepReply& reply) {
+Result Server::step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply) {
     Device* device;
     if (Result r = find(request.device, device); !r) {
         return r;
@@ -400,7 +408,7 @@ Result Server::step(const Session& session, const rpc::StepRequest& request,
         } else {
             gate.run();
         }
-        log_info("client pid %d %s %s's wire", session.peer().pid,
+        log_info("client pid %d %s %s's wire", caller,
                  action == rpc::StepAction::kPause ? "paused" : "ran", device->name().c_str());
     } else if (action == rpc::StepAction::kNext || action == rpc::StepAction::kDrop ||
                action == rpc::StepAction::kDuplicate) {
@@ -416,6 +424,12 @@ Result Server::step(const Session& session, const rpc::StepRequest& request,
         if (action == rpc::StepAction::kNext) {
             reply.packet = gate.release(request.packet);
         } else if (action == rpc::StepAction::kDrop) {
+            const StepGate::Packet& held = *packet;
+            if (packet_log_.enabled()) {
+                packet_log_.record(device->index(), device->config().address.s_addr, held.dest_ipv4,
+                                   held.src_port, held.src_qpn, PacketLog::Fate::kLost, held.id,
+                                   held.bytes);
+            }
             reply.packet = gate.drop(request.packet);
             ++device->stats().fault_dropped;
         } else {
@@ -428,36 +442,6 @@ Result Server::step(const Session& session, const rpc::StepRequest& request,
     }
     reply.paused = gate.paused() ? 1 : 0;
     reply.held = static_cast<uint32_t>(gate.held().size());
-    return ok();
-}
-
-Result Server::wire_snapshot(const std::string& name, std::string& json_text) const {
-    if (!name.empty() && !find_device(name)) {
-        return fail(ENODEV, "no device named %s", name.c_str());
-    }
-    const auto now = std::chrono::steady_clock::now();
-    nlohmann::json devices = nlohmann::json::array();
-    for (const auto& device : devices_) {
-        if (!name.empty() && device->name() != name) {
-            continue;
-        }
-        nlohmann::json held = nlohmann::json::array();
-        for (const StepGate::Packet& packet : device->step_gate().held()) {
-            nlohmann::json decoded = packet_json(packet.bytes);
-            held.push_back({{"id", packet.id},
-                            {"to", ipv4_text(packet.dest_ipv4)},
-                            {"held_us", std::chrono::duration_cast<std::chrono::microseconds>(
-                                            now - packet.held_at)
-                                            .count()},
-                            {"summary", packet_summary(decoded)},
-                            {"packet", std::move(decoded)}});
-        }
-        devices.push_back({{"name", device->name()},
-                           {"paused", device->step_gate().paused()},
-                           {"held", std::move(held)},
-                           {"max_held", StepGate::kMaxHeld}});
-    }
-    json_text = nlohmann::json{{"devices", std::move(devices)}}.dump();
     return ok();
 }
 

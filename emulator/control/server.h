@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
+#include "console/console.h"
 #include "control/qp_snapshot.h"
 #include "device/device.h"
 #include "netlink/nldev.h"
@@ -33,7 +34,8 @@ class Server {
     // `take_posted_work` runs the data plane over what clients have posted.
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
            std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
-           cm::ConnectionManager& cm, std::function<void()> take_posted_work);
+           cm::ConnectionManager& cm, PacketLog& packet_log,
+           std::function<void()> take_posted_work);
     ~Server();
 
     Device* find_device(const std::string& name) const;
@@ -69,8 +71,12 @@ class Server {
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
-    Result set_faults(const Session& session, const rpc::SetFaultsRequest& request);
-    Result step(const Session& session, const rpc::StepRequest& request, rpc::StepReply& reply);
+    // `caller`: the pid the log names.
+    Result set_faults(pid_t caller, const rpc::SetFaultsRequest& request);
+    Result step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply);
+    // The web console, which closes when `session` ends (server_console.cpp).
+    Result start_console(const Session& session, const rpc::ConsoleStartRequest& request,
+                         rpc::ConsoleStartReply& reply);
     // Each device's step mode and held packets as JSON (`device` empty: every device).
     Result wire_snapshot(const std::string& device, std::string& json_text) const;
     // A trace belongs to the session that started it: only it stops the
@@ -92,6 +98,12 @@ class Server {
     void refuse_for_want_of_descriptors();
     Result find(const std::string& name, Device*& device) const;
     void end_traces_of(const Session& session);
+    // What the console shows and does (server_console.cpp).
+    console::Source console_source();
+    nlohmann::json console_snapshot() const;
+    nlohmann::json console_record(const PacketLog::Record& record) const;
+    Result console_command(pid_t caller, const nlohmann::json& command);
+    void stop_console(const char* why);
 
     boost::asio::io_context& io_;
     std::filesystem::path socket_path_;
@@ -107,6 +119,10 @@ class Server {
     std::function<Result(const Device&)> delete_link_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
+    PacketLog& packet_log_;
+    std::shared_ptr<console::Console> console_;
+    const Session* console_owner_ = nullptr;  // compared, never followed
+    pid_t console_owner_pid_ = 0;
 };
 
 }  // namespace uroce

@@ -28,6 +28,7 @@ bool is_tool_op(rpc::Op op) {
         case rpc::Op::kStats:
         case rpc::Op::kSetFaults:
         case rpc::Op::kStep:
+        case rpc::Op::kConsoleStart:
         case rpc::Op::kTraceStart:
         case rpc::Op::kTraceStop:
         case rpc::Op::kTraceQuery:
@@ -419,7 +420,7 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
     if (op == rpc::Op::kSetFaults) {
         rpc::SetFaultsRequest request;
         if ((answer.result = decode_tool_request(body, request)) &&
-            (answer.result = server_.set_faults(*this, request))) {
+            (answer.result = server_.set_faults(peer_.pid, request))) {
             answer.body = bytes_of(rpc::Empty{});
         }
         return answer;
@@ -428,7 +429,16 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         rpc::StepRequest request;
         rpc::StepReply reply{};
         if ((answer.result = decode_tool_request(body, request)) &&
-            (answer.result = server_.step(*this, request, reply))) {
+            (answer.result = server_.step(peer_.pid, request, reply))) {
+            answer.body = bytes_of(reply);
+        }
+        return answer;
+    }
+    if (op == rpc::Op::kConsoleStart) {
+        rpc::ConsoleStartRequest request;
+        rpc::ConsoleStartReply reply{};
+        if ((answer.result = decode(body, request)) &&
+            (answer.result = server_.start_console(*this, request, reply))) {
             answer.body = bytes_of(reply);
         }
         return answer;

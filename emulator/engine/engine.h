@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "net/packet_log.h"
 #include "net/udp_network.h"
 #include "queues/doorbell.h"
 #include "transport/transport.h"
@@ -56,6 +57,9 @@ class Engine : public transport::PacketOutput {
     void send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad);
     void set_mad_receiver(MadReceiver receiver) { mad_receiver_ = std::move(receiver); }
 
+    // What the devices send, for the console (recorded only while enabled).
+    PacketLog& packet_log() { return packet_log_; }
+
     // A UDP datagram that arrived for device `index` from src_ipv4:src_port
     // (network order address, host order port): the receive path of the
     // network, and where tests feed crafted packets in. `now`: the engine
@@ -93,9 +97,11 @@ class Engine : public transport::PacketOutput {
     static constexpr size_t kMaxSpareBuffers = 256;
     // Packets a delay fault holds at once; beyond, the fault drops them.
     static constexpr size_t kMaxHeldPackets = 16384;
-    void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+    void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                   std::vector<uint8_t>&& bytes);
-    void apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+    void log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                    PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes);
+    void apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                       std::vector<uint8_t>&& bytes);
     void deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
@@ -129,6 +135,7 @@ class Engine : public transport::PacketOutput {
     bool network_armed_ = false;
     bool timer_armed_ = false;
     MadReceiver mad_receiver_;
+    PacketLog packet_log_;
     uint32_t gsi_psn_ = 0;
     transport::Clock::time_point last_control_poll_{};
 };

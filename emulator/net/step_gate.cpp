@@ -12,13 +12,14 @@ void StepGate::run() {
     }
 }
 
-bool StepGate::hold(uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes) {
+uint64_t StepGate::hold(uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                        std::span<const uint8_t> bytes) {
     if (held_.size() >= kMaxHeld) {
-        return false;
+        return 0;
     }
-    held_.push_back(
-        {next_id_++, dest_ipv4, src_port, std::move(bytes), std::chrono::steady_clock::now()});
-    return true;
+    held_.push_back({next_id_, dest_ipv4, src_port, src_qpn, {bytes.begin(), bytes.end()},
+                     std::chrono::steady_clock::now()});
+    return next_id_++;
 }
 
 std::deque<StepGate::Packet>::iterator StepGate::locate(uint64_t id) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace uroce {
@@ -25,6 +26,7 @@ class StepGate {
         uint64_t id = 0;  // from 1, in sending order, never reused on the device
         uint32_t dest_ipv4 = 0;
         uint16_t src_port = 0;
+        uint32_t src_qpn = 0;
         std::vector<uint8_t> bytes;  // the UDP payload
         std::chrono::steady_clock::time_point held_at;
     };
@@ -34,8 +36,10 @@ class StepGate {
     // The wire runs again: every held packet goes, oldest first.
     void run();
 
-    // Holds a packet of the paused wire; false when the gate is full.
-    bool hold(uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
+    // Holds a copy of a packet of the paused wire; its id, or 0 when the
+    // gate is full.
+    uint64_t hold(uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                  std::span<const uint8_t> bytes);
     // Lets the held packet `id` go (the oldest when id is 0); its id, or 0
     // when there is none.
     uint64_t release(uint64_t id = 0);

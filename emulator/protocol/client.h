@@ -59,6 +59,9 @@ class ControlClient {
     // selects what it covers (its offset is the client's to set).
     int call_report(rpc::Op op, rpc::ReportRequest request, std::string& text);
     int call_status(std::string& text) { return call_report(rpc::Op::kStatus, {}, text); }
+    // The connection, to wait on: readable with no call pending means the
+    // daemon closed it.
+    int fd() const { return fd_; }
 
   private:
     ControlClient(int fd, const char* socket_path, const char* device);

@@ -96,6 +96,8 @@ enum class Op : uint16_t {
     // Step mode on a device's outgoing packets, and what it holds (a JSON report).
     kStep,
     kWireSnapshot,
+    // The web console (docs/console.md), for as long as this connection lasts.
+    kConsoleStart,
     kCount,
 };
 
@@ -498,6 +500,18 @@ struct StepReply {
     char summary[kMaxErrorText];  // the packet acted on, in a line (NUL-terminated)
 };
 
+// Starts the web console on 127.0.0.1:port (0: a free port). It belongs to
+// the connection that started it and closes with it.
+struct ConsoleStartRequest {
+    uint32_t read_only;
+    uint32_t port;
+};
+struct ConsoleStartReply {
+    uint32_t port;
+    uint32_t reserved;
+    char token[64];  // NUL-terminated
+};
+
 // kTraceStart: fd[0] is the pcap file, opened for writing by the tool, so
 // that it belongs to the user; the daemon never opens a path. The trace ends
 // with kTraceStop or when the connection that started it closes.
@@ -601,6 +615,7 @@ UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
 UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
 UROCE_RPC(kStep, StepRequest, StepReply)
+UROCE_RPC(kConsoleStart, ConsoleStartRequest, ConsoleStartReply)
 UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
 UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
 UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)

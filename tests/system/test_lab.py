@@ -8,10 +8,14 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shutil
+import signal
+import socket
 import struct
 import subprocess
+import tempfile
 import termios
 import time
 import unittest
@@ -303,6 +307,216 @@ class StepModeTest(LabTestCase):
         self.addCleanup(self.step, "uroce0", "run")
         self.assert_exit(self.uroce("step", "uroce0", "drop", "77"), EXIT_FAILURE,
                          "uroce0 holds no packet 77")
+
+
+def artifacts_dir():
+    """Where screenshots go: $UROCE_ARTIFACTS_DIR (ctest sets it in the build tree)."""
+    path = os.environ.get("UROCE_ARTIFACTS_DIR") or tempfile.mkdtemp(prefix="uroce-artifacts-")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def http_get(port, target, headers=None, host=None):
+    """(status, headers, body) of one request to the console, by hand so
+    that Host and Origin can be anything."""
+    fields = {"Host": host or "127.0.0.1:%d" % port, "Connection": "close", **(headers or {})}
+    lines = ["GET %s HTTP/1.1" % target] + ["%s: %s" % item for item in fields.items()]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        data = b""
+        # A WebSocket stays open after its 101: the head is enough.
+        while (chunk := s.recv(65536)) and not data.startswith(b"HTTP/1.1 101"):
+            data += chunk
+            if data.startswith(b"HTTP/1.1 101") and b"\r\n\r\n" in data:
+                break
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    return (int(status_line.split()[1]),
+            {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}, body)
+
+
+WS_UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+class ConsoleTest(LabTestCase):
+    """`uroce console` (docs/console.md) in Debian's Chromium, headless, driven
+    by Selenium: the page shows a running ibv_rc_pingpong's two QPs in RTS
+    and its packets in the ladder; in step mode one click releases exactly
+    one packet; without the token neither the page nor the WebSocket opens;
+    a read-only console has no controls and refuses commands."""
+
+    def start_console(self, *options):
+        proc = subprocess.Popen([self.tool, "console", *options], env=self.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_console, proc)
+        line = proc.stdout.readline()
+        match = re.match(r"uroce console: (http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]{32}))",
+                         line)
+        if not match:
+            proc.wait(timeout=10)
+            self.fail("uroce console printed %r%r" % (line, proc.stderr.read()))
+        return proc, match.group(1), int(match.group(2)), match.group(3)
+
+    @staticmethod
+    def stop_console(proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+    def browser(self):
+        try:
+            from selenium import webdriver
+        except ImportError:
+            self.fail("python3-selenium is not installed (tools/install-deps installs it)")
+        options = webdriver.ChromeOptions()
+        options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        for argument in ("--headless", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1600,1100"):
+            options.add_argument(argument)
+        from selenium.webdriver.chrome.service import Service
+        service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
+        driver = webdriver.Chrome(options=options, service=service)
+        self.addCleanup(driver.quit)
+        return driver
+
+    def css(self, driver, selector):
+        from selenium.webdriver.common.by import By
+        return driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def counters(self, device):
+        result = self.uroce("stats", device)
+        self.assert_exit(result, 0)
+        return harness.parse_stats(result.stdout)[device]
+
+    def click(self, driver, selector):
+        element = self.css(driver, selector)[0]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
+        element.click()
+
+    def wait_connected(self, driver):
+        def diagnostics():
+            return "%s\n%s" % (driver.get_log("browser"), self.daemon.log())
+        harness.wait_for(lambda: driver.execute_script(
+            "const s = document.querySelector('#status'); return s && s.textContent;")
+            == "connected", 20.0, "the page to connect", diagnostics)
+
+    def test_requests_without_the_token_are_refused(self):
+        proc, url, port, token = self.start_console()
+        self.assertEqual(http_get(port, "/")[0], 403)
+        self.assertEqual(http_get(port, "/?token=" + "0" * 32)[0], 403)
+        self.assertEqual(http_get(port, "/console.js")[0], 403)
+        self.assertEqual(http_get(port, "/ws", WS_UPGRADE)[0], 403)
+        status, headers, body = http_get(port, "/?token=" + token)
+        self.assertEqual(status, 200)
+        self.assertIn(b"<html", body.lower())
+        self.assertIn("uroce_token=%s" % token, headers.get("set-cookie", ""))
+        self.assertIn("HttpOnly", headers["set-cookie"])
+        cookie = {"Cookie": "uroce_token=" + token}
+        self.assertEqual(http_get(port, "/console.js", cookie)[0], 200)
+        self.assertEqual(http_get(port, "/ws", dict(WS_UPGRADE, **cookie))[0], 101)
+        # Another site's page, or a name rebound to 127.0.0.1, gets nothing.
+        self.assertEqual(http_get(port, "/ws", dict(WS_UPGRADE, Origin="http://evil.example",
+                                                    **cookie))[0], 403)
+        self.assertEqual(http_get(port, "/?token=" + token, host="evil.example:%d" % port)[0],
+                         403)
+        self.assertEqual(http_get(port, "/nothing?token=" + token)[0], 404)
+
+        second = self.uroce("console")
+        self.assert_exit(second, EXIT_FAILURE, "a console runs already at http://127.0.0.1:%d/"
+                         % port)
+        self.assertIn("console http://127.0.0.1:%d/ for client pid %d" % (port, proc.pid),
+                      self.daemon.status().text)
+        self.stop_console(proc)
+        self.assertEqual(proc.returncode, 0)
+        with self.assertRaises(OSError):
+            http_get(port, "/?token=" + token)
+
+    def test_page_shows_qps_and_packets_and_steps_one_packet(self):
+        proc, url, port, token = self.start_console()
+        driver = self.browser()
+        driver.get(url)
+        self.wait_connected(driver)
+
+        program = harness.require_program("ibv_rc_pingpong")
+        tcp_port = harness.free_tcp_port()
+        common = ["-g", "0", "-p", str(tcp_port), "-n", "1000000"]
+        for args in ([program, "-d", "uroce1", *common],
+                     [program, "-d", "uroce0", *common, "127.0.0.2"]):
+            side = subprocess.Popen(args, env=self.daemon.env(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            self.addCleanup(self.finish, side)
+            if args[2] == "uroce1":
+                harness.wait_for(lambda: harness.tcp_port_listening(tcp_port), 10.0,
+                                 "ibv_rc_pingpong to listen", self.daemon.log)
+
+        rows = harness.wait_for(
+            lambda: len(self.css(driver, "tr.qp-row[data-state='RTS']")) == 2 and
+            self.css(driver, "tr.qp-row"), 20.0, "both QPs in RTS on the page", self.daemon.log)
+        self.assertEqual(sorted(row.get_attribute("data-device") for row in rows),
+                         ["uroce0", "uroce1"])
+        harness.wait_for(lambda: len(self.css(driver, "#ladder g.ladder-packet")) > 0, 20.0,
+                         "packets in the ladder", self.daemon.log)
+        fates = driver.execute_script(
+            "return [...document.querySelectorAll('#ladder g.ladder-packet')]"
+            ".map(g => g.dataset.fate);")
+        self.assertTrue(fates and set(fates) <= {"sent", "lost", "held", "released"}, fates)
+        driver.save_screenshot(os.path.join(artifacts_dir(), "console-live.png"))
+
+        panel = "div.step-panel[data-device='uroce0'] "
+        self.click(driver, panel + "button.step-pause")
+        harness.wait_for(lambda: self.uroce("step", "uroce0").stdout.count("\n") > 1, 10.0,
+                         "a packet held on uroce0", self.daemon.log)
+        harness.wait_for(lambda: self.css(driver, panel + "li.held-packet"), 10.0,
+                         "the held packet on the page", self.daemon.log)
+        time.sleep(0.3)  # uroce1's answers to what left before the pause arrive
+        before = self.counters("uroce1")["rcvd_pkts"]
+        self.click(driver, panel + "button.step-next")
+        harness.wait_for(lambda: self.counters("uroce1")["rcvd_pkts"] > before, 10.0,
+                         "the released packet at uroce1", self.daemon.log)
+        time.sleep(0.5)
+        self.assertEqual(self.counters("uroce1")["rcvd_pkts"], before + 1,
+                         "one click let more than one packet through")
+        driver.save_screenshot(os.path.join(artifacts_dir(), "console-step.png"))
+        self.click(driver, panel + "button.step-run")
+        harness.wait_for(lambda: self.uroce("step", "uroce0").stdout.startswith(
+            "uroce0: wire running"), 10.0, "the wire to run again", self.daemon.log)
+
+    def test_read_only_console_has_no_controls_and_refuses_commands(self):
+        proc, url, port, token = self.start_console("--read-only")
+        driver = self.browser()
+        driver.get(url)
+        self.wait_connected(driver)
+        harness.wait_for(lambda: self.css(driver, "div.step-panel"), 10.0, "the step panels",
+                         self.daemon.log)
+        visible = [b for b in self.css(driver, "button.step-pause, button.step-next, "
+                                               "form.fault-form") if b.is_displayed()]
+        self.assertEqual(visible, [], "a read-only console shows controls")
+        answer = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const ws = new WebSocket(`ws://${location.host}/ws`);
+            ws.onmessage = (event) => {
+                const message = JSON.parse(event.data);
+                if (message.type === "hello") {
+                    ws.send(JSON.stringify({id: 7, command: "step", device: "uroce0",
+                                            action: "pause"}));
+                } else if (message.type === "result") {
+                    done(message);
+                    ws.close();
+                }
+            };
+            ws.onerror = () => done({error: "websocket failed"});
+        """)
+        self.assertEqual(answer, {"type": "result", "id": 7, "ok": False, "error": "EPERM",
+                                  "message": "this console is read-only"})
+        self.assertTrue(self.uroce("step", "uroce0").stdout.startswith("uroce0: wire running"))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 //   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
 //   uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]
 //   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
+//   uroce console [--read-only] [--port N]
 #include <iostream>
 
 #include "uroce.h"
@@ -27,6 +28,7 @@ const char* const kUsage =
     "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
     "       uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]\n"
     "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
+    "       uroce console [--read-only] [--port N]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "stats: the devices' packet and error counters.\n"
@@ -40,6 +42,8 @@ const char* const kUsage =
     "step: pause holds DEVICE's outgoing packets; next releases one, drop loses\n"
     "  one, duplicate sends a copy of one (the oldest, or packet ID); run lets\n"
     "  them all go. Without an action: the packets held.\n"
+    "console: a web console on 127.0.0.1 (devices, QPs, a ladder of the packets,\n"
+    "  faults, step mode) until Ctrl-C; prints its address with its token.\n"
     "\n"
     "The runtime directory is $UROCE_RUNTIME_DIR, or a per-user default.\n";
 
@@ -70,6 +74,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "step") {
         return step(paths, rest);
+    }
+    if (command == "console") {
+        return console(paths, rest);
     }
     if (command == "--help" || command == "-h" || command == "help") {
         std::cout << kUsage;

@@ -1,7 +1,7 @@
 // The uroce command: what its commands share. Each command is in its own
 // file (daemon.cpp: start, stop, status; environment.cpp: env, exec;
 // observe.cpp: stats, fault; trace.cpp: trace; qp.cpp: qp;
-// step.cpp: step) and returns the exit status.
+// step.cpp: step; console.cpp: console) and returns the exit status.
 #pragma once
 
 #include <filesystem>
@@ -60,5 +60,6 @@ int fault(const RuntimePaths& paths, const Args& args);
 int trace(const RuntimePaths& paths, const Args& args);
 int qp(const RuntimePaths& paths, const Args& args);
 int step(const RuntimePaths& paths, const Args& args);
+int console(const RuntimePaths& paths, const Args& args);
 
 }  // namespace uroce::tool

@@ -1,0 +1,64 @@
+#include "net/packet_log.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+namespace uroce {
+
+void PacketLog::enable() {
+    if (ring_.empty()) {
+        ring_.resize(kCapacity);
+        first_seq_ = next_seq_;
+    }
+}
+
+void PacketLog::disable() {
+    ring_.clear();
+    ring_.shrink_to_fit();
+}
+
+void PacketLog::record(uint32_t device_index, uint32_t src_ipv4, uint32_t dest_ipv4,
+                       uint16_t src_port, uint32_t src_qpn, Fate fate, uint64_t step_id,
+                       std::span<const uint8_t> bytes) {
+    if (ring_.empty()) {
+        return;
+    }
+    Record& r = ring_[next_seq_ % kCapacity];
+    r.seq = next_seq_++;
+    r.at = std::chrono::steady_clock::now();
+    r.device_index = device_index;
+    r.src_ipv4 = src_ipv4;
+    r.dest_ipv4 = dest_ipv4;
+    r.src_port = src_port;
+    r.src_qpn = src_qpn;
+    r.fate = fate;
+    r.step_id = step_id;
+    r.total = static_cast<uint32_t>(bytes.size());
+    r.captured = static_cast<uint16_t>(std::min(bytes.size(), kMaxBytes));
+    memcpy(r.bytes.data(), bytes.data(), r.captured);
+    wire::ParsedPacket parsed;
+    r.error = wire::parse_headers(bytes, parsed);
+    r.info = parsed.info;
+    r.headers = parsed.hdr;
+    r.payload_bytes = static_cast<uint32_t>(parsed.payload.size());
+}
+
+std::vector<const PacketLog::Record*> PacketLog::since(uint64_t seq, uint64_t& missed) const {
+    std::vector<const Record*> out;
+    missed = 0;
+    const uint64_t last = next_seq_ - 1;
+    if (ring_.empty() || seq >= last) {
+        return out;
+    }
+    const uint64_t oldest = std::max(first_seq_, last >= kCapacity ? last - kCapacity + 1 : 1);
+    const uint64_t first = std::max(seq + 1, oldest);
+    missed = first - std::max(seq + 1, first_seq_);
+    out.reserve(last - first + 1);
+    for (uint64_t s = first; s <= last; ++s) {
+        out.push_back(&ring_[s % kCapacity]);
+    }
+    return out;
+}
+
+}  // namespace uroce
