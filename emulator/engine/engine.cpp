@@ -165,42 +165,54 @@ void Engine::recycle(std::vector<uint8_t>&& bytes) {
 
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
+void Engine::log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                        PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes) {
+    packet_log_.record(from.index(), from.config().address.s_addr, dest_ipv4, src_port, src_qpn,
+                       fate, step_id, bytes);
+}
+
+// A packet on its way out of `from`, or let go by step mode: faults act on
+// it, then it is delivered. Without faults or a console, nothing but the
+// delivery (the common case, kept inline).
+inline void Engine::send_on(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                            std::vector<uint8_t>&& bytes) {
+    if (from.faults().active()) [[unlikely]] {
+        apply_faults(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
+        return;
+    }
+    if (packet_log_.enabled()) [[unlikely]] {
+        log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
+    }
+    deliver(from, dest_ipv4, src_port, std::move(bytes));
+}
+
 void Engine::transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                       std::vector<uint8_t>&& bytes) {
     from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, src_port, network_.port());
-    if (from.step_gate().paused()) {
+    if (from.step_gate().paused()) [[unlikely]] {
         const uint64_t id = from.step_gate().hold(dest_ipv4, src_port, src_qpn, bytes);
         if (id == 0) {
             ++from.stats().fault_dropped;  // the paused wire is full
         }
-        log_packet(from, dest_ipv4, src_port, src_qpn,
-                   id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
+        if (packet_log_.enabled()) {
+            log_packet(from, dest_ipv4, src_port, src_qpn,
+                       id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
+        }
         recycle(std::move(bytes));
         return;
     }
-    apply_faults(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
+    send_on(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
 }
 
-void Engine::log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                        PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes) {
-    if (packet_log_.enabled()) {
-        packet_log_.record(from.index(), from.config().address.s_addr, dest_ipv4, src_port, src_qpn,
-                           fate, step_id, bytes);
-    }
-}
-
-// Faults act on a packet as it leaves, or as step mode lets it go.
+// The faults a device has: loss, duplication, reordering, delay.
 void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                           std::vector<uint8_t>&& bytes) {
-    if (!from.faults().active()) {
-        log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
-        deliver(from, dest_ipv4, src_port, std::move(bytes));
-        return;
-    }
     const FaultVerdict verdict = from.faults().decide();
     if (verdict.drop) {
         ++from.stats().fault_dropped;
-        log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
+        if (packet_log_.enabled()) {
+            log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
+        }
         recycle(std::move(bytes));
         return;
     }
@@ -211,10 +223,14 @@ void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, u
         std::vector<uint8_t> packet = copy + 1 < verdict.copies ? bytes : std::move(bytes);
         if (verdict.delay.count() > 0 && held_.size() >= kMaxHeldPackets) {
             ++from.stats().fault_dropped;  // the delay line is full
-            log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, packet);
+            if (packet_log_.enabled()) {
+                log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, packet);
+            }
             continue;
         }
-        log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
+        if (packet_log_.enabled()) {
+            log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
+        }
         if (verdict.delay.count() > 0) {
             held_.emplace(Clock::now() + verdict.delay,
                           HeldPacket{&from, dest_ipv4, src_port, std::move(packet)});
@@ -257,10 +273,12 @@ bool Engine::release_stepped() {
             continue;
         }
         for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
-            log_packet(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
-                       PacketLog::Fate::kReleased, packet.id, packet.bytes);
-            apply_faults(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
-                         std::move(packet.bytes));
+            if (packet_log_.enabled()) {
+                log_packet(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
+                           PacketLog::Fate::kReleased, packet.id, packet.bytes);
+            }
+            send_on(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
+                    std::move(packet.bytes));
         }
         any = true;
     }

@@ -99,8 +99,11 @@ class Engine : public transport::PacketOutput {
     static constexpr size_t kMaxHeldPackets = 16384;
     void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                   std::vector<uint8_t>&& bytes);
+    // Records a packet's fate for the console; only while packet_log_ is enabled.
     void log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                     PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes);
+    void send_on(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+                 std::vector<uint8_t>&& bytes);
     void apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
                       std::vector<uint8_t>&& bytes);
     void deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
