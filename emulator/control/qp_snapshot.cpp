@@ -149,7 +149,9 @@ json qp_json(const Device& device, const Qp& qp, pid_t pid, Clock::time_point no
         {"pid", pid},
         {"comm", comm_of(pid)},
         {"port", attr.port_num},
-        {"path_mtu", ready_to_receive ? json(128 << attr.path_mtu) : json(nullptr)},
+        // A UD QP has no path: its datagrams use the port's MTU.
+        {"path_mtu",
+         ready_to_receive && attr.path_mtu ? json(128 << attr.path_mtu) : json(nullptr)},
         {"send_queue", send_queue_json(qp)},
         {"receive_queue", receive_queue_json(qp)},
         {"transitions", transitions_json(qp.journal, now)},

@@ -187,6 +187,7 @@ TEST_F(QpSnapshotTest, SelectionNamesADeviceAndAQpAndListsInQpnOrder) {
     ASSERT_EQ(ud["qps"].size(), 1u);
     EXPECT_EQ(ud["qps"][0]["type"], "UD");
     EXPECT_TRUE(ud["qps"][0]["peer"].is_null()) << "a UD QP has no peer";
+    EXPECT_TRUE(ud["qps"][0]["path_mtu"].is_null()) << "nor a path MTU";
     EXPECT_FALSE(ud["qps"][0].contains("unacked")) << "UD acknowledges nothing";
 }
 
