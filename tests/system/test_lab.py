@@ -377,7 +377,8 @@ class ConsoleTest(LabTestCase):
         except ImportError:
             self.fail("python3-selenium is not installed (tools/install-deps installs it)")
         options = webdriver.ChromeOptions()
-        options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        options.binary_location = (shutil.which("chromium") or shutil.which("chromium-browser")
+                                   or "/usr/bin/chromium")
         for argument in ("--headless", "--no-sandbox", "--disable-gpu",
                          "--disable-dev-shm-usage", "--window-size=1600,1100"):
             options.add_argument(argument)
