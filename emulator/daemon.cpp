@@ -80,9 +80,9 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     engine_->set_mad_receiver([this](Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) {
         cm_->receive_mad(to, src_ipv4, mad);
     });
-    server_ = std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
-                                       engine_->packet_log(),
-                                       [this] { engine_->take_posted_work(); });
+    server_ =
+        std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
+                                 engine_->packet_log(), [this] { engine_->take_posted_work(); });
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });

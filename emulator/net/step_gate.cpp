@@ -17,7 +17,11 @@ uint64_t StepGate::hold(uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
     if (held_.size() >= kMaxHeld) {
         return 0;
     }
-    held_.push_back({next_id_, dest_ipv4, src_port, src_qpn, {bytes.begin(), bytes.end()},
+    held_.push_back({next_id_,
+                     dest_ipv4,
+                     src_port,
+                     src_qpn,
+                     {bytes.begin(), bytes.end()},
                      std::chrono::steady_clock::now()});
     return next_id_++;
 }

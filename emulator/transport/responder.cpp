@@ -189,8 +189,8 @@ void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakC
     acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
     qp.post_event(event);
     qp.move_to(IBV_QPS_ERR, 0,
-               std::string("responder: NAK ") + wire::nak_code_name(static_cast<uint8_t>(code)) + " sent for PSN " +
-                   std::to_string(psn));
+               std::string("responder: NAK ") + wire::nak_code_name(static_cast<uint8_t>(code)) +
+                   " sent for PSN " + std::to_string(psn));
 }
 
 void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
