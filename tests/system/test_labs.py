@@ -19,6 +19,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -839,9 +840,21 @@ class Lab10RdmaCm(LabTestCase):
     def test_rping_through_the_script(self):
         port = harness.free_tcp_port()
         count = 5
-        env = dict(self.daemon.env(), UROCE=self.tool, PORT=str(port), COUNT=str(count))
-        result = harness.run_program([os.path.join(LABS, "rdma_cm.sh")], env=env, timeout=60,
-                                     log=self.daemon.log)
+        for attempt in range(3):
+            env = dict(self.daemon.env(), UROCE=self.tool, PORT=str(port), COUNT=str(count))
+            result = harness.run_program([os.path.join(LABS, "rdma_cm.sh")], env=env,
+                                         timeout=60, log=self.daemon.log)
+            # rping's own race, on any device: its client never joins its CM
+            # thread, and closes the event channel while that thread may be
+            # on its way back to rdma_get_cm_event, which then fails with
+            # EBADF and exits 255 after every ping passed. Run it again.
+            race = ("rdma_get_cm_event: Bad file descriptor" in result.stdout + result.stderr
+                    and "rdma-ping-%d:" % (count - 1) in result.stdout)
+            if result.returncode == 0 or not race or attempt == 2:
+                break
+            sys.stderr.write("rping: its client's CM thread lost the race to its exit; "
+                             "once more\n")
+            port = harness.free_tcp_port()
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         out = result.stdout
         self.assertRegex(out, r"  cm id \d+ pid \d+ tcp listen 127\.0\.0\.2:%d -> 0\.0\.0\.0:0 "
