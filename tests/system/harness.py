@@ -227,6 +227,14 @@ def client_environment(runtime_dir, base=None):
     return env
 
 
+def tool_environment(runtime_dir):
+    """A user's environment (none of what `uroce env` sets) for the daemon in runtime_dir."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("SYSFS_PATH", "LD_PRELOAD", "RDMAV_DRIVERS")}
+    env["UROCE_RUNTIME_DIR"] = runtime_dir
+    return env
+
+
 def require_program(name):
     path = shutil.which(name)
     if not path:

@@ -27,14 +27,6 @@ EXIT_USAGE = 2
 PSN_SPACE = 1 << 24
 
 
-def tool_environment(runtime_dir):
-    """A user's environment (none of what `uroce env` sets) for the daemon in runtime_dir."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("SYSFS_PATH", "LD_PRELOAD", "RDMAV_DRIVERS")}
-    env["UROCE_RUNTIME_DIR"] = runtime_dir
-    return env
-
-
 def psn_advance(before, after):
     return (after - before) % PSN_SPACE
 
@@ -45,7 +37,7 @@ class LabTestCase(harness.DaemonTestCase):
         self.tool = harness.tool_path()
         if not self.tool:
             self.fail("the uroce command is not built (UROCE_TOOL is not set)")
-        self.env = tool_environment(self.daemon.runtime_dir)
+        self.env = harness.tool_environment(self.daemon.runtime_dir)
 
     def uroce(self, *args, timeout=harness.RUN_TIMEOUT):
         return harness.run_program([self.tool, *args], env=self.env, timeout=timeout,

@@ -36,14 +36,6 @@ NAK_INVALID_REQUEST = 1
 CM_ATTRIBUTES = {0x0010: "REQ", 0x0013: "REP", 0x0014: "RTU", 0x0015: "DREQ", 0x0016: "DREP"}
 
 
-def tool_environment(runtime_dir):
-    """A user's environment (none of what `uroce env` sets) for the daemon in runtime_dir."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("SYSFS_PATH", "LD_PRELOAD", "RDMAV_DRIVERS")}
-    env["UROCE_RUNTIME_DIR"] = runtime_dir
-    return env
-
-
 def packets_of(size):
     return max(1, math.ceil(size / MTU))
 
@@ -142,7 +134,7 @@ class LabTestCase(harness.DaemonTestCase):
         self.tool = harness.tool_path()
         if not self.tool:
             self.fail("the uroce command is not built (UROCE_TOOL is not set)")
-        self.tool_env = tool_environment(self.daemon.runtime_dir)
+        self.tool_env = harness.tool_environment(self.daemon.runtime_dir)
 
     def uroce(self, *args, check=True):
         result = harness.run_program([self.tool, *args], env=self.tool_env,

@@ -40,14 +40,6 @@ TSHARK_FIELDS = ("frame.protocols", "ip.src", "ip.dst", "udp.dstport", "infiniba
 Packet = collections.namedtuple("Packet", "protocols src dst port opcode destqp psn aeth msn")
 
 
-def tool_environment(runtime_dir):
-    """A user's environment (none of what `uroce env` sets) for the daemon in runtime_dir."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("SYSFS_PATH", "LD_PRELOAD", "RDMAV_DRIVERS")}
-    env["UROCE_RUNTIME_DIR"] = runtime_dir
-    return env
-
-
 def require_tool(test):
     tool = harness.tool_path()
     if not tool:
@@ -68,7 +60,7 @@ class ObservabilityTestCase(harness.DaemonTestCase):
         self.tool = require_tool(self)
         self.scratch = tempfile.mkdtemp(prefix="uroce-obs-")
         self.addCleanup(shutil.rmtree, self.scratch, True)
-        self.env = tool_environment(self.daemon.runtime_dir)
+        self.env = harness.tool_environment(self.daemon.runtime_dir)
 
     def path(self, name):
         return os.path.join(self.scratch, name)
@@ -472,7 +464,7 @@ class NotRunningTest(unittest.TestCase):
         tool = require_tool(self)
         base = tempfile.mkdtemp(prefix="uroce-obs-")
         self.addCleanup(shutil.rmtree, base, True)
-        env = tool_environment(os.path.join(base, "run"))
+        env = harness.tool_environment(os.path.join(base, "run"))
         pcap = os.path.join(base, "t.pcap")
         for args in (["stats"], ["stats", "uroce0"], ["fault", "uroce0", "--drop", "1%"],
                      ["trace", "uroce0", "--pcap", pcap]):
