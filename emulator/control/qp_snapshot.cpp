@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "device/device.h"
@@ -130,9 +131,9 @@ bool connected(ibv_qp_type type) {
            type == IBV_QPT_XRC_RECV;
 }
 
-}  // namespace
-
-json qp_json(const Device& device, const Qp& qp, pid_t pid, Clock::time_point now) {
+// One QP's object; `comm` is its owner's name.
+json qp_json(const Device& device, const Qp& qp, pid_t pid, const std::string& comm,
+             Clock::time_point now) {
     const ibv_qp_attr& attr = qp.attr;
     const RequesterState& r = qp.requester;
     const ResponderState& s = qp.responder;
@@ -147,7 +148,7 @@ json qp_json(const Device& device, const Qp& qp, pid_t pid, Clock::time_point no
                                ? json(qp_state_name(qp.journal.previous_state()))
                                : json(nullptr)},
         {"pid", pid},
-        {"comm", comm_of(pid)},
+        {"comm", comm},
         {"port", attr.port_num},
         // A UD QP has no path: its datagrams use the port's MTU.
         {"path_mtu",
@@ -189,6 +190,8 @@ json qp_json(const Device& device, const Qp& qp, pid_t pid, Clock::time_point no
     return out;
 }
 
+}  // namespace
+
 json qp_snapshot(const ClientList& clients, const QpSelection& selection, Clock::time_point now) {
     json qps = json::array();
     std::set<const Qp*> seen;  // a shared XRC_TGT QP is in every holder's table
@@ -198,11 +201,15 @@ json qp_snapshot(const ClientList& clients, const QpSelection& selection, Clock:
         if (!selection.device.empty() && device.name() != selection.device) {
             continue;
         }
+        std::optional<std::string> comm;  // read once per client, when it has a QP to show
         for (const auto& [handle, qp] : context->qps().all()) {
             if ((selection.qpn && qp->qpn != *selection.qpn) || !seen.insert(qp.get()).second) {
                 continue;
             }
-            rows.push_back({{device.name(), qp->qpn}, qp_json(device, *qp, pid, now)});
+            if (!comm) {
+                comm = comm_of(pid);
+            }
+            rows.push_back({{device.name(), qp->qpn}, qp_json(device, *qp, pid, *comm, now)});
         }
     }
     std::sort(rows.begin(), rows.end(),

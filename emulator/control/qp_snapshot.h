@@ -15,8 +15,6 @@
 namespace uroce {
 
 class Context;
-class Device;
-struct Qp;
 
 struct QpSelection {
     std::string device;           // empty: every device
@@ -31,9 +29,5 @@ using ClientList = std::vector<std::pair<pid_t, const Context*>>;
 // it and as Unix milliseconds).
 nlohmann::json qp_snapshot(const ClientList& clients, const QpSelection& selection,
                            std::chrono::steady_clock::time_point now);
-
-// One QP's object (exposed for the unit tests).
-nlohmann::json qp_json(const Device& device, const Qp& qp, pid_t pid,
-                       std::chrono::steady_clock::time_point now);
 
 }  // namespace uroce
