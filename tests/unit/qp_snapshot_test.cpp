@@ -32,14 +32,6 @@ class QpSnapshotTest : public ::testing::Test {
         EXPECT_EQ(all["qps"].size(), 1u);
         return all["qps"].empty() ? json::object() : all["qps"][0];
     }
-    wire::PacketHeaders packet(Operation op, uint32_t qpn, uint32_t psn) {
-        wire::PacketHeaders hdr{};
-        hdr.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
-        hdr.bth.dest_qp = qpn;
-        hdr.bth.psn = psn;
-        hdr.bth.ack_req = true;
-        return hdr;
-    }
 
     H h;
 };
@@ -108,7 +100,7 @@ TEST_F(QpSnapshotTest, SentMessageIsInFlightUnacknowledgedAndTimedUntilItsAck) {
     EXPECT_EQ(qp["timer"]["for"].get<std::string>().rfind("retransmit", 0), 0u) << qp["timer"];
     EXPECT_GT(qp["timer"]["in_us"].get<int64_t>(), 0);
 
-    wire::PacketHeaders ack = packet(Operation::kAck, h.rts().qpn, H::kSqPsn + 2);
+    wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, H::kSqPsn + 2);
     ack.aeth = wire::Aeth::ack(1);
     h.send(ack);
     qp = of(h.rts());
@@ -124,7 +116,7 @@ TEST_F(QpSnapshotTest, ReceivedRnrNakIsTheLastNakAndStartsTheRnrWait) {
     wqe.opcode = IBV_WR_SEND;
     h.post_send(h.rts(), wqe, 0, 16);
     ASSERT_EQ(h.answers().size(), 1u);
-    wire::PacketHeaders nak = packet(Operation::kAck, h.rts().qpn, H::kSqPsn);
+    wire::PacketHeaders nak = rc_request(Operation::kAck, h.rts().qpn, H::kSqPsn);
     nak.aeth = wire::Aeth::rnr_nak(0, 0);  // 655.36 ms, the longest
     h.send(nak);
     const json qp = of(h.rts());
@@ -141,7 +133,7 @@ TEST_F(QpSnapshotTest, ReceivedRnrNakIsTheLastNakAndStartsTheRnrWait) {
 }
 
 TEST_F(QpSnapshotTest, RemoteAccessErrorIsTheNakSentAndWhyTheQpIsInErr) {
-    wire::PacketHeaders write = packet(Operation::kWriteOnly, h.rtr().qpn, H::kRqPsn);
+    wire::PacketHeaders write = rc_request(Operation::kWriteOnly, h.rtr().qpn, H::kRqPsn);
     write.reth = {h.region_va(), h.read_only_rkey(), 16};
     h.send(write, std::vector<uint8_t>(16, 7));
     const json qp = of(h.rtr());
@@ -164,7 +156,7 @@ TEST_F(QpSnapshotTest, ReceivedNakFailsTheRequesterWithItsCompletionStatus) {
     wqe.opcode = IBV_WR_RDMA_WRITE;
     h.post_send(h.rts(), wqe, 0, 16);
     ASSERT_EQ(h.answers().size(), 1u);
-    wire::PacketHeaders nak = packet(Operation::kAck, h.rts().qpn, H::kSqPsn);
+    wire::PacketHeaders nak = rc_request(Operation::kAck, h.rts().qpn, H::kSqPsn);
     nak.aeth = wire::Aeth::nak(0, NakCode::kRemoteAccessError);
     h.send(nak);
     const json qp = of(h.rts());

@@ -75,6 +75,15 @@ uint32_t loopback(uint8_t host) {
     return htonl(0x7f000000u | host);
 }
 
+wire::PacketHeaders rc_request(wire::Operation op, uint32_t qpn, uint32_t psn) {
+    wire::PacketHeaders h{};
+    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
+    h.bth.dest_qp = qpn;
+    h.bth.psn = psn;
+    h.bth.ack_req = true;
+    return h;
+}
+
 Harness::ReceiveHarness() : buffer_(map_buffer()) {
     memset(buffer_.get(), kGuardFill, kGuardBytes);
     memset(region(), kRegionFill, kRegionBytes);

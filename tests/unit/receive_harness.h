@@ -30,6 +30,9 @@ namespace uroce::test {
 // 127.0.0.x in network order.
 uint32_t loopback(uint8_t host);
 
+// An RC packet's headers with `op`, addressed to `qpn` at `psn`, asking for an ACK.
+wire::PacketHeaders rc_request(wire::Operation op, uint32_t qpn, uint32_t psn);
+
 // A packet the device sent to the forger, parsed.
 // Move-only: packet points into bytes.
 struct Answer {

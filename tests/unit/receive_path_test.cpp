@@ -51,15 +51,6 @@ Counters counters(const DeviceStats& s) {
     return c;
 }
 
-wire::PacketHeaders request(Operation op, uint32_t qpn, uint32_t psn) {
-    wire::PacketHeaders h{};
-    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
-    h.bth.dest_qp = qpn;
-    h.bth.psn = psn;
-    h.bth.ack_req = true;
-    return h;
-}
-
 Bytes pattern(size_t n, uint8_t seed) {
     Bytes b(n);
     for (size_t i = 0; i < n; ++i) {
@@ -166,17 +157,17 @@ class ReceivePathTest : public ::testing::Test {
 
     // Valid requests for the RTR QP at `psn`.
     Bytes write_only(uint32_t psn, uint64_t offset, const Bytes& data) {
-        wire::PacketHeaders hdr = request(Operation::kWriteOnly, h.rtr().qpn, psn);
+        wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, h.rtr().qpn, psn);
         hdr.reth = {h.region_va() + offset, h.rkey(), static_cast<uint32_t>(data.size())};
         return h.build(hdr, data);
     }
     Bytes read_request(uint32_t psn, uint64_t offset, uint32_t length) {
-        wire::PacketHeaders hdr = request(Operation::kReadRequest, h.rtr().qpn, psn);
+        wire::PacketHeaders hdr = rc_request(Operation::kReadRequest, h.rtr().qpn, psn);
         hdr.reth = {h.region_va() + offset, h.rkey(), length};
         return h.build(hdr);
     }
     Bytes send_only(uint32_t psn, const Bytes& data) {
-        return h.build(request(Operation::kSendOnly, h.rtr().qpn, psn), data);
+        return h.build(rc_request(Operation::kSendOnly, h.rtr().qpn, psn), data);
     }
 
     H h;
@@ -293,7 +284,7 @@ TEST_F(ReceivePathTest, EveryCorruptedByteFailsTheIcrcOrTheParse) {
 // A datagram with `opcode` and room for any opcode's headers, sealed.
 Bytes any_opcode(const H& h, uint8_t opcode, uint32_t qpn, uint32_t psn) {
     if (const wire::OpcodeInfo* info = wire::opcode_info(opcode)) {
-        wire::PacketHeaders hdr = request(Operation::kSendOnly, qpn, psn);
+        wire::PacketHeaders hdr = rc_request(Operation::kSendOnly, qpn, psn);
         hdr.bth.opcode = opcode;
         hdr.reth = {h.region_va(), h.rkey(), 8};
         hdr.atomic_eth = {h.region_va(), h.rkey(), 1, 0};
@@ -349,7 +340,7 @@ TEST_F(ReceivePathTest, EveryOpcodeByteIsHandledAndUnknownOnesCountAsMalformed) 
 
 TEST_F(ReceivePathTest, OnlyTransportVersionZeroIsAccepted) {
     for (uint8_t tver = 1; tver < 16; ++tver) {
-        wire::PacketHeaders hdr = request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
         hdr.reth = {h.region_va(), h.rkey(), 16};
         hdr.bth.tver = tver;
         h.inject(h.build(hdr, pattern(16, 4)));
@@ -377,7 +368,7 @@ TEST_F(ReceivePathTest, PadThatDisagreesWithTheLengthIsMalformed) {
 TEST_F(ReceivePathTest, PayloadOnAnOpcodeWithoutPayloadIsMalformed) {
     for (Operation op : {Operation::kReadRequest, Operation::kAck, Operation::kCompareSwap,
                          Operation::kFetchAdd, Operation::kAtomicAck}) {
-        wire::PacketHeaders hdr = request(op, h.rtr().qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(op, h.rtr().qpn, kPsn);
         hdr.reth = {h.region_va(), h.rkey(), 16};
         hdr.atomic_eth = {h.region_va(), h.rkey(), 1, 0};
         Bytes bytes = h.build(hdr);
@@ -394,7 +385,7 @@ TEST_F(ReceivePathTest, PayloadOnAnOpcodeWithoutPayloadIsMalformed) {
 
 TEST_F(ReceivePathTest, UnknownDestinationQpnIsCountedAndDropped) {
     for (uint32_t qpn : {0u, 1u, 0xffffffu, h.rtr().qpn + 1000}) {
-        wire::PacketHeaders hdr = request(Operation::kWriteOnly, qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, qpn, kPsn);
         hdr.reth = {h.region_va(), h.rkey(), 16};
         h.inject(h.build(hdr, pattern(16, 6)));
     }
@@ -404,7 +395,7 @@ TEST_F(ReceivePathTest, UnknownDestinationQpnIsCountedAndDropped) {
 }
 
 TEST_F(ReceivePathTest, PacketsFromAnAddressThatIsNotThePeerAreDropped) {
-    wire::PacketHeaders hdr = request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
+    wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
     hdr.reth = {h.region_va(), h.rkey(), 16};
     // Another host, and the daemon's own other device: ICRCs valid for them.
     for (uint8_t host : {10, 1}) {
@@ -418,10 +409,10 @@ TEST_F(ReceivePathTest, PacketsFromAnAddressThatIsNotThePeerAreDropped) {
 
 TEST_F(ReceivePathTest, QpsInResetOrInitTakeNoPackets) {
     for (H::QueuePair* qp : {&h.reset(), &h.init()}) {
-        wire::PacketHeaders hdr = request(Operation::kWriteOnly, qp->qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, qp->qpn, kPsn);
         hdr.reth = {h.region_va(), h.rkey(), 16};
         h.inject(h.build(hdr, pattern(16, 8)));
-        h.inject(h.build(request(Operation::kAck, qp->qpn, kPsn)));
+        h.inject(h.build(rc_request(Operation::kAck, qp->qpn, kPsn)));
     }
     EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 4}, {"rcvd_dropped", 4}}));
     EXPECT_EQ(answers(), Lines{});
@@ -472,9 +463,9 @@ TEST_F(ReceivePathTest, DuplicateWriteIsAcknowledgedAgainNotExecutedAgain) {
 TEST_F(ReceivePathTest, DuplicateAtomicIsAnsweredFromItsResultNotExecutedAgain) {
     const uint64_t start = 100;
     memcpy(h.region() + 64, &start, sizeof(start));
-    wire::PacketHeaders add = request(Operation::kFetchAdd, h.rtr().qpn, kPsn);
+    wire::PacketHeaders add = rc_request(Operation::kFetchAdd, h.rtr().qpn, kPsn);
     add.atomic_eth = {h.region_va() + 64, h.rkey(), 5, 0};
-    wire::PacketHeaders swap = request(Operation::kCompareSwap, h.rtr().qpn, kPsn + 1);
+    wire::PacketHeaders swap = rc_request(Operation::kCompareSwap, h.rtr().qpn, kPsn + 1);
     swap.atomic_eth = {h.region_va() + 64, h.rkey(), 1000, 105};
     h.send(add);
     h.send(swap);
@@ -522,7 +513,7 @@ TEST_F(ReceivePathTest, RequestsArrivingDuringAReadResponseWaitForIt) {
     // fits asks for an acknowledgement.
     for (uint32_t i = 0; i < kWaiting + kBeyond; ++i) {
         wire::PacketHeaders hdr =
-            request(Operation::kWriteOnly, h.rtr().qpn, kPsn + kResponses + i);
+            rc_request(Operation::kWriteOnly, h.rtr().qpn, kPsn + kResponses + i);
         hdr.bth.ack_req = i + 1 == kWaiting;
         hdr.reth = {h.region_va() + H::kRegionBytes - 4, h.rkey(), 4};
         h.arrive(h.build(hdr, pattern(4, static_cast<uint8_t>(i))));
@@ -629,7 +620,7 @@ wire::Reth reth_for(H& h, const AccessCase& c) {
 class WriteAccessTest : public RemoteAccessTest {};
 
 TEST_P(WriteAccessTest, IsNakedWithARemoteAccessError) {
-    wire::PacketHeaders hdr = request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
+    wire::PacketHeaders hdr = rc_request(Operation::kWriteOnly, h.rtr().qpn, kPsn);
     hdr.reth = reth_for(h, GetParam());
     h.send(hdr, pattern(16, 17));
     expect_refused();
@@ -640,11 +631,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, WriteAccessTest, ::testing::ValuesIn(kWriteCases
 // Also when the first packet was fine: a later packet may not write past the
 // RETH's length.
 TEST_F(ReceivePathTest, WriteMiddleBeyondTheFirstPacketsLengthIsRefused) {
-    wire::PacketHeaders first = request(Operation::kWriteFirst, h.rtr().qpn, kPsn);
+    wire::PacketHeaders first = rc_request(Operation::kWriteFirst, h.rtr().qpn, kPsn);
     first.reth = {h.region_va() + H::kRegionBytes - 2 * H::kMtuBytes, h.rkey(), 2 * H::kMtuBytes};
     h.send(first, pattern(H::kMtuBytes, 18));
-    h.send(request(Operation::kWriteMiddle, h.rtr().qpn, kPsn + 1), pattern(H::kMtuBytes, 19));
-    h.send(request(Operation::kWriteLast, h.rtr().qpn, kPsn + 2), pattern(16, 20));
+    h.send(rc_request(Operation::kWriteMiddle, h.rtr().qpn, kPsn + 1), pattern(H::kMtuBytes, 19));
+    h.send(rc_request(Operation::kWriteLast, h.rtr().qpn, kPsn + 2), pattern(16, 20));
     EXPECT_EQ(answers(), (Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " ack"),
                                 hex_psn("RC_ACKNOWLEDGE", kPsn + 1, " ack"),
                                 hex_psn("RC_ACKNOWLEDGE", kPsn + 2, " nak-invalid-request")}));
@@ -669,7 +660,7 @@ const AccessCase kReadCases[] = {
 class ReadAccessTest : public RemoteAccessTest {};
 
 TEST_P(ReadAccessTest, IsNakedWithARemoteAccessErrorAndNothingIsRead) {
-    wire::PacketHeaders hdr = request(Operation::kReadRequest, h.rtr().qpn, kPsn);
+    wire::PacketHeaders hdr = rc_request(Operation::kReadRequest, h.rtr().qpn, kPsn);
     hdr.reth = reth_for(h, GetParam());
     h.send(hdr);
     expect_refused();  // in particular: no READ response carries any byte
@@ -689,7 +680,7 @@ const AccessCase kAtomicCases[] = {
 class AtomicAccessTest : public RemoteAccessTest {};
 
 TEST_P(AtomicAccessTest, IsNakedWithARemoteAccessError) {
-    wire::PacketHeaders hdr = request(Operation::kFetchAdd, h.rtr().qpn, kPsn);
+    wire::PacketHeaders hdr = rc_request(Operation::kFetchAdd, h.rtr().qpn, kPsn);
     const wire::Reth reth = reth_for(h, GetParam());
     hdr.atomic_eth = {reth.va, reth.rkey, 1, 0};
     h.send(hdr);
@@ -702,7 +693,7 @@ TEST_F(ReceivePathTest, MisalignedAtomicIsNakedAsAnInvalidRequest) {
     for (Operation op : {Operation::kFetchAdd, Operation::kCompareSwap}) {
         h.reconnect(h.rtr(), IBV_QPS_RTR);
         h.async_events();
-        wire::PacketHeaders hdr = request(op, h.rtr().qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(op, h.rtr().qpn, kPsn);
         hdr.atomic_eth = {h.region_va() + 4, h.rkey(), 1, 0};
         h.send(hdr);
         EXPECT_EQ(answers(), Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " nak-invalid-request")});
@@ -718,7 +709,7 @@ TEST_F(ReceivePathTest, MisalignedAtomicIsNakedAsAnInvalidRequest) {
 TEST_F(ReceivePathTest, QpWithoutRemoteAccessRightsRefusesRdmaAndAtomics) {
     for (Operation op : {Operation::kWriteOnly, Operation::kReadRequest, Operation::kFetchAdd}) {
         h.reconnect(h.no_access(), IBV_QPS_RTR, 0);
-        wire::PacketHeaders hdr = request(op, h.no_access().qpn, kPsn);
+        wire::PacketHeaders hdr = rc_request(op, h.no_access().qpn, kPsn);
         hdr.reth = {h.region_va(), h.rkey(), 16};
         hdr.atomic_eth = {h.region_va(), h.rkey(), 1, 0};
         h.send(hdr, op == Operation::kWriteOnly ? pattern(16, 21) : Bytes{});
@@ -748,8 +739,8 @@ TEST_F(ReceivePathTest, SendLargerThanTheReceiveBufferIsNakedAndCompletesWithALe
 TEST_F(ReceivePathTest, MultiPacketSendOverflowingTheReceiveBufferStopsAtItsEnd) {
     h.post_recv(h.rtr(), 42, 1024, 300);
     const uint32_t qpn = h.rtr().qpn;
-    h.send(request(Operation::kSendFirst, qpn, kPsn), pattern(H::kMtuBytes, 23));
-    h.send(request(Operation::kSendLast, qpn, kPsn + 1), pattern(H::kMtuBytes, 24));
+    h.send(rc_request(Operation::kSendFirst, qpn, kPsn), pattern(H::kMtuBytes, 23));
+    h.send(rc_request(Operation::kSendLast, qpn, kPsn + 1), pattern(H::kMtuBytes, 24));
     EXPECT_EQ(answers(), (Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " ack"),
                                 hex_psn("RC_ACKNOWLEDGE", kPsn + 1, " nak-invalid-request")}));
     const auto wcs = h.poll_cq();
@@ -764,7 +755,7 @@ class WithoutFirstTest : public ReceivePathTest, public ::testing::WithParamInte
 
 TEST_P(WithoutFirstTest, IsNakedAsAnInvalidRequest) {
     h.post_recv(h.rtr(), 43, 0, 256);
-    wire::PacketHeaders hdr = request(GetParam(), h.rtr().qpn, kPsn);
+    wire::PacketHeaders hdr = rc_request(GetParam(), h.rtr().qpn, kPsn);
     h.send(hdr, pattern(16, 25));
     EXPECT_EQ(answers(), Lines{hex_psn("RC_ACKNOWLEDGE", kPsn, " nak-invalid-request")});
     EXPECT_EQ(h.state(h.rtr()), IBV_QPS_ERR);
@@ -827,19 +818,19 @@ TEST(wireSourcePort, SpreadsQpNumbersOverItsPorts) {
 TEST_F(ReceivePathTest, ResponsesForPsnsNeverSentAreIgnoredAndCounted) {
     const uint32_t qpn = h.rts().qpn;
     const uint32_t next = H::kSqPsn;  // nothing sent yet: every PSN from here is unsent
-    wire::PacketHeaders ack = request(Operation::kAck, qpn, next + 3);
+    wire::PacketHeaders ack = rc_request(Operation::kAck, qpn, next + 3);
     ack.aeth = wire::Aeth::ack(0);
     h.send(ack);
     ack.bth.psn = next;
     h.send(ack);
-    wire::PacketHeaders read = request(Operation::kReadResponseOnly, qpn, next);
+    wire::PacketHeaders read = rc_request(Operation::kReadResponseOnly, qpn, next);
     read.aeth = wire::Aeth::ack(0);
     h.send(read, pattern(16, 26));
-    wire::PacketHeaders atomic = request(Operation::kAtomicAck, qpn, next + 1);
+    wire::PacketHeaders atomic = rc_request(Operation::kAtomicAck, qpn, next + 1);
     atomic.aeth = wire::Aeth::ack(0);
     atomic.atomic_ack_eth.original = 77;
     h.send(atomic);
-    wire::PacketHeaders nak = request(Operation::kAck, qpn, next + 100);
+    wire::PacketHeaders nak = rc_request(Operation::kAck, qpn, next + 100);
     nak.aeth = wire::Aeth::nak(0, NakCode::kRemoteAccessError);
     h.send(nak);
     nak.aeth = wire::Aeth::rnr_nak(0, 1);
@@ -876,7 +867,7 @@ TEST_F(ReceivePathTest, AcknowledgementOfPsnsNotYetSentCompletesNothing) {
     EXPECT_EQ(sent.back().psn(), kFirst + 127);
     mark();
 
-    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst + 159);
+    wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, kFirst + 159);
     ack.aeth = wire::Aeth::ack(3);
     h.send(ack);  // the third message's last PSN
     ack.bth.psn = kFirst + 128;
@@ -912,7 +903,7 @@ TEST_F(ReceivePathTest, AcknowledgementOfPsnsNotYetSentCompletesNothing) {
 // completer drops any response while no WQE is outstanding).
 TEST_F(ReceivePathTest, StaleNakBeforeTheOutstandingRangeIsIgnored) {
     wire::PacketHeaders nak =
-        request(Operation::kAck, h.rts().qpn, wire::psn_add(H::kSqPsn, wire::kPsnMask));
+        rc_request(Operation::kAck, h.rts().qpn, wire::psn_add(H::kSqPsn, wire::kPsnMask));
     nak.aeth = wire::Aeth::nak(0, NakCode::kRemoteAccessError);
     h.send(nak);
     EXPECT_EQ(h.state(h.rts()), IBV_QPS_RTS);
@@ -946,12 +937,12 @@ TEST_F(ReceivePathTest, SequenceNaksThatAdvanceEachSendTheRequesterBackAtOnce) {
     };
     ASSERT_EQ(answers(), sent_from(kFirst));
     for (uint32_t psn = kFirst + 1; psn <= kFirst + 4; ++psn) {
-        wire::PacketHeaders nak = request(Operation::kAck, h.rts().qpn, psn);
+        wire::PacketHeaders nak = rc_request(Operation::kAck, h.rts().qpn, psn);
         nak.aeth = wire::Aeth::nak(0, NakCode::kPsnSequenceError);
         h.send(nak);
         EXPECT_EQ(answers(), sent_from(psn)) << "after the NAK at " << psn - kFirst;
     }
-    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst + 4);
+    wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, kFirst + 4);
     ack.aeth = wire::Aeth::ack(1);
     h.send(ack);
     const auto wcs = h.poll_cq();
@@ -983,7 +974,7 @@ class OutstandingTest : public ReceivePathTest {
     }
 
     void respond(Operation op, uint32_t psn, const Bytes& payload, uint64_t original = 0) {
-        wire::PacketHeaders hdr = request(op, h.rts().qpn, psn);
+        wire::PacketHeaders hdr = rc_request(op, h.rts().qpn, psn);
         hdr.aeth = wire::Aeth::ack(1);
         hdr.atomic_ack_eth.original = original;
         h.send(hdr, payload);
@@ -1017,12 +1008,12 @@ TEST_F(ReceivePathTest, AcknowledgementsWaitingInTheSocketAreReadBeforeTimersFir
     mark();
     // timeout 14: 4.096 us * 2^14 = 67 ms; the timer is overdue after this.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    wire::PacketHeaders stale = request(Operation::kAck, h.rts().qpn, kFirst - 1);
+    wire::PacketHeaders stale = rc_request(Operation::kAck, h.rts().qpn, kFirst - 1);
     stale.aeth = wire::Aeth::ack(0);
     for (int i = 0; i < kStale; ++i) {
         h.send_udp(h.build(stale));
     }
-    wire::PacketHeaders ack = request(Operation::kAck, h.rts().qpn, kFirst);
+    wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, kFirst);
     ack.aeth = wire::Aeth::ack(1);
     h.send_udp(h.build(ack));
     // The kernel completes the engine's receives as this thread leaves it.
@@ -1107,7 +1098,7 @@ TEST_F(OutstandingTest, ReadResponseDoesNotAnswerAnAtomic) {
 // ---- UC: no answers, and a gap loses only the message it falls in ---------
 
 wire::PacketHeaders uc_request(Operation op, uint32_t qpn, uint32_t psn) {
-    wire::PacketHeaders hdr = request(op, qpn, psn);
+    wire::PacketHeaders hdr = rc_request(op, qpn, psn);
     hdr.bth.opcode = wire::make_opcode(wire::Transport::kUc, op);
     return hdr;
 }
