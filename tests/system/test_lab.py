@@ -390,9 +390,24 @@ class ConsoleTest(LabTestCase):
         return harness.parse_stats(result.stdout)[device]
 
     def click(self, driver, selector):
-        element = self.css(driver, selector)[0]
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", element)
-        element.click()
+        """Clicks as a user would: scrolls at once (the page scrolls smoothly, so a plain
+        scrollIntoView leaves the element below the window while the click lands), and clicks
+        again if a snapshot redrew the page between the scroll and the click."""
+        from selenium.common.exceptions import (ElementClickInterceptedException,
+                                                StaleElementReferenceException)
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                element = self.css(driver, selector)[0]
+                driver.execute_script(
+                    "arguments[0].scrollIntoView({block: 'center', behavior: 'instant'});",
+                    element)
+                element.click()
+                return
+            except (ElementClickInterceptedException, StaleElementReferenceException):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def wait_connected(self, driver):
         def diagnostics():
