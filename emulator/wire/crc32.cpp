@@ -4,41 +4,35 @@
 #include <cassert>
 #include <cstddef>
 
+#include <isa-l/crc.h>
+
 namespace uroce::wire {
 namespace {
 
 constexpr uint32_t kPoly = 0xedb88320;
 
-// Slice-by-8: kTables[k][b] is the register contribution of byte b followed
-// by k zero bytes, so eight input bytes fold in with eight lookups.
-using Tables = std::array<std::array<uint32_t, 256>, 8>;
-
-constexpr Tables make_tables() {
-    Tables t{};
+// kTable[b] is the register contribution of byte b: what the byte-wise
+// algebra below (stepping back, solving for two bytes) is built on.
+constexpr std::array<uint32_t, 256> make_table() {
+    std::array<uint32_t, 256> t{};
     for (uint32_t b = 0; b < 256; ++b) {
         uint32_t c = b;
         for (int bit = 0; bit < 8; ++bit) {
             c = (c >> 1) ^ ((c & 1) ? kPoly : 0);
         }
-        t[0][b] = c;
-    }
-    for (std::size_t k = 1; k < t.size(); ++k) {
-        for (uint32_t b = 0; b < 256; ++b) {
-            const uint32_t prev = t[k - 1][b];
-            t[k][b] = (prev >> 8) ^ t[0][prev & 0xff];
-        }
+        t[b] = c;
     }
     return t;
 }
 
-constexpr Tables kTables = make_tables();
+constexpr std::array<uint32_t, 256> kTable = make_table();
 
-// The top byte of kTables[0][b] differs for every b, so it names b: this
+// The top byte of kTable[b] differs for every b, so it names b: this
 // steps the register back over one byte.
 constexpr std::array<uint8_t, 256> make_top_byte_index() {
     std::array<uint8_t, 256> index{};
     for (uint32_t b = 0; b < 256; ++b) {
-        index[kTables[0][b] >> 24] = static_cast<uint8_t>(b);
+        index[kTable[b] >> 24] = static_cast<uint8_t>(b);
     }
     return index;
 }
@@ -49,7 +43,7 @@ constexpr std::array<uint8_t, 256> kTopByteIndex = make_top_byte_index();
 // T's index is named by c' 's top byte.
 constexpr uint32_t step_back_over_zero(uint32_t c) {
     const uint8_t index = kTopByteIndex[c >> 24];
-    return ((c ^ kTables[0][index]) << 8) | index;
+    return ((c ^ kTable[index]) << 8) | index;
 }
 
 // a * b modulo the polynomial, in the reflected representation (x^0 is
@@ -79,27 +73,12 @@ constexpr std::array<uint32_t, 32> make_inverse_powers() {
 
 constexpr std::array<uint32_t, 32> kInversePowers = make_inverse_powers();
 
-inline uint32_t load_le32(const uint8_t* p) {
-    return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-
 }  // namespace
 
 uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
-    const uint8_t* p = data.data();
-    std::size_t n = data.size();
-    uint32_t c = state;
-    for (; n >= 8; n -= 8, p += 8) {
-        const uint32_t lo = c ^ load_le32(p);
-        const uint32_t hi = load_le32(p + 4);
-        c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
-            kTables[4][lo >> 24] ^ kTables[3][hi & 0xff] ^ kTables[2][(hi >> 8) & 0xff] ^
-            kTables[1][(hi >> 16) & 0xff] ^ kTables[0][hi >> 24];
-    }
-    for (; n > 0; --n, ++p) {
-        c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xff];
-    }
-    return c;
+    // ISA-L's reflected CRC-32 (carry-less multiplication where the CPU has
+    // it, chosen at run time) inverts the register on the way in and out.
+    return ~crc32_gzip_refl(~state, const_cast<uint8_t*>(data.data()), data.size());
 }
 
 uint32_t crc32_unshift(uint32_t state, std::size_t n) {
@@ -118,12 +97,12 @@ std::optional<std::array<uint8_t, 2>> crc32_two_bytes_giving(uint32_t contributi
     // top byte; what is left is T[b0] >> 8, whose top byte names b0 and
     // whose other 16 bits must agree.
     const uint8_t last = kTopByteIndex[contribution >> 24];
-    const uint32_t first_shifted = contribution ^ kTables[0][last];
+    const uint32_t first_shifted = contribution ^ kTable[last];
     const uint8_t b0 = kTopByteIndex[(first_shifted >> 16) & 0xff];
-    if ((kTables[0][b0] >> 8) != first_shifted) {
+    if ((kTable[b0] >> 8) != first_shifted) {
         return std::nullopt;
     }
-    const auto b1 = static_cast<uint8_t>(last ^ (kTables[0][b0] & 0xff));
+    const auto b1 = static_cast<uint8_t>(last ^ (kTable[b0] & 0xff));
     return std::array<uint8_t, 2>{b0, b1};
 }
 
