@@ -158,6 +158,7 @@ verbs_context* make_context(ibv_device* ibdev, int cmd_fd, ControlClient* client
     }
     context->client = client;
     new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
+    new (&context->local_memory) LocalMemory();
     context->ibv.context.async_fd = async_fd;
     context->ibv.context.num_comp_vectors = 1;
     verbs_set_ops(&context->ibv, &kContextOps);
@@ -235,6 +236,7 @@ void free_context(ibv_context* ibctx) {
     }
     delete context->client;  // the daemon destroys whatever is left
     std::destroy_at(&context->doorbell);
+    std::destroy_at(&context->local_memory);
     verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
     free(context);
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "driver_abi.h"
+#include "local_memory.h"
 #include "protocol/client.h"
 #include "queue.h"
 
@@ -21,6 +22,7 @@ struct ProviderContext {
     verbs_context ibv;
     ControlClient* client;
     ProviderDoorbell doorbell;  // constructed in place: libibverbs allocates the context
+    LocalMemory local_memory;   // likewise
 };
 
 struct ProviderCq {

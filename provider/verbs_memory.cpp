@@ -180,7 +180,12 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
         report(pd->context, "reg_mr", error);
         return nullptr;
     }
-    return new_mr(pd, addr, length, access, reply);
+    ibv_mr* mr = new_mr(pd, addr, length, access, reply);
+    // On-demand paging may name memory not mapped yet (an implicit MR all of it).
+    if (mr && !(access & IBV_ACCESS_ON_DEMAND)) {
+        to_context(pd->context)->local_memory.add(mr->lkey, hca_va, addr, length);
+    }
+    return mr;
 }
 
 // As the kernel's: addr is NULL, the MR is addressed from 0.
@@ -253,6 +258,16 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
     if (int error = client_of(mr.context).call(request, &reply)) {
         return report(mr.context, "rereg_mr", error);
     }
+    LocalMemory& local = to_context(mr.context)->local_memory;
+    LocalMemory::Region region;
+    if (local.region(mr.lkey, region)) {
+        local.remove(mr.lkey);
+        if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {  // addressed from addr, as the kernel's
+            region = {reinterpret_cast<uintptr_t>(addr), static_cast<const std::byte*>(addr),
+                      length};
+        }
+        local.add(reply.lkey, region.iova, region.addr, region.length);
+    }
     mr.lkey = reply.lkey;
     mr.rkey = reply.rkey;
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
@@ -282,6 +297,7 @@ int dereg_mr(verbs_mr* vmr) {
             client_of(context).call_op(rpc::Op::kDeregMr, rpc::HandleRequest{vmr->ibv_mr.handle})) {
         return report(context, "dereg_mr", error);
     }
+    to_context(context)->local_memory.remove(vmr->ibv_mr.lkey);
     free(vmr);
     return 0;
 }

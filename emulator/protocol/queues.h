@@ -47,9 +47,11 @@ struct SendWqe {
     uint32_t opcode;  // enum ibv_wr_opcode
     uint32_t send_flags;
     uint32_t num_sge;
-    uint32_t inline_length;  // with IBV_SEND_INLINE: bytes of data after the fixed part
-    uint32_t imm_data;       // network order; or the rkey to invalidate
-    uint32_t rkey;           // RDMA and atomic: remote key
+    // With IBV_SEND_INLINE: bytes of data after the fixed part. Without: the
+    // message's bytes copied after the gather list at post time (0: none).
+    uint32_t inline_length;
+    uint32_t imm_data;  // network order; or the rkey to invalidate
+    uint32_t rkey;      // RDMA and atomic: remote key
     uint64_t remote_addr;
     uint64_t compare_add;
     uint64_t swap;
@@ -112,9 +114,14 @@ struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
 };
 
+// A message this small is copied into its WQE when posted, after its gather
+// list, so that the daemon need not read it from the application (one
+// system call per message saved). The daemon still checks the gather list.
+inline constexpr size_t kPrefetchBytes = 128;
+
 constexpr uint32_t send_wqe_size(uint32_t max_sge, uint32_t max_inline) {
-    const size_t data =
-        max_sge * sizeof(ibv_sge) > max_inline ? max_sge * sizeof(ibv_sge) : max_inline;
+    const size_t gather = max_sge * sizeof(ibv_sge) + kPrefetchBytes;
+    const size_t data = gather > max_inline ? gather : max_inline;
     return static_cast<uint32_t>((kSendWqeFixed + data + kCacheLine - 1) & ~(kCacheLine - 1));
 }
 

@@ -110,6 +110,23 @@ std::optional<ibv_wc_status> run_local_operation(Device& device, const Qp& qp,
     return bind ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
 }
 
+// The message the provider copied after the gather list when posting it
+// becomes the staged bytes, as if read from the application; the gather
+// list is still checked before it is sent. A copy that is not the whole
+// message is a WQE the provider could not have written.
+void take_prefetched(SendWork& w, const std::byte* bytes, size_t room) {
+    const uint32_t length = w.wqe.inline_length;
+    if (length == 0) {
+        return;
+    }
+    if (length != w.length || length > room || length > queues::kPrefetchBytes) {
+        w.error = IBV_WC_LOC_QP_OP_ERR;
+        return;
+    }
+    w.staged.assign(bytes, bytes + length);
+    w.staged_offset = 0;
+}
+
 }  // namespace
 
 uint32_t SendWork::last_psn() const {
@@ -147,6 +164,8 @@ bool Transport::take_work(Device& device, Qp& qp) {
             for (const ibv_sge& sge : w.sges) {
                 w.length += sge.length;
             }
+            take_prefetched(w, data + w.sges.size() * sizeof(ibv_sge),
+                            room - w.sges.size() * sizeof(ibv_sge));
         }
         const bool atomic = w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
                             w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;

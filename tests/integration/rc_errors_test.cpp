@@ -172,6 +172,51 @@ INSTANTIATE_TEST_SUITE_P(Errors, RcLocalProtectionTest,
                                                      IBV_WR_RDMA_READ, false}),
                          [](const auto& test) { return test.param.name; });
 
+// A small SEND is copied when posted (queues::kPrefetchBytes), from any
+// memory this process registered; the daemon still checks its lkey against
+// the QP's PD: memory of another PD fails as any bad lkey does.
+TEST_F(RcErrorsTest, SmallSendFromAnotherPdsMemoryFailsLocally) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    PdPtr other(ibv_alloc_pd(a_.context()));
+    ASSERT_TRUE(other) << strerror(errno);
+    Buffer foreign(other.get(), kSize, kRemoteAccess, 5);
+    Buffer& remote = b_.buffer(kSize, kRemoteAccess, 6);
+    const std::vector<uint8_t> remote_before = remote.copy();
+    b_.post_recv(10, remote.sge(0, kSize));
+    ibv_sge sge = foreign.sge(0, 64);
+    post_with_followers(make_wr(1, IBV_WR_SEND, std::span(&sge, 1)));
+    expect_failed_then_flushed(1, IBV_WC_LOC_PROT_ERR);
+    EXPECT_EQ(b_.state(), IBV_QPS_RTS);
+    b_.expect_empty();
+    EXPECT_TRUE(same_bytes(remote.bytes(), remote_before));
+}
+
+// ibv_rereg_mr moving an MR: a small SEND carries the new memory's bytes,
+// and the old range under the new lkey is refused.
+TEST_F(RcErrorsTest, SmallSendAfterReregCarriesTheNewMemory) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    Buffer& moved = a_.buffer(kSize, kRemoteAccess, 7);
+    Buffer& spare = a_.buffer(kSize, kRemoteAccess, 8);  // its bytes are the new memory's
+    std::vector<uint8_t> target(kSize);
+    ASSERT_EQ(
+        ibv_rereg_mr(moved.mr(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, spare.data(), kSize, 0),
+        0)
+        << strerror(errno);
+    Buffer& received = b_.buffer(kSize, kRemoteAccess, 9);
+    b_.post_recv(10, received.sge(0, 64));
+    ibv_sge sge{spare.addr(128), 64, moved.mr()->lkey};
+    ibv_send_wr wr = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
+    a_.post_send(wr);
+    EXPECT_EQ(a_.poll_one().status, IBV_WC_SUCCESS);
+    EXPECT_EQ(b_.poll_one().status, IBV_WC_SUCCESS);
+    EXPECT_TRUE(same_bytes(received.bytes().first(64), spare.bytes().subspan(128, 64)));
+
+    b_.post_recv(11, received.sge(0, 64));
+    sge = {moved.addr(128), 64, moved.mr()->lkey};
+    post_with_followers(make_wr(2, IBV_WR_SEND, std::span(&sge, 1)));
+    expect_failed_then_flushed(2, IBV_WC_LOC_PROT_ERR);
+}
+
 // Posting to a QP in ERR is allowed, and everything posted is flushed.
 TEST_F(RcErrorsTest, PostingToQpInErrIsFlushed) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());

@@ -618,6 +618,101 @@ TEST_F(DatapathTest, SendWqesCarryTheWr) {
     }
 }
 
+// A small message from memory this process registered is copied into its
+// WQE after the gather list (the daemon then need not read it); anything
+// else leaves the gather list alone.
+TEST_F(DatapathTest, SmallSendsFromRegisteredMemoryAreCopiedWhenPosted) {
+    ibv_qp_cap cap = kCap;
+    cap.max_send_wr = 32;  // room for every WR below, however slowly the daemon takes them
+    QpPtr qp;
+    const Mapping sq = new_mapping("uroce0-sq", [&] { qp = create_qp(IBV_QPT_UD, cap); });
+    ASSERT_TRUE(qp && sq.start);
+    move_to(qp.get(), IBV_QPS_RTS);
+    AhPtr ah = create_ah();
+    ASSERT_TRUE(ah);
+    const uint32_t entry_size = sq.header().entry_size;
+
+    std::vector<uint8_t> memory(8192);
+    for (size_t i = 0; i < memory.size(); ++i) {
+        memory[i] = static_cast<uint8_t>(i * 7 + 1);
+    }
+    const auto at = [&](size_t offset) { return reinterpret_cast<uintptr_t>(&memory[offset]); };
+    MrPtr mr(ibv_reg_mr(pd(), memory.data(), 4096, IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(mr) << strerror(errno);
+    // Addressed from an iova of the same page offset.
+    const uint64_t iova = 0x7000000000ull + (at(4096) & 4095);
+    MrPtr by_iova(ibv_reg_mr_iova(pd(), &memory[4096], 4096, iova, IBV_ACCESS_LOCAL_WRITE));
+    ASSERT_TRUE(by_iova) << strerror(errno);
+    const uint32_t lkey = mr->lkey;
+
+    struct Case {
+        const char* name;
+        std::vector<ibv_sge> sges;
+        std::vector<uint8_t> copied;  // empty: nothing copied
+    };
+    const auto bytes = [&](size_t offset, size_t length) {
+        return std::vector<uint8_t>(memory.begin() + offset, memory.begin() + offset + length);
+    };
+    std::vector<uint8_t> two_pieces = bytes(100, 32);
+    const std::vector<uint8_t> second = bytes(3000, 32);
+    two_pieces.insert(two_pieces.end(), second.begin(), second.end());
+    const uint32_t most = queues::kPrefetchBytes;
+    const std::vector<Case> cases = {
+        {"64 bytes", {{at(10), 64, lkey}}, bytes(10, 64)},
+        {"two pieces, in order", {{at(100), 32, lkey}, {at(3000), 32, lkey}}, two_pieces},
+        {"the most copied", {{at(0), most, lkey}}, bytes(0, most)},
+        {"one byte more", {{at(0), most + 1, lkey}}, {}},
+        {"by iova", {{iova + 8, 64, by_iova->lkey}}, bytes(4096 + 8, 64)},
+        {"past the region's end", {{at(4096 - 32), 64, lkey}}, {}},
+        {"an lkey not registered here", {{at(10), 64, lkey ^ 0x00a5a500}}, {}},
+        {"one good piece, one bad", {{at(10), 32, lkey}, {at(50), 32, 0x77}}, {}},
+    };
+    for (const Case& c : cases) {
+        ibv_send_wr wr = send_wr(1, IBV_WR_SEND);
+        std::vector<ibv_sge> sges = c.sges;
+        wr.sg_list = sges.data();
+        wr.num_sge = static_cast<int>(sges.size());
+        wr.wr.ud = {ah.get(), 0x123456, 0x22222222};
+        const uint32_t index = sq.header().producer.value.load();
+        ibv_send_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_send(qp.get(), &wr, &bad), 0) << c.name << ": " << strerror(errno);
+        queues::SendWqe wqe;
+        const std::byte* slot = sq.slot(index, entry_size);
+        memcpy(&wqe, slot, sizeof(wqe));
+        EXPECT_EQ(wqe.num_sge, sges.size()) << c.name;
+        EXPECT_EQ(wqe.inline_length, c.copied.size()) << c.name;
+        const std::byte* data = slot + queues::kSendWqeFixed + sges.size() * sizeof(ibv_sge);
+        EXPECT_EQ(memcmp(data, c.copied.data(), c.copied.size()), 0) << c.name;
+    }
+
+    // What one 64-byte SEND from `sge` has copied.
+    const auto copied_from = [&](ibv_sge sge) {
+        ibv_send_wr wr = send_wr(2, IBV_WR_SEND);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.wr.ud = {ah.get(), 0x123456, 0x22222222};
+        const uint32_t index = sq.header().producer.value.load();
+        ibv_send_wr* bad = nullptr;
+        EXPECT_EQ(ibv_post_send(qp.get(), &wr, &bad), 0) << strerror(errno);
+        queues::SendWqe wqe;
+        const std::byte* slot = sq.slot(index, entry_size);
+        memcpy(&wqe, slot, sizeof(wqe));
+        const auto* data =
+            reinterpret_cast<const uint8_t*>(slot + queues::kSendWqeFixed + sizeof(ibv_sge));
+        return std::vector<uint8_t>(data, data + wqe.inline_length);
+    };
+    // A region moved by ibv_rereg_mr is copied from where it is now.
+    ASSERT_EQ(
+        ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, &memory[4096], 4096, 0), 0)
+        << strerror(errno);
+    EXPECT_EQ(copied_from({at(4096 + 200), 64, mr->lkey}), bytes(4096 + 200, 64));
+    EXPECT_TRUE(copied_from({at(200), 64, mr->lkey}).empty());
+    // A deregistered region is copied no more.
+    const uint32_t gone = by_iova->lkey;
+    by_iova.reset();
+    EXPECT_TRUE(copied_from({iova, 64, gone}).empty());
+}
+
 TEST_F(DatapathTest, RdmaAndAtomicWqesCarryTheirRemoteSide) {
     ibv_qp_cap cap = kCap;
     QpPtr qp;

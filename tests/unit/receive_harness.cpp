@@ -379,7 +379,8 @@ void Harness::post_recv(QueuePair& qp, uint64_t wr_id, size_t offset, uint32_t l
     ring.publish();
 }
 
-void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length) {
+void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length,
+                        std::span<const uint8_t> prefetched) {
     SharedRing& ring = qp.send_queue;
     if (ring.full()) {
         throw std::runtime_error("send queue full");
@@ -388,6 +389,10 @@ void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint3
     const ibv_sge sge{region_va() + offset, length, lkey_};
     memcpy(ring.slot(), &wqe, sizeof(wqe));
     memcpy(ring.slot() + queues::kSendWqeFixed, &sge, sizeof(sge));
+    if (!prefetched.empty()) {
+        memcpy(ring.slot() + queues::kSendWqeFixed + sizeof(sge), prefetched.data(),
+               prefetched.size());
+    }
     ring.advance();
     ring.publish();
 }

@@ -153,8 +153,10 @@ class ReceiveHarness {
     void post_recv(QueuePair& qp, uint64_t wr_id, size_t offset, uint32_t length);
     // Posts a send WQE whose gather (or, for READs and atomics, scatter)
     // list is [offset, offset + length) of the region; the engine sends its
-    // request packets to the forger on the next settle().
-    void post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length);
+    // request packets to the forger on the next settle(). `prefetched` goes
+    // after the gather list, where the provider copies a small message.
+    void post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length,
+                   std::span<const uint8_t> prefetched = {});
     std::vector<ibv_wc> poll_cq();
     // Async event types written to the context's event pipe since the last call.
     std::vector<uint32_t> async_events();

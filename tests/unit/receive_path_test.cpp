@@ -802,6 +802,51 @@ TEST_F(ReceivePathTest, EachQpSendsFromItsOwnSourcePort) {
               send_port);
 }
 
+// ---- Messages the provider copied when posting --------------------------------
+
+// A small message copied after the gather list is what the request carries.
+TEST_F(ReceivePathTest, PrefetchedMessagesAreSent) {
+    const std::vector<uint8_t> copied = pattern(16, 31);  // not the region's bytes
+    queues::SendWqe wqe{};
+    wqe.opcode = IBV_WR_SEND;
+    wqe.send_flags = IBV_SEND_SIGNALED;
+    wqe.inline_length = 16;
+    h.post_send(h.rts(), wqe, 0, 16, copied);
+    h.settle();
+    const auto sent = h.answers();
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].operation(), Operation::kSendOnly);
+    EXPECT_EQ(std::vector<uint8_t>(sent[0].packet.payload.begin(), sent[0].packet.payload.end()),
+              copied);
+}
+
+// A copy the provider could not have made fails the WQE locally; nothing is sent.
+class ForgedPrefetchTest : public ReceivePathTest,
+                           public ::testing::WithParamInterface<std::pair<uint32_t, uint32_t>> {};
+
+TEST_P(ForgedPrefetchTest, FailsLocally) {
+    const auto [copied, length] = GetParam();
+    queues::SendWqe wqe{};
+    wqe.opcode = IBV_WR_SEND;
+    wqe.inline_length = copied;
+    h.post_send(h.rts(), wqe, 0, length, pattern(copied, 32));
+    h.settle();
+    EXPECT_TRUE(h.answers().empty());
+    const std::vector<ibv_wc> wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_LOC_QP_OP_ERR) << ibv_wc_status_str(wcs[0].status);
+}
+
+INSTANTIATE_TEST_SUITE_P(Copies, ForgedPrefetchTest,
+                         ::testing::Values(std::pair{8u, 16u},  // less than the message
+                                           std::pair{uint32_t{queues::kPrefetchBytes} + 1,
+                                                     uint32_t{queues::kPrefetchBytes} +
+                                                         1}),  // more than allowed
+                         [](const auto& test) {
+                             return "Copied" + std::to_string(test.param.first) + "Of" +
+                                    std::to_string(test.param.second);
+                         });
+
 TEST(wireSourcePort, SpreadsQpNumbersOverItsPorts) {
     std::set<uint16_t> ports;
     for (uint32_t qpn = 0x11; qpn < 0x11 + 64; ++qpn) {
