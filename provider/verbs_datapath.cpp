@@ -218,8 +218,14 @@ bool completions(ProviderCq& cq, uint32_t& ready) {
 }
 
 // Copies the next completion out and moves past it (published later).
-void take(SharedRing& ring, ibv_wc& wc) {
-    memcpy(&wc, ring.slot() + offsetof(queues::Cqe, wc), sizeof(wc));
+// The completion in the ring's next slot, with the data it carries (if
+// any) copied where the daemon says, before the caller can see it.
+void take(SharedRing& ring, queues::Cqe& cqe) {
+    const std::byte* slot = ring.slot();
+    memcpy(&cqe, slot, sizeof(cqe));
+    if (cqe.data_length && cqe.data_length <= queues::kCqeDataBytes) {
+        memcpy(reinterpret_cast<void*>(cqe.data_addr), slot + sizeof(cqe), cqe.data_length);
+    }
     ring.advance();
 }
 
@@ -248,8 +254,7 @@ int next_completion(ProviderCq& cq) {
     if (!ready) {
         return ENOENT;
     }
-    memcpy(&cq.current, cq.ring.slot(), sizeof(cq.current));
-    cq.ring.advance();
+    take(cq.ring, cq.current);
     cq.ibv.cq_ex.status = cq.current.wc.status;
     cq.ibv.cq_ex.wr_id = cq.current.wc.wr_id;
     return 0;
@@ -389,8 +394,10 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
             return -EIO;
         }
         count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
+        queues::Cqe cqe;
         for (uint32_t i = 0; i < count; ++i) {
-            take(cq->ring, wc[i]);
+            take(cq->ring, cqe);
+            wc[i] = cqe.wc;
         }
         if (count) {
             cq->ring.publish();

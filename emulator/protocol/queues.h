@@ -91,13 +91,21 @@ inline uint64_t clock_ns(clockid_t clock) {
 // A CQE is the ibv_wc the application will see, padded to a cache line.
 // timestamp: the device clock, wallclock_ns: CLOCK_REALTIME, both read when
 // the completion was added.
+// A completion. A small received message may come in it (data_length
+// bytes after the Cqe, in the same slot): the provider copies them to
+// data_addr, in its own process, before the application sees the
+// completion, which saves the daemon a process_vm_writev per message (as
+// mlx5's scatter to CQE). The buffer's contents are undefined until then.
 struct Cqe {
     ibv_wc wc;
     uint64_t timestamp;
     uint64_t wallclock_ns;
+    uint64_t data_addr;
+    uint32_t data_length;  // 0: the daemon wrote the data itself
+    uint32_t reserved;
 };
-inline constexpr size_t kCqeSize = 64;
-static_assert(sizeof(Cqe) <= kCqeSize);
+inline constexpr size_t kCqeSize = 256;
+inline constexpr size_t kCqeDataBytes = kCqeSize - sizeof(Cqe);
 
 // Armed by ibv_req_notify_cq, disarmed by the daemon when it signals.
 enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedSolicited = 1, kCqArmedAny = 2 };

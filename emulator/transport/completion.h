@@ -3,15 +3,33 @@
 
 #include <infiniband/verbs.h>
 
+#include <optional>
+#include <span>
+
+#include "memory/regions.h"
+
 #include "verbs/objects.h"
 
 namespace uroce::transport {
 
-// Puts `wc` on the CQ and, when the CQ is armed for it, signals its
-// completion channel (solicited-only arming lets through solicited and
-// error completions). A full CQ drops the completion and reports
-// IBV_EVENT_CQ_ERR once.
-void post_completion(Cq& cq, const ibv_wc& wc, bool solicited);
+// A received message's bytes and where they go, carried in its completion.
+struct CarriedData {
+    uint64_t addr;
+    std::span<const std::byte> bytes;
+};
+
+// `bytes`, bound for the start of `target`, as the completion on `cq` can
+// carry them (queues::Cqe): when they are few and go, in one piece, into
+// the process that polls the CQ. Otherwise the caller writes them itself.
+std::optional<CarriedData> carried_data(const Cq& cq, const Extent& target,
+                                        std::span<const std::byte> bytes);
+
+// Puts `wc` (and `data`, if any) on the CQ and, when the CQ is armed for
+// it, signals its completion channel (solicited-only arming lets through
+// solicited and error completions). A full CQ drops the completion and
+// reports IBV_EVENT_CQ_ERR once.
+void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
+                     const std::optional<CarriedData>& data = std::nullopt);
 
 // Writes the armed CQ's completion event (once per arming), ending any
 // moderation period.

@@ -43,6 +43,7 @@ void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacke
         wc.imm_data = htonl(packet.hdr.immdt.imm);
     }
     Extent target;
+    std::optional<CarriedData> carried;
     if (resolve_local(device, qp.pd.get(), receive.sges, IBV_ACCESS_LOCAL_WRITE, target) !=
         AccessFault::kNone) {
         wc.status = IBV_WC_LOC_PROT_ERR;
@@ -55,14 +56,15 @@ void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacke
         message.resize(wc.byte_len);
         memcpy(message.data(), grh.data(), grh.size());
         memcpy(message.data() + grh.size(), packet.payload.data(), packet.payload.size());
-        if (write_process(target.pid, message, slice(target, 0, wc.byte_len)) != 0) {
+        carried = carried_data(*qp.recv_cq.get(), target, message);
+        if (!carried && write_process(target.pid, message, slice(target, 0, wc.byte_len)) != 0) {
             wc.status = IBV_WC_LOC_PROT_ERR;
         }
     }
     if (wc.status == IBV_WC_SUCCESS) {
         ++device.stats().rdma_recvs;
     }
-    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited);
+    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited, carried);
 }
 
 }  // namespace uroce::transport

@@ -104,7 +104,7 @@ int place(const InboundMessage& m, std::span<const std::byte> payload) {
 }
 
 void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
-                      ibv_wc_status status) {
+                      ibv_wc_status status, const std::optional<CarriedData>& data = {}) {
     ibv_wc wc{};
     wc.wr_id = m.receive.wqe.wr_id;
     wc.status = status;
@@ -122,7 +122,7 @@ void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket&
         wc.invalidated_rkey = packet.hdr.ieth.rkey;
     }
     if (Cq* cq = receive_cq(qp)) {
-        post_completion(*cq, wc, packet.hdr.bth.solicited);
+        post_completion(*cq, wc, packet.hdr.bth.solicited, data);
     }
 }
 
@@ -373,7 +373,13 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                         src_ipv4);
         return;
     }
-    if (const int error = place(m, payload);
+    // A message of one packet may travel in its completion instead.
+    const Cq* cq = receive_cq(qp);
+    const std::optional<CarriedData> carried =
+        starts_message(packet.info->position) && ends_message(packet.info->position) && cq
+            ? carried_data(*cq, m.target, payload)
+            : std::nullopt;
+    if (const int error = carried ? 0 : place(m, payload);
         memory_failed(device, qp, error, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
         if (error != ESRCH) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
@@ -397,7 +403,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     }
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
-        complete_receive(qp, m, packet, IBV_WC_SUCCESS);
+        complete_receive(qp, m, packet, IBV_WC_SUCCESS, carried);
         ++device.stats().rdma_recvs;
         m = {};
         s.msn = wire::psn_add(s.msn, 1);

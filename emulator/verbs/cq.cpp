@@ -81,6 +81,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
                     caps.max_cq);
     }
     auto cq = std::make_shared<Cq>();
+    cq->pid = pid_;
     cq->user_handle = req.user_handle;
     cq->cqe = std::min(actual_cqe(req.cqe), caps.max_cqe);
     cq->channel = Ref<CompChannel>(channel);

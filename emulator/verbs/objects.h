@@ -112,6 +112,7 @@ struct CompChannel : Object {
 };
 
 struct Cq : Object {
+    pid_t pid = 0;  // the process that polls it: a completion can carry data into it
     std::shared_ptr<EventPipe> events;
     bool overrun = false;  // reported once with IBV_EVENT_CQ_ERR
     uint64_t user_handle = 0;

@@ -402,6 +402,10 @@ std::vector<ibv_wc> Harness::poll_cq() {
     while (cq_ring_.ready()) {
         queues::Cqe cqe;
         memcpy(&cqe, cq_ring_.slot(), sizeof(cqe));
+        if (cqe.data_length) {  // what the provider does with data a completion carries
+            memcpy(reinterpret_cast<void*>(cqe.data_addr), cq_ring_.slot() + sizeof(cqe),
+                   cqe.data_length);
+        }
         cq_ring_.advance();
         cq_ring_.publish();
         out.push_back(cqe.wc);

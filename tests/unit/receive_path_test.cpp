@@ -802,6 +802,30 @@ TEST_F(ReceivePathTest, EachQpSendsFromItsOwnSourcePort) {
               send_port);
 }
 
+// ---- Messages carried in their completion --------------------------------------
+
+// A one-packet SEND that fits in a CQE reaches the receive buffer through
+// its completion: the daemon writes nothing into the process, the poller
+// copies it (as the provider does) before reporting the completion. A
+// larger one, or one split over the receive's gather list, is written.
+TEST_F(ReceivePathTest, SmallSendsTravelInTheirCompletion) {
+    const size_t most = queues::kCqeDataBytes;
+    h.post_recv(h.rtr(), 1, 0, 512);
+    h.inject(send_only(kPsn, pattern(most, 1)));
+    EXPECT_TRUE(region_untouched()) << "written before the completion was polled";
+    auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wcs[0].byte_len, most);
+    EXPECT_EQ(region_bytes(0, most), pattern(most, 1));
+    EXPECT_TRUE(region_untouched(most, H::kRegionBytes - most));
+
+    h.post_recv(h.rtr(), 2, 1024, 512);
+    h.inject(send_only(kPsn + 1, pattern(most + 1, 2)));
+    EXPECT_EQ(region_bytes(1024, most + 1), pattern(most + 1, 2)) << "one byte more: written";
+    ASSERT_EQ(h.poll_cq().size(), 1u);
+}
+
 // ---- Messages the provider copied when posting --------------------------------
 
 // A small message copied after the gather list is what the request carries.
@@ -1220,6 +1244,18 @@ TEST_F(ReceivePathTest, UdDatagramIsPlacedAfterAGrhThatNamesTheSender) {
     const uint32_t forger = loopback(H::kForgerHost);
     EXPECT_EQ(memcmp(h.region() + 20 + 12, &forger, 4), 0);  // the IPv4 source
     EXPECT_EQ(answers(), Lines{});
+}
+
+TEST_F(ReceivePathTest, UdDatagramsTravelInTheirCompletionWithTheirGrh) {
+    h.post_recv(h.ud(), 8, 0, 40 + 64);
+    h.send(ud_send(h.ud().qpn, H::kQkey), pattern(64, 7));
+    EXPECT_TRUE(region_untouched()) << "written before the completion was polled";
+    const auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].byte_len, 40u + 64);
+    EXPECT_EQ(region_bytes(40, 64), pattern(64, 7));
+    const uint32_t forger = loopback(H::kForgerHost);
+    EXPECT_EQ(memcmp(h.region() + 20 + 12, &forger, 4), 0);  // the IPv4 source
 }
 
 TEST_F(ReceivePathTest, UdWrongQkeyIsDroppedBeforeItTakesAReceive) {
