@@ -12,7 +12,7 @@ namespace {
 
 // Limits of every emulated device. Resource counts are enforced per device;
 // capability flags name only what the daemon implements.
-constexpr int kMaxQp = 4096;
+constexpr int kMaxQp = 65536;  // rxe allows more still; a CI job may connect thousands
 constexpr int kMaxQpWr = 16384;
 constexpr int kMaxSge = 32;
 constexpr int kMaxCq = 8192;
