@@ -252,6 +252,16 @@ def run_program(args, env, timeout=RUN_TIMEOUT, log=lambda: "", **kwargs):
         raise AssertionError("%s did not finish in %.0f s\n%s" % (args, timeout, log()))
 
 
+def rping_lost_its_exit_race(output, count):
+    """rping's own race, on any device: its client never joins its CM
+    thread, and closes the event channel while that thread may be on its
+    way back to rdma_get_cm_event, which then fails with EBADF and exits 255
+    after all `count` pings passed (rping.c in rdma-core v44). True when
+    `output` (the client's, with anything else) shows exactly that."""
+    return ("rdma_get_cm_event: Bad file descriptor" in output and
+            re.search(r"^ping data: rdma-ping-%d:" % (count - 1), output, re.M) is not None)
+
+
 # --- Polling ----------------------------------------------------------------
 
 def wait_for(predicate, timeout, what, log=lambda: ""):

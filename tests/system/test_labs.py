@@ -836,12 +836,7 @@ class Lab10RdmaCm(LabTestCase):
             env = dict(self.daemon.env(), UROCE=self.tool, PORT=str(port), COUNT=str(count))
             result = harness.run_program([os.path.join(LABS, "rdma_cm.sh")], env=env,
                                          timeout=60, log=self.daemon.log)
-            # rping's own race, on any device: its client never joins its CM
-            # thread, and closes the event channel while that thread may be
-            # on its way back to rdma_get_cm_event, which then fails with
-            # EBADF and exits 255 after every ping passed. Run it again.
-            race = ("rdma_get_cm_event: Bad file descriptor" in result.stdout + result.stderr
-                    and "rdma-ping-%d:" % (count - 1) in result.stdout)
+            race = harness.rping_lost_its_exit_race(result.stdout + result.stderr, count)
             if result.returncode == 0 or not race or attempt == 2:
                 break
             sys.stderr.write("rping: its client's CM thread lost the race to its exit; "

@@ -128,11 +128,19 @@ class RdmacmUtilsCases:
     client_address = "127.0.0.1"
 
     def test_rping(self):
-        port = harness.free_tcp_port()
         count = 1000
-        common = ["-a", self.server_address, "-p", str(port), "-C", str(count), "-V", "-v"]
-        server, client, context = self.run_pair(["rping", "-s", *common], ["rping", "-c", *common],
-                                                port)
+        for attempt in range(3):
+            port = harness.free_tcp_port()
+            common = ["-a", self.server_address, "-p", str(port), "-C", str(count), "-V", "-v"]
+            try:
+                server, client, context = self.run_pair(["rping", "-s", *common],
+                                                        ["rping", "-c", *common], port)
+                break
+            except AssertionError as failure:
+                if attempt == 2 or not harness.rping_lost_its_exit_race(str(failure), count):
+                    raise
+                sys.stderr.write("rping: its client's CM thread lost the race to its exit; "
+                                 "once more\n")
         # -v prints every ping each side saw, -V checks its bytes: a
         # mismatch would end rping with an error.
         for side, prefix in ((client, "ping data: "), (server, "server ping data: ")):
