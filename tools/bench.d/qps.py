@@ -1,6 +1,6 @@
 """tools/bench helper: connects PAIRS RC QP pairs between uroce0 and uroce1
-in this one process (both ends brought to RTS, as tests/system's pyverbs
-scripts do: GID index 0, path MTU 1024, PSNs 0), and measures the daemon
+in this one process (both ends brought to RTS by tests/system's pyverbs
+scripts' rc.py: GID index 0, path MTU 1024, PSNs 0), and measures the daemon
 (DAEMON_PID) while they exist:
   - VmRSS of the daemon right before the first QP is created and after the
     last one is connected (kB, and kB per QP);
@@ -15,14 +15,17 @@ Usage: uroce exec -- python3 qps.py PAIRS DAEMON_PID [--idle S]"""
 
 import argparse
 import os
+import sys
 import time
 
-from pyverbs import enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+# The RC QPs of the project's pyverbs scripts.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "system", "pyverbs_scripts"))
+from rc import rc_qp, rts_attr  # noqa: E402
 
 
 def rss_kb(pid):
@@ -38,27 +41,6 @@ def cpu_seconds(pid):
         # The command name may hold spaces: the fields start after its ')'.
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rc_qp(pd, cq):
-    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                      cap=QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1))
-    attr = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
-    attr.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE
-    return QP(pd, init, attr)
-
-
-def rts_attr(dest_qpn, dgid):
-    attr = QPAttr()
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = dest_qpn
-    attr.rq_psn = attr.sq_psn = 0
-    attr.timeout = 14
-    attr.retry_cnt = attr.rnr_retry = 7
-    attr.min_rnr_timer = 1
-    attr.max_rd_atomic = attr.max_dest_rd_atomic = 1
-    attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=dgid, sgid_index=0))
-    return attr
 
 
 def main():
