@@ -257,7 +257,14 @@ class PerftestCases:
         server's, as far as it prints one."""
         spec = PERFTESTS[program]
         options = (["-a"] if spec.all_sizes else []) + ["-n", str(PERFTEST_ITERS), *extra]
-        server, client, context = self.run_pair(program, *options)
+        for attempt in range(2):
+            server, client, context = self.run_pair(program, *options)
+            # perftest calibrates its clock against the CPU's; on a loaded
+            # machine that fails and its times come out wrong (an "inf" row).
+            # Its measurement, not the device: run it once more.
+            if "Correlation coefficient r^2" not in server.output + client.output or attempt:
+                break
+            sys.stderr.write("%s: perftest could not calibrate its clock; once more\n" % program)
         self.assertEqual((server.returncode, client.returncode), (0, 0), context)
         sizes = [s for s in ALL_SIZES if s <= max_size] if spec.all_sizes else [ATOMIC_SIZE]
         expected = {"client": sizes, "server": {"all": sizes, "last": sizes[-1:],
