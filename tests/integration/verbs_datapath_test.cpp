@@ -681,8 +681,9 @@ TEST_F(DatapathTest, SmallSendsFromRegisteredMemoryAreCopiedWhenPosted) {
         memcpy(&wqe, slot, sizeof(wqe));
         EXPECT_EQ(wqe.num_sge, sges.size()) << c.name;
         EXPECT_EQ(wqe.inline_length, c.copied.size()) << c.name;
-        const std::byte* data = slot + queues::kSendWqeFixed + sges.size() * sizeof(ibv_sge);
-        EXPECT_EQ(memcmp(data, c.copied.data(), c.copied.size()), 0) << c.name;
+        const auto* data = reinterpret_cast<const uint8_t*>(slot + queues::kSendWqeFixed +
+                                                            sges.size() * sizeof(ibv_sge));
+        EXPECT_EQ(std::vector<uint8_t>(data, data + c.copied.size()), c.copied) << c.name;
     }
 
     // What one 64-byte SEND from `sge` has copied.
