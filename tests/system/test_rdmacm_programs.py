@@ -71,7 +71,7 @@ class RdmaCmCase(DaemonPerTest):
                          lambda: diagnostics(self.daemon))
 
     def run_pair(self, server_args, client_args, port, wait="listen", server_exits=True,
-                 env=None):
+                 env=None, timeout=PAIR_TIMEOUT):
         """Runs the server, then (once it listens) the client; returns their
         standard outputs (what the programs' checks print; stderr comes in
         the failure context) after checking both exit 0. A server that
@@ -85,19 +85,19 @@ class RdmaCmCase(DaemonPerTest):
             try:
                 self.wait_listening(server, port, wait)
                 client = harness.run_program([require(client_args[0]), *client_args[1:]], env,
-                                             timeout=PAIR_TIMEOUT,
+                                             timeout=timeout,
                                              log=lambda: diagnostics(self.daemon))
                 if client.returncode != 0:
                     server.terminate()  # it would wait for the client for ever
                     server.wait(timeout=10)
                 elif server_exits:
                     try:
-                        server.wait(timeout=PAIR_TIMEOUT)
+                        server.wait(timeout=timeout)
                     except subprocess.TimeoutExpired:
                         raise AssertionError(
                             "%s did not finish in %.0f s after its client\n"
                             "--- client, exit %d\n%s%s\n%s" % (
-                                server_args, PAIR_TIMEOUT, client.returncode, client.stdout,
+                                server_args, timeout, client.returncode, client.stdout,
                                 client.stderr, diagnostics(self.daemon)))
                 else:
                     server.terminate()
@@ -194,11 +194,12 @@ class RdmacmUtilsCases:
         self.assertIn("rdma_xserver: end 0", server, context)
         self.assertIn("rdma_xclient: end 0", client, context)
 
-    def stream(self, program, *modes):
+    def stream(self, program, *modes, timeout=PAIR_TIMEOUT):
         port = harness.free_tcp_port()
         server, client, context = self.run_pair(
             [program, "-b", self.server_address, "-p", str(port), *modes],
-            [program, "-s", self.server_address, "-p", str(port), *modes], port)
+            [program, "-s", self.server_address, "-p", str(port), *modes], port,
+            timeout=timeout)
         # The result table: one line per transfer size, nothing failed.
         rows = re.findall(r"^(\w+)\s+\S+\s+\S+\s+\d+\s+\S+\s+[\d.]+s\s+[\d.]+\s+[\d.]+$", client,
                           re.M)
@@ -233,8 +234,11 @@ class RdmacmUtilsBetweenDevices(RdmacmUtilsCases, RdmaCmCase):
     """The server on uroce1 (127.0.0.2), the client on uroce0."""
 
     def test_rstream(self):
-        # Its table of sizes, blocking calls: 10-50 s, so here only.
-        self.stream("rstream")
+        # Its table of sizes in blocking calls, so here only: 100,000 64-byte
+        # ping-pongs among them, each a sleep and a wake-up of both programs.
+        # 8 s on a quiet machine, 28 s under ASan, and more than 120 s under
+        # ASan beside another test on two cores (seen in CI): scheduling-bound.
+        self.stream("rstream", timeout=400.0)
 
 
 class RdmacmUtilsOnUroce0(RdmacmUtilsCases, RdmaCmCase):
