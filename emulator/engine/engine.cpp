@@ -23,6 +23,11 @@ constexpr auto kSpin = std::chrono::microseconds(50);
 // How often a busy loop looks at the control plane: each look is a syscall
 // (epoll_wait), which the data path should not pay on every turn.
 constexpr auto kControlPoll = std::chrono::microseconds(20);
+// Request packets all QPs together send in one turn, at most: what one turn
+// reads from a socket. A thousand QPs, each with a window of 128 packets,
+// would otherwise overrun the receiving socket, and go-back-N would send the
+// overflow again, and again.
+constexpr uint32_t kTurnPackets = UdpNetwork::kMaxReceivesPerPoll;
 
 std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
     std::array<uint8_t, 4> b;
@@ -386,6 +391,7 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     // retransmit what was acknowledged, and its answers would bury the rest.
     const bool timers = !network_.backlogged();
     bool any = false;
+    senders_.clear();
     for (const auto& device : devices_) {
         for (auto& [qpn, qp] : device->qp_table()) {
             if (qp->type == IBV_QPT_RAW_PACKET) {
@@ -399,12 +405,26 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
                 transport_.run_timers(*device, *qp, now);
             }
             any |= transport_.run_responder(*device, *qp);
-            any |= transport_.run_requester(*device, *qp, now);
+            senders_.push_back({device.get(), qp});
         }
         for (auto& [wq_num, wq] : device->wq_table()) {
             if (wq->state == IBV_WQS_ERR) {
                 any |= transport::flush_wq(*wq);
             }
+        }
+    }
+    // The requesters share one turn's budget, starting after the QP that
+    // used up the last one, so that each of many busy QPs gets its turn.
+    uint32_t budget = kTurnPackets;
+    const size_t count = senders_.size();
+    const size_t start = count ? first_sender_ % count : 0;
+    for (size_t i = 0; i < count; ++i) {
+        const size_t at = (start + i) % count;
+        const bool had_budget = budget > 0;
+        any |= transport_.run_requester(*senders_[at].first, *senders_[at].second, now, budget);
+        if (had_budget && budget == 0) {
+            first_sender_ = at + 1;
+            any = true;  // what the budget held back goes next turn
         }
     }
     return any;
@@ -427,7 +447,7 @@ bool Engine::work_pending() {
             return true;
         }
     }
-    return !local_.empty();
+    return !local_.empty() || network_.readiness_pending();
 }
 
 Clock::time_point Engine::next_deadline() const {

@@ -129,6 +129,9 @@ class Engine : public transport::PacketOutput {
     UdpNetwork network_;
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
+    // This turn's QPs with a requester, and where the next turn's requesters start.
+    std::vector<std::pair<Device*, Qp*>> senders_;
+    size_t first_sender_ = 0;
     std::vector<std::vector<uint8_t>> spare_;                       // packet buffers to reuse
     std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
     boost::asio::posix::stream_descriptor doorbell_wait_;

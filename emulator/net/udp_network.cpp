@@ -16,6 +16,9 @@ constexpr unsigned kRingEntries = 1024;
 constexpr unsigned kBatchSize = 32;    // datagrams per recvmmsg
 constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
 constexpr int kSocketBufferBytes = 8 << 20;
+// Sends on their way at most (9 MiB of buffers); their completions fit the
+// completion ring (twice kRingEntries).
+constexpr size_t kMaxSendBuffers = kRingEntries;
 
 // A completion's user data: a send's Buffer (aligned, so bit 0 clear), or a
 // socket's readiness, (index << 1) | 1.
@@ -126,9 +129,18 @@ uint16_t UdpNetwork::source_port(size_t index, uint16_t wanted) {
 }
 
 UdpNetwork::Buffer* UdpNetwork::take_buffer() {
-    if (free_.empty()) {
+    if (free_.empty() && buffers_.size() < kMaxSendBuffers) {
         buffers_.push_back(std::make_unique<Buffer>());
         free_.push_back(buffers_.back().get());
+    }
+    while (free_.empty()) {
+        // Every buffer is on its way: wait for a send to complete (on
+        // loopback, at once). Readiness seen meanwhile waits for poll().
+        submit();
+        io_uring_cqe* cqe;
+        if (io_uring_wait_cqe(&ring_, &cqe) == 0) {
+            take_completion(cqe);
+        }
     }
     Buffer* buffer = free_.back();
     free_.pop_back();
@@ -221,18 +233,26 @@ unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive
     return taken;
 }
 
+void UdpNetwork::take_completion(io_uring_cqe* cqe) {
+    const uint64_t data = io_uring_cqe_get_data64(cqe);
+    io_uring_cqe_seen(&ring_, cqe);
+    if (data & kReadable) {
+        readable_.push_back(data >> 1);
+    } else {
+        free_.push_back(reinterpret_cast<Buffer*>(data));  // a failed send is a lost packet
+    }
+}
+
 bool UdpNetwork::poll(const Receiver& receive) {
     bool any = false;
     backlogged_ = false;
     io_uring_cqe* cqe;
     while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
-        const uint64_t data = io_uring_cqe_get_data64(cqe);
-        io_uring_cqe_seen(&ring_, cqe);
-        if (!(data & kReadable)) {
-            free_.push_back(reinterpret_cast<Buffer*>(data));  // a failed send is a lost packet
-            continue;
-        }
-        const size_t index = data >> 1;
+        take_completion(cqe);
+    }
+    // Draining may send answers, and a send may wait and note readiness.
+    draining_.swap(readable_);
+    for (const size_t index : draining_) {
         if (!sockets_[index]) {
             continue;  // closed: its cancelled poll, or readiness that came first
         }
@@ -241,6 +261,7 @@ bool UdpNetwork::poll(const Receiver& receive) {
         backlogged_ |= taken == kMaxReceivesPerPoll;
         watch(index);
     }
+    draining_.clear();
     return any;
 }
 

@@ -54,6 +54,9 @@ class UdpNetwork {
     // Whether the last poll() stopped at kMaxReceivesPerPoll on some socket:
     // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
+    // Whether a socket's readiness was taken off the ring (while waiting for
+    // a send buffer) and waits for the next poll().
+    bool readiness_pending() const { return !readable_.empty(); }
     void submit();
     int ring_fd() const { return ring_.ring_fd; }
     uint16_t port() const { return port_; }
@@ -64,7 +67,11 @@ class UdpNetwork {
     io_uring_sqe* next_sqe();
     // Asks the ring to report when socket `index` is readable.
     void watch(size_t index);
+    // A free send buffer; waits for a send to complete when all are in use.
     Buffer* take_buffer();
+    // A send's completion frees its buffer; a socket's readiness is noted
+    // in readable_.
+    void take_completion(io_uring_cqe* cqe);
     // Hands the datagrams waiting in socket `index` to `receive`, up to
     // `limit`; returns how many.
     unsigned drain(size_t index, unsigned limit, const Receiver& receive);
@@ -79,6 +86,8 @@ class UdpNetwork {
     std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<Buffer*> free_;
+    std::vector<size_t> readable_;  // sockets reported readable, not yet drained
+    std::vector<size_t> draining_;  // those poll() is draining
     Buffer* building_ = nullptr;
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers

@@ -247,7 +247,8 @@ std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64
     return std::span(w.staged).subspan(offset - w.staged_offset, bytes);
 }
 
-bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
+bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
+                              uint32_t& turn_budget) {
     RequesterState& r = qp.requester;
     if (qp.attr.qp_state == IBV_QPS_ERR) {
         return flush(device, qp);
@@ -261,7 +262,8 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
     }
     const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
     const bool reliable = is_reliable(qp.type);
-    uint32_t budget = reliable ? UINT32_MAX : kUnreliableBurst;
+    const uint32_t given = reliable ? turn_budget : std::min(turn_budget, kUnreliableBurst);
+    uint32_t budget = given;
     while (r.next_to_send < r.window.size() && budget > 0) {
         SendWork& w = r.window[r.next_to_send];
         if (w.error) {
@@ -336,6 +338,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now) {
             r.retransmit_at = now + *timeout;
         }
     }
+    turn_budget -= given - budget;
     complete_acknowledged(device, qp, wire::psn_add(r.unacked_psn, wire::kPsnMask));
     return did;
 }

@@ -39,9 +39,10 @@ class Transport {
   public:
     explicit Transport(PacketOutput& output) : output_(output) {}
 
-    // Moves what the QP may send onto the wire; flushes a QP in ERR.
-    // Returns whether it did anything.
-    bool run_requester(Device& device, Qp& qp, Clock::time_point now);
+    // Moves what the QP may send onto the wire, at most `budget` request
+    // packets (taken off it); flushes a QP in ERR. Returns whether it did
+    // anything.
+    bool run_requester(Device& device, Qp& qp, Clock::time_point now, uint32_t& budget);
     // Answers what the responder has taken on: the rest of a READ
     // response, then the requests waiting behind it. Returns whether it did
     // anything.

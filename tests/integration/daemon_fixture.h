@@ -30,6 +30,7 @@ class Daemon {
     void stop();
 
     const std::filesystem::path& dir() const { return dir_; }
+    pid_t pid() const { return pid_; }
     // What the daemon wrote to stdout and stderr so far.
     std::string log() const;
     // The daemon's status report; empty, with a test failure, when it does

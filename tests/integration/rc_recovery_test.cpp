@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -506,6 +508,61 @@ TEST_F(RcRecoveryTest, PsnWrapsAround) {
     ASSERT_NO_FATAL_FAILURE(connect_pair(options));
     Stream stream(a_, b_, 100);
     ASSERT_NO_FATAL_FAILURE(stream.run());
+}
+
+// 64 QPs each fill their window of 128 packets at once (8 WRITEs of 64 KiB
+// in 4 KiB packets, posted while the daemon was stopped): 32 MiB for the
+// wire in one go, four times what the receiving socket holds. The device
+// paces its QPs, so nothing is lost: no retransmission, no PSN sequence
+// error, every byte in place.
+TEST_F(RcRecoveryTest, ManyQpsFillingTheirWindowsLoseNothing) {
+    constexpr size_t kPairs = 64;
+    constexpr size_t kWrites = 8;
+    constexpr uint32_t kSize = 64 << 10;
+    RcOptions options;
+    options.cap = {kWrites, 1, 1, 0, 0};
+    options.path_mtu = IBV_MTU_4096;
+    std::vector<std::unique_ptr<RcSide>> senders, receivers;
+    for (size_t i = 0; i < kPairs; ++i) {
+        senders.push_back(std::make_unique<RcSide>());
+        receivers.push_back(std::make_unique<RcSide>());
+        ASSERT_NO_FATAL_FAILURE(connect_sides(*senders.back(), *receivers.back(), options));
+    }
+    const char* kLosses[] = {"retransmit_timeouts", "rcvd_seq_err", "out_of_seq_request"};
+    std::map<std::string, uint64_t> before;
+    for (const char* name : kLosses) {
+        before[name] = counter("uroce0", name) + counter("uroce1", name);
+    }
+    std::vector<Buffer*> sources, targets;
+    for (size_t i = 0; i < kPairs; ++i) {
+        sources.push_back(&senders[i]->buffer(kWrites * kSize, kRemoteAccess, 2 * i + 1));
+        targets.push_back(&receivers[i]->buffer(kWrites * kSize, kRemoteAccess, 2 * i + 2));
+    }
+    {
+        // Posting makes no call into the daemon: it finds all of it at once.
+        ASSERT_EQ(kill(test_daemon().pid(), SIGSTOP), 0);
+        struct Resume {
+            ~Resume() { kill(test_daemon().pid(), SIGCONT); }
+        } resume;
+        for (size_t i = 0; i < kPairs; ++i) {
+            for (size_t w = 0; w < kWrites; ++w) {
+                ibv_sge sge = sources[i]->sge(w * kSize, kSize);
+                ibv_send_wr wr = make_wr(w, IBV_WR_RDMA_WRITE, std::span(&sge, 1));
+                wr.wr.rdma = {targets[i]->addr(w * kSize), targets[i]->rkey()};
+                senders[i]->post_send(wr);
+            }
+        }
+    }
+    for (size_t i = 0; i < kPairs; ++i) {
+        for (const ibv_wc& wc : senders[i]->poll(kWrites)) {
+            ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << "QP pair " << i << ": " << wc.wr_id;
+        }
+        EXPECT_TRUE(same_bytes(targets[i]->bytes(), pattern(2 * i + 1, kWrites * kSize)))
+            << "QP pair " << i;
+    }
+    for (const char* name : kLosses) {
+        EXPECT_EQ(counter("uroce0", name) + counter("uroce1", name), before[name]) << name;
+    }
 }
 
 }  // namespace

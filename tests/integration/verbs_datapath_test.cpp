@@ -150,6 +150,23 @@ class DatapathTest : public VerbsTest {
         return ah;
     }
 
+    // A UD QP in RTS, its send ring as mapped, and an address handle to
+    // send to: for tests that read back what post_send wrote.
+    struct UdSendQueue {
+        QpPtr qp;
+        Mapping sq;
+        AhPtr ah;
+        uint32_t entry_size = 0;
+    };
+    void open_ud_send_queue(ibv_qp_cap& cap, UdSendQueue& out) const {
+        out.sq = new_mapping("uroce0-sq", [&] { out.qp = create_qp(IBV_QPT_UD, cap); });
+        ASSERT_TRUE(out.qp && out.sq.start);
+        move_to(out.qp.get(), IBV_QPS_RTS);
+        out.ah = create_ah();
+        ASSERT_TRUE(out.ah);
+        out.entry_size = out.sq.header().entry_size;
+    }
+
     CqPtr cq_;
     ibv_gid gid_{};
 };
@@ -564,13 +581,9 @@ TEST_F(DatapathTest, DoorbellPageIsReadOnly) {
 // What post_send writes into the send ring, read back as the daemon would.
 TEST_F(DatapathTest, SendWqesCarryTheWr) {
     ibv_qp_cap cap = kCap;
-    QpPtr qp;
-    const Mapping sq = new_mapping("uroce0-sq", [&] { qp = create_qp(IBV_QPT_UD, cap); });
-    ASSERT_TRUE(qp && sq.start);
-    move_to(qp.get(), IBV_QPS_RTS);
-    AhPtr ah = create_ah();
-    ASSERT_TRUE(ah);
-    const uint32_t entry_size = sq.header().entry_size;
+    UdSendQueue ud;
+    ASSERT_NO_FATAL_FAILURE(open_ud_send_queue(cap, ud));
+    auto& [qp, sq, ah, entry_size] = ud;
     ASSERT_EQ(entry_size, queues::send_wqe_size(cap.max_send_sge, cap.max_inline_data));
 
     const char text[] = "inline payload";
@@ -624,13 +637,9 @@ TEST_F(DatapathTest, SendWqesCarryTheWr) {
 TEST_F(DatapathTest, SmallSendsFromRegisteredMemoryAreCopiedWhenPosted) {
     ibv_qp_cap cap = kCap;
     cap.max_send_wr = 32;  // room for every WR below, however slowly the daemon takes them
-    QpPtr qp;
-    const Mapping sq = new_mapping("uroce0-sq", [&] { qp = create_qp(IBV_QPT_UD, cap); });
-    ASSERT_TRUE(qp && sq.start);
-    move_to(qp.get(), IBV_QPS_RTS);
-    AhPtr ah = create_ah();
-    ASSERT_TRUE(ah);
-    const uint32_t entry_size = sq.header().entry_size;
+    UdSendQueue ud;
+    ASSERT_NO_FATAL_FAILURE(open_ud_send_queue(cap, ud));
+    auto& [qp, sq, ah, entry_size] = ud;
 
     std::vector<uint8_t> memory(8192);
     for (size_t i = 0; i < memory.size(); ++i) {
