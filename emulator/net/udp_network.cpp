@@ -13,12 +13,12 @@ namespace uroce {
 namespace {
 
 constexpr unsigned kRingEntries = 1024;
+// Every send's completion, and each socket's readiness, fit the completion
+// ring (twice the entries).
+static_assert(UdpNetwork::kMaxSendBuffers <= kRingEntries);
 constexpr unsigned kBatchSize = 32;    // datagrams per recvmmsg
 constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
 constexpr int kSocketBufferBytes = 8 << 20;
-// Sends on their way at most (9 MiB of buffers); their completions fit the
-// completion ring (twice kRingEntries).
-constexpr size_t kMaxSendBuffers = kRingEntries;
 
 // A completion's user data: a send's Buffer (aligned, so bit 0 clear), or a
 // socket's readiness, (index << 1) | 1.

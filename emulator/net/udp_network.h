@@ -46,6 +46,12 @@ class UdpNetwork {
     // `index`'s address and `src_port` (one source_port() gave).
     void send(size_t index, uint32_t dest_ipv4, size_t size, uint16_t src_port);
 
+    // Sends on their way at most (9 MiB of buffers); their completions fit
+    // the completion ring. Beyond it, send_buffer() waits for one to complete.
+    static constexpr size_t kMaxSendBuffers = 1024;
+    // Send buffers allocated so far (kept for reuse).
+    size_t send_buffers() const { return buffers_.size(); }
+
     // Datagrams one poll() takes from a socket, at most.
     static constexpr unsigned kMaxReceivesPerPoll = 256;
 
