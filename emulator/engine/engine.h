@@ -69,8 +69,9 @@ class Engine : public transport::PacketOutput {
                           transport::Clock::time_point now = transport::Clock::now());
     // One turn of the loop without sleeping; true when it did work.
     bool run_once();
-    // One pass over the QPs now: what clients have posted is taken.
-    void take_posted_work() { run_queue_pairs(transport::Clock::now()); }
+    // What clients have posted is taken and sent now, as far as windows
+    // and bursts allow in a few passes over the QPs.
+    void take_posted_work();
 
   private:
     struct LocalPacket {

@@ -4,9 +4,12 @@
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 #include <poll.h>
+#include <signal.h>
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "rc_pair.h"
 
@@ -215,6 +218,36 @@ TEST_F(UdTransportTest, DatagramWithoutAReceiveIsLost) {
     ASSERT_NO_FATAL_FAILURE(send(out, 8, ah.get(), kQkey, 2));
     expect_sent(2);
     EXPECT_EQ(b_.poll_one().byte_len, kGrh + 8);
+}
+
+// What mckey's sender does: post unsignaled datagrams and destroy the QP at
+// once. Here the daemon is stopped while they are posted and the destroy is
+// asked for, so that it finds both together: every datagram still arrives.
+TEST_F(UdTransportTest, DatagramsPostedBeforeTheQpIsDestroyedAreSent) {
+    constexpr uint32_t kCount = 50;
+    Buffer& out = a_.buffer(64, IBV_ACCESS_LOCAL_WRITE, 1);
+    Buffer& in = b_.buffer(kCount * (kGrh + 64), IBV_ACCESS_LOCAL_WRITE, 0);
+    for (uint32_t i = 0; i < kCount; ++i) {
+        ASSERT_NO_FATAL_FAILURE(b_.post_recv(i, in.sge(i * (kGrh + 64), kGrh + 64)));
+    }
+    AhPtr ah = address(a_.pd(), b_.gid());
+    std::thread destroy;
+    {
+        ASSERT_EQ(kill(test_daemon().pid(), SIGSTOP), 0);
+        struct Resume {
+            ~Resume() { kill(test_daemon().pid(), SIGCONT); }
+        } resume;
+        for (uint32_t i = 0; i < kCount; ++i) {
+            ibv_sge sge = out.sge(0, 64);
+            ibv_send_wr wr = make_wr(i, IBV_WR_SEND, std::span(&sge, 1), 0);
+            wr.wr.ud = {ah.get(), b_.qpn(), kQkey};
+            a_.post_send(wr);
+        }
+        destroy = std::thread([this] { a_.destroy_qp(); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request waits
+    }
+    destroy.join();
+    EXPECT_EQ(b_.poll(kCount).size(), kCount);
 }
 
 TEST_F(UdTransportTest, AddressHandleOfAnotherPdFailsTheWorkRequest) {
