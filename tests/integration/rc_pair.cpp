@@ -1,6 +1,7 @@
 #include "rc_pair.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -360,6 +361,14 @@ uint64_t counter_after(const std::string& device, const std::string& name, uint6
         now = counter(device, name);
     }
     return now;
+}
+
+DaemonPause::DaemonPause() {
+    EXPECT_EQ(kill(test_daemon().pid(), SIGSTOP), 0) << strerror(errno);
+}
+
+DaemonPause::~DaemonPause() {
+    kill(test_daemon().pid(), SIGCONT);
 }
 
 FaultGuard::FaultGuard(std::vector<std::string> devices, double drop, double duplicate,

@@ -183,6 +183,16 @@ class FaultGuard {
     std::vector<std::string> devices_;
 };
 
+// The test daemon stopped (SIGSTOP) until the guard goes: what is posted
+// meanwhile, and the calls asked for, it finds all together when it runs.
+class DaemonPause {
+  public:
+    DaemonPause();
+    ~DaemonPause();
+    DaemonPause(const DaemonPause&) = delete;
+    DaemonPause& operator=(const DaemonPause&) = delete;
+};
+
 // "shortcut" or "udp": how this binary's daemon moves packets.
 const char* path_name();
 

@@ -540,10 +540,7 @@ TEST_F(RcRecoveryTest, ManyQpsFillingTheirWindowsLoseNothing) {
     }
     {
         // Posting makes no call into the daemon: it finds all of it at once.
-        ASSERT_EQ(kill(test_daemon().pid(), SIGSTOP), 0);
-        struct Resume {
-            ~Resume() { kill(test_daemon().pid(), SIGCONT); }
-        } resume;
+        DaemonPause pause;
         for (size_t i = 0; i < kPairs; ++i) {
             for (size_t w = 0; w < kWrites; ++w) {
                 ibv_sge sge = sources[i]->sge(w * kSize, kSize);

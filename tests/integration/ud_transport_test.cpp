@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 #include <poll.h>
-#include <signal.h>
 #include <string.h>
 
 #include <algorithm>
@@ -233,10 +232,7 @@ TEST_F(UdTransportTest, DatagramsPostedBeforeTheQpIsDestroyedAreSent) {
     AhPtr ah = address(a_.pd(), b_.gid());
     std::thread destroy;
     {
-        ASSERT_EQ(kill(test_daemon().pid(), SIGSTOP), 0);
-        struct Resume {
-            ~Resume() { kill(test_daemon().pid(), SIGCONT); }
-        } resume;
+        DaemonPause pause;
         for (uint32_t i = 0; i < kCount; ++i) {
             ibv_sge sge = out.sge(0, 64);
             ibv_send_wr wr = make_wr(i, IBV_WR_SEND, std::span(&sge, 1), 0);
