@@ -14,6 +14,7 @@
 
 #include "memory/regions.h"
 #include "protocol/queues.h"
+#include "transport/stage_pool.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
 
@@ -61,8 +62,10 @@ struct SendWork {
     bool done = false;                   // acknowledged, or answered in full
     uint64_t received = 0;               // read: response bytes placed
     Extent source;                       // the gather list (read, atomic: where results go)
-    std::vector<std::byte> staged;       // message bytes read ahead of sending them
-    uint64_t staged_offset = 0;
+    std::vector<std::byte> prefetched;   // the message, copied by the provider when posted
+    StageBuffer staged;                  // message bytes read ahead of sending them
+    uint64_t staged_offset = 0;          // where in the message staged[0] is
+    uint64_t staged_size = 0;
     std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
     // UD: where the address handle points, resolved when the WQE is taken.
     uint32_t dest_ipv4 = 0;
@@ -87,9 +90,6 @@ struct SendWork {
 
 // The largest message: the port's max_msg_sz.
 inline constexpr uint64_t kMaxMessage = 1ull << 31;
-// How much of a message the requester reads from the application at once.
-inline constexpr uint64_t kStageBytes = 64 * 1024;
-
 struct RequesterState {
     std::deque<SendWork> window;  // in posting order; the front completes first
     size_t next_to_send = 0;      // index into window

@@ -85,6 +85,7 @@ bool Transport::run_raw_sender(Device& device, Qp& qp) {
         }
         ++device.stats().raw_sent_frames;
         output_.send_frame(device, qp, frame);
+        release_stage(w);
         qp.send_queue.release(1);
         complete_send(qp, w, IBV_WC_SUCCESS);
         r.window.pop_front();

@@ -123,8 +123,7 @@ void take_prefetched(SendWork& w, const std::byte* bytes, size_t room) {
         w.error = IBV_WC_LOC_QP_OP_ERR;
         return;
     }
-    w.staged.assign(bytes, bytes + length);
-    w.staged_offset = 0;
+    w.prefetched.assign(bytes, bytes + length);
 }
 
 }  // namespace
@@ -235,16 +234,33 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
 // The message bytes [offset, offset + bytes), read from the application a
 // chunk of several packets at a time; empty when they cannot be read.
 std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64_t bytes) {
-    if (offset < w.staged_offset || offset + bytes > w.staged_offset + w.staged.size()) {
-        const uint64_t chunk = std::min(std::max(kStageBytes, bytes), w.length - offset);
-        w.staged.resize(chunk);
+    if (!w.prefetched.empty()) {
+        return std::span(w.prefetched).subspan(offset, bytes);
+    }
+    if (bytes > kStageBytes) {
+        return {};
+    }
+    if (!w.staged || offset < w.staged_offset ||
+        offset + bytes > w.staged_offset + w.staged_size) {
+        const uint64_t chunk = std::min(kStageBytes, w.length - offset);
+        if (!w.staged) {
+            w.staged = stages_.take();
+        }
         w.staged_offset = offset;
-        if (read_process(w.source.pid, slice(w.source, offset, chunk), w.staged) != 0) {
-            w.staged.clear();
+        w.staged_size = 0;
+        if (read_process(w.source.pid, slice(w.source, offset, chunk),
+                         std::span(w.staged.get(), chunk)) != 0) {
             return {};
         }
+        w.staged_size = chunk;
     }
-    return std::span(w.staged).subspan(offset - w.staged_offset, bytes);
+    return {w.staged.get() + (offset - w.staged_offset), bytes};
+}
+
+// Every packet of the WQE has left: a retransmission reads it again.
+void Transport::release_stage(SendWork& w) {
+    stages_.give(std::move(w.staged));
+    w.staged_size = 0;
 }
 
 bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
@@ -326,6 +342,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
         if (w.error || w.sent < request_packets) {
             break;  // the rest when acknowledgements open the window, or next turn
         }
+        release_stage(w);
         if (!reliable) {
             r.unacked_psn = r.next_psn;  // nothing is acknowledged: sent is done
         }

@@ -64,6 +64,7 @@ class Transport {
     bool take_work(Device& device, Qp& qp);
     void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index);
     std::span<const std::byte> stage(SendWork& work, uint64_t offset, uint64_t bytes);
+    void release_stage(SendWork& work);
     void restart_from(Qp& qp, uint32_t psn);
     void retry(Device& device, Qp& qp, uint32_t psn);
     // completer.cpp
@@ -98,6 +99,7 @@ class Transport {
 
     PacketOutput& output_;
     std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way
+    StagePool stages_;
 };
 
 // A frame that steering gave a RAW_PACKET QP, or a WQ of an RSS QP: it
