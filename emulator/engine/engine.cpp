@@ -508,6 +508,12 @@ void Engine::sleep() {
 
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, Clock::time_point now) {
+    receive_from_network(index, bytes, src_ipv4, src_port, now);
+    transport_.finish_placements();
+}
+
+void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
+                                  uint32_t src_ipv4, uint16_t src_port, Clock::time_point now) {
     // A device's index is its socket's, and stays its own after others are removed.
     for (const auto& device : devices_) {
         if (device->index() == index) {
@@ -543,7 +549,7 @@ bool Engine::run_once() {
     }
     bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
                                           uint32_t src_ipv4, uint16_t src_port) {
-        receive_datagram(index, bytes, src_ipv4, src_port, now);
+        receive_from_network(index, bytes, src_ipv4, src_port, now);
     });
     busy |= release_stepped();
     busy |= release_held(now);
@@ -551,6 +557,8 @@ bool Engine::run_once() {
     busy |= run_queue_pairs(now);
     busy |= deliver_local(now);
     busy |= signal_due_cq_events(now);
+    // Before control requests (next turn) may change what the writes were checked against.
+    transport_.finish_placements();
     network_.submit();
     return busy;
 }

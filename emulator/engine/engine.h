@@ -113,6 +113,9 @@ class Engine : public transport::PacketOutput {
     bool release_stepped();
     bool run_queue_pairs(transport::Clock::time_point now);
     bool deliver_local(transport::Clock::time_point now);
+    // receive_datagram, leaving the responder's writes queued for the turn's end.
+    void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                              uint16_t src_port, transport::Clock::time_point now);
     void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,
                  bool from_udp, uint16_t src_port, transport::Clock::time_point now);
     void receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,

@@ -76,6 +76,9 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
     RequesterState& r = qp.requester;
     while (!r.window.empty()) {
         SendWork& w = r.window.front();
+        if (w.done && w.wqe.opcode == IBV_WR_RDMA_READ) {
+            placed(&qp);  // its data is in place before it completes
+        }
         if (w.error) {
             fail_qp(device, qp, *w.error);
             return;
@@ -165,11 +168,11 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
                 ++device.stats().rcvd_malformed;
                 return;
             }
-            if (w.received + payload.size() > w.length ||
-                write_process(w.source.pid, payload, slice(w.source, w.received, payload.size())) !=
-                    0) {
-                w.error = w.received + payload.size() > w.length ? IBV_WC_LOC_LEN_ERR
-                                                                 : IBV_WC_LOC_PROT_ERR;
+            if (w.received + payload.size() > w.length) {
+                w.error = IBV_WC_LOC_LEN_ERR;
+            } else if (!payload.empty()) {
+                queue_write({&device, &qp, w.first_psn, {}, 0, true}, w.source.pid, payload,
+                            slice(w.source, w.received, payload.size()));
             }
             w.received += payload.size();
             w.done = last;

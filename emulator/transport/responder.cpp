@@ -49,14 +49,6 @@ ResponderResource read_request(const Qp& qp, uint32_t psn, const wire::Reth& ret
     return {psn, wire::psn_add(psn, packets - 1), false, reth, 0};
 }
 
-// A packet whose data could not be placed leaves the message as it was
-// before it: a retransmission of it must find the same state.
-void forget_unplaced(InboundMessage& m, const wire::ParsedPacket& packet) {
-    if (starts_message(packet.info->position)) {
-        m = {};
-    }
-}
-
 // UC: a message that cannot complete is dropped, and so is the rest of it
 // up to the next first or only packet; a receive WQE it took stays for the
 // next message.
@@ -96,21 +88,21 @@ bool accept_unreliable(Device& device, Qp& qp, const wire::ParsedPacket& packet)
     return true;
 }
 
-// Writes a packet's payload where the message has got to; 0 or an errno.
-int place(const InboundMessage& m, std::span<const std::byte> payload) {
-    return payload.empty()
-               ? 0
-               : write_process(m.target.pid, payload, slice(m.target, m.offset, payload.size()));
-}
-
-void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
-                      ibv_wc_status status, const std::optional<CarriedData>& data = {}) {
+// The completion of the receive WQE a message took, as far as its status
+// and length tell.
+ibv_wc receive_wc(const Qp& qp, const InboundMessage& m, ibv_wc_status status) {
     ibv_wc wc{};
     wc.wr_id = m.receive.wqe.wr_id;
     wc.status = status;
     wc.qp_num = qp.qpn;
     wc.src_qp = qp.attr.dest_qp_num;
     wc.byte_len = static_cast<uint32_t>(m.offset);
+    return wc;
+}
+
+void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
+                      ibv_wc_status status, const std::optional<CarriedData>& data = {}) {
+    ibv_wc wc = receive_wc(qp, m, status);
     const Operation op = wire::opcode_operation(packet.hdr.bth.opcode);
     wc.opcode = m.is_send ? IBV_WC_RECV : IBV_WC_RECV_RDMA_WITH_IMM;
     if (packet.info->has(wire::ExtHeader::kImmDt)) {
@@ -133,10 +125,84 @@ uint8_t answer_opcode(const Qp& qp, Operation op) {
 
 }  // namespace
 
+// Queues a packet's payload for where the message has got to. False when
+// the QP failed instead: a queued write of it could not be made when the
+// batch had to be flushed to take this one.
+bool Transport::place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
+                      wire::NakCode code, uint32_t src_ipv4) {
+    const InboundMessage& m = qp.responder.message;
+    return payload.empty() ||
+           queue_write({&device, &qp, psn, code, src_ipv4, false}, m.target.pid, payload,
+                       slice(m.target, m.offset, payload.size()));
+}
+
+bool Transport::queue_write(const Placement& placement, pid_t pid,
+                            std::span<const std::byte> bytes, std::span<const Segment> to) {
+    if (!writes_.add(pid, placements_.size(), bytes, to)) {
+        if (!placed(placement.qp) && !placement.read_response) {
+            return false;
+        }
+        writes_.add(pid, placements_.size(), bytes, to);  // room now: one packet
+    }
+    placements_.push_back(placement);
+    return true;
+}
+
+bool Transport::placed(const Qp* qp) {
+    if (writes_.empty()) {
+        return true;
+    }
+    bool ok = true;
+    flushing_.swap(placements_);
+    writes_.flush([&](uint64_t tag, int error) {
+        // A process that is gone has no memory to see the write; its QPs
+        // go with it, as a NIC's DMA into an exiting process's pinned
+        // pages succeeds until they are destroyed.
+        if (error != ESRCH) {
+            const Placement& p = flushing_[tag];
+            ok = ok && (p.qp != qp || p.read_response);
+            placement_failed(p);
+        }
+    });
+    flushing_.clear();
+    return ok;
+}
+
+void Transport::finish_placements() {
+    placed(nullptr);
+}
+
+// The application unmapped memory that a queued write was for: the request
+// fails as it would have had the write been made at once. Its answer and
+// its completion had waited for the write.
+void Transport::placement_failed(const Placement& p) {
+    Qp& qp = *p.qp;
+    if (p.read_response) {
+        for (SendWork& w : qp.requester.window) {
+            if (w.started && w.first_psn == p.psn && w.wqe.opcode == IBV_WR_RDMA_READ) {
+                w.error = w.error.value_or(IBV_WC_LOC_PROT_ERR);
+                break;
+            }
+        }
+        return;
+    }
+    if (!takes_requests(qp.attr.qp_state)) {
+        return;  // failed already
+    }
+    InboundMessage& m = qp.responder.message;
+    if (m.active && m.is_send) {
+        if (Cq* cq = receive_cq(qp)) {
+            post_completion(*cq, receive_wc(qp, m, IBV_WC_LOC_PROT_ERR), false);
+        }
+        m = {};
+    }
+    responder_error(*p.device, qp, p.psn, p.code, IBV_EVENT_QP_ACCESS_ERR, p.src_ipv4);
+}
+
 void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth,
                             uint32_t dest_ipv4) {
-    if (!is_reliable(qp.type)) {
-        return;  // UC answers nothing
+    if (!is_reliable(qp.type) || !placed(&qp)) {
+        return;  // UC answers nothing; a write that failed answered in its place
     }
     if (aeth.type() != wire::AethType::kAck) {
         qp.journal.last_nak = {Clock::now(), true, aeth.type() == wire::AethType::kRnrNak,
@@ -379,14 +445,8 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         starts_message(packet.info->position) && ends_message(packet.info->position) && cq
             ? carried_data(*cq, m.target, payload)
             : std::nullopt;
-    if (const int error = carried ? 0 : place(m, payload);
-        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
-        if (error != ESRCH) {
-            complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
-            m = {};
-        } else {
-            forget_unplaced(m, packet);
-        }
+    if (!carried &&
+        !place(device, qp, payload, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
         return;
     }
     m.offset += payload.size();
@@ -403,6 +463,9 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     }
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
+        if (!placed(&qp)) {
+            return;
+        }
         complete_receive(qp, m, packet, IBV_WC_SUCCESS, carried);
         ++device.stats().rdma_recvs;
         m = {};
@@ -421,6 +484,9 @@ void Transport::execute_atomic_write(Device& device, Qp& qp, const wire::ParsedP
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::Reth& reth = packet.hdr.reth;
+    if (!placed(&qp)) {
+        return;  // in order after the writes before it
+    }
     if (packet.payload.size() != 8 || reth.dma_length != 8 || (reth.va & 7)) {
         responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
                         src_ipv4);
@@ -474,15 +540,16 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
                         src_ipv4);
         return;
     }
-    if (const int error = place(m, payload);
-        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
-        forget_unplaced(m, packet);
+    if (!place(device, qp, payload, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
         return;
     }
     m.offset += payload.size();
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
         if (with_imm) {
+            if (!placed(&qp)) {
+                return;
+            }
             take_receive(qp, m.receive);
             complete_receive(qp, m, packet, IBV_WC_SUCCESS);
         }
@@ -524,25 +591,39 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
 // Sends the next burst of the READ response under way.
 void Transport::send_read_responses(Device& device, Qp& qp) {
     ResponderState& s = qp.responder;
+    if (!placed(&qp)) {
+        return;  // a READ sees the writes before it
+    }
     ReadReply& reply = *s.reply;
     const ResponderResource& request = reply.request;
     const uint64_t length = request.reth.dma_length;
     const uint32_t mtu = mtu_bytes(qp);
     const uint32_t packets = wire::psn_diff(request.last_psn, request.psn) + 1;
-    std::vector<std::byte>& chunk = scratch_;
+    if (!reply_stage_) {
+        reply_stage_ = stages_.take();
+    }
+    // The memory is read a stage (several packets of this burst) at a time.
+    const uint64_t burst_end =
+        std::min<uint64_t>(length, uint64_t{std::min(packets, reply.next + kReplyBurst)} * mtu);
+    uint64_t staged_from = 0;
+    uint64_t staged_to = 0;
     for (uint32_t burst = 0; burst < kReplyBurst && reply.next < packets; ++burst) {
         const uint32_t i = reply.next++;
         const uint64_t offset = uint64_t{i} * mtu;
         const uint64_t bytes = std::min<uint64_t>(mtu, length - offset);
-        chunk.resize(bytes);
-        if (const int error =
-                bytes ? read_process(reply.source.pid, slice(reply.source, offset, bytes), chunk)
-                      : 0;
-            memory_failed(device, qp, error, request.psn, wire::NakCode::kRemoteAccessError,
-                          reply.dest_ipv4)) {
-            s.reply.reset();
-            return;
+        if (offset + bytes > staged_to) {
+            staged_from = offset;
+            staged_to = std::min(offset + kStageBytes, burst_end);
+            if (memory_failed(device, qp,
+                              read_process(reply.source.pid,
+                                           slice(reply.source, staged_from, staged_to - staged_from),
+                                           {reply_stage_.get(), staged_to - staged_from}),
+                              request.psn, wire::NakCode::kRemoteAccessError, reply.dest_ipv4)) {
+                s.reply.reset();
+                return;
+            }
         }
+        const std::span<const std::byte> chunk(reply_stage_.get() + (offset - staged_from), bytes);
         const Operation op = packets == 1       ? Operation::kReadResponseOnly
                              : i == 0           ? Operation::kReadResponseFirst
                              : i + 1 == packets ? Operation::kReadResponseLast
@@ -564,6 +645,9 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::AtomicEth& a = packet.hdr.atomic_eth;
+    if (!placed(&qp)) {
+        return;  // in order after the writes before it
+    }
     if (qp.attr.max_dest_rd_atomic == 0 || (a.va & 7)) {
         responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
                         src_ipv4);

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "device/device.h"
+#include "memory/write_batch.h"
 #include "transport/qp_state.h"
 #include "verbs/objects.h"
 #include "wire/packet.h"
@@ -58,6 +59,9 @@ class Transport {
     bool run_raw_sender(Device& device, Qp& qp);
     // The earliest timer of the QP, kNever when none runs.
     static Clock::time_point next_deadline(const Qp& qp);
+    // Makes the writes into applications' memory that the responder queued
+    // (the engine, at the end of each turn).
+    void finish_placements();
 
   private:
     // requester.cpp
@@ -93,13 +97,37 @@ class Transport {
     void rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4);
     bool memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
                        uint32_t dest_ipv4);
+    // A write into application memory, queued (memory/write_batch.h), and
+    // how its request fails should the write fail: the responder's with a
+    // NAK for `psn`, a READ response's (`read_response`, the READ's first
+    // PSN) with a local protection error when the READ completes.
+    struct Placement {
+        Device* device;
+        Qp* qp;
+        uint32_t psn;
+        wire::NakCode code;
+        uint32_t src_ipv4;
+        bool read_response;
+    };
+    bool place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
+               wire::NakCode code, uint32_t src_ipv4);
+    bool queue_write(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
+                     std::span<const Segment> to);
+    // Makes the queued writes; false when one of `qp`'s responder failed
+    // (and failed the QP).
+    bool placed(const Qp* qp);
+    void placement_failed(const Placement& placement);
     // datagram.cpp
     void receive_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                           uint32_t src_ipv4, uint32_t dest_ipv4);
 
     PacketOutput& output_;
-    std::vector<std::byte> scratch_;  // a WQE, or a READ response, on its way
+    std::vector<std::byte> scratch_;  // a WQE, or a datagram, on its way
     StagePool stages_;
+    StageBuffer reply_stage_;  // a READ response's bytes
+    WriteBatch writes_;
+    std::vector<Placement> placements_;  // by the writes' tags
+    std::vector<Placement> flushing_;
 };
 
 // A frame that steering gave a RAW_PACKET QP, or a WQ of an RSS QP: it
