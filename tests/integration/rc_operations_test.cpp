@@ -568,5 +568,74 @@ TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
     EXPECT_EQ(failed.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(failed.status);
 }
 
+// Two pages of which only the first is mapped: a message over both reaches
+// memory that is gone in its second half.
+struct HalfMapped {
+    HalfMapped() {
+        void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (p != MAP_FAILED) {
+            munmap(static_cast<uint8_t*>(p) + page, page);
+            start = static_cast<uint8_t*>(p);
+        }
+    }
+    ~HalfMapped() {
+        if (start) {
+            munmap(start, page);
+        }
+    }
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    uint8_t* start = nullptr;
+};
+
+// The daemon gathers the packets' writes into one system call: a write
+// that fails halfway through a message still fails that message, on both
+// sides, and what was mapped received its bytes.
+TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryUnmappedHalfwayFailsTheMessage) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
+    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
+    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    HalfMapped target;
+    ASSERT_NE(target.start, nullptr);
+    const uint32_t length = static_cast<uint32_t>(2 * target.page);
+    b_.post_recv(7, ibv_sge{reinterpret_cast<uintptr_t>(target.start), length, whole_b->lkey});
+    std::vector<uint8_t> source = pattern(3, length);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), length, whole_a->lkey};
+    ibv_send_wr send = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
+    a_.post_send(send);
+
+    const ibv_wc received = b_.poll_one();
+    EXPECT_EQ(received.wr_id, 7u);
+    EXPECT_EQ(received.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(received.status);
+    const ibv_wc sent = a_.poll_one();
+    EXPECT_EQ(sent.wr_id, 1u);
+    EXPECT_EQ(sent.status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(sent.status);
+    EXPECT_TRUE(same_bytes(std::span(target.start, 1024), std::span(source).first(1024)))
+        << "the mapped half's first packet";
+}
+
+TEST_F(RcOperationsTest, ImplicitOdpReadIntoMemoryUnmappedHalfwayFailsLocally) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
+    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
+    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    HalfMapped target;
+    ASSERT_NE(target.start, nullptr);
+    const uint32_t length = static_cast<uint32_t>(2 * target.page);
+    std::vector<uint8_t> source = pattern(5, length);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(target.start), length, whole_a->lkey};
+    ibv_send_wr read = make_wr(1, IBV_WR_RDMA_READ, std::span(&sge, 1));
+    read.wr.rdma = {reinterpret_cast<uintptr_t>(source.data()), whole_b->rkey};
+    a_.post_send(read);
+
+    const ibv_wc wc = a_.poll_one();
+    EXPECT_EQ(wc.wr_id, 1u);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+    EXPECT_TRUE(same_bytes(std::span(target.start, 1024), std::span(source).first(1024)));
+}
+
 }  // namespace
 }  // namespace uroce::test
