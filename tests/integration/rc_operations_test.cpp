@@ -568,20 +568,21 @@ TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
     EXPECT_EQ(failed.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(failed.status);
 }
 
-// Two pages of which only the first is mapped: a message over both reaches
-// memory that is gone in its second half.
+// Two pages of which only the first can be accessed: a message over both
+// reaches memory the application took away in its second half. (The
+// second page stays mapped, without access, so that nothing else lands
+// there.)
 struct HalfMapped {
     HalfMapped() {
         void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
-        if (p != MAP_FAILED) {
-            munmap(static_cast<uint8_t*>(p) + page, page);
+        if (p != MAP_FAILED && mprotect(static_cast<uint8_t*>(p) + page, page, PROT_NONE) == 0) {
             start = static_cast<uint8_t*>(p);
         }
     }
     ~HalfMapped() {
         if (start) {
-            munmap(start, page);
+            munmap(start, 2 * page);
         }
     }
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -591,7 +592,7 @@ struct HalfMapped {
 // The daemon gathers the packets' writes into one system call: a write
 // that fails halfway through a message still fails that message, on both
 // sides, and what was mapped received its bytes.
-TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryUnmappedHalfwayFailsTheMessage) {
+TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryInaccessibleHalfwayFailsTheMessage) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
     MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
@@ -616,7 +617,7 @@ TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryUnmappedHalfwayFailsTheMessage
         << "the mapped half's first packet";
 }
 
-TEST_F(RcOperationsTest, ImplicitOdpReadIntoMemoryUnmappedHalfwayFailsLocally) {
+TEST_F(RcOperationsTest, ImplicitOdpReadIntoMemoryInaccessibleHalfwayFailsLocally) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
     MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
