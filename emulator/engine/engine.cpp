@@ -263,11 +263,7 @@ void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
         local_.push_back({local, src_ipv4, dest_ipv4, src_port, std::move(bytes)});
         return;
     }
-    const std::span<uint8_t> buffer = network_.send_buffer();
-    if (bytes.size() <= buffer.size()) {
-        memcpy(buffer.data(), bytes.data(), bytes.size());
-        network_.send(from.index(), dest_ipv4, bytes.size(), src_port);
-    }
+    network_.send(from.index(), dest_ipv4, bytes, src_port);
     recycle(std::move(bytes));
 }
 

@@ -1,6 +1,7 @@
 #include "net/udp_network.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -9,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/log.h"
+
 namespace uroce {
 namespace {
 
@@ -16,29 +19,51 @@ constexpr unsigned kRingEntries = 1024;
 // Every send's completion, and each socket's readiness, fit the completion
 // ring (twice the entries).
 static_assert(UdpNetwork::kMaxSendBuffers <= kRingEntries);
-constexpr unsigned kBatchSize = 32;    // datagrams per recvmmsg
-constexpr size_t kBufferBytes = 9216;  // a 4096-byte MTU packet with all headers, and more
+constexpr unsigned kBatchSize = 32;  // messages per recvmmsg
+// A received message may be a train of datagrams that the kernel kept
+// together (UDP_GRO): up to the largest IP packet.
+constexpr size_t kReceiveBytes = 65536;
 constexpr int kSocketBufferBytes = 8 << 20;
 
 // A completion's user data: a send's Buffer (aligned, so bit 0 clear), or a
 // socket's readiness, (index << 1) | 1.
 constexpr uint64_t kReadable = 1;
 
+// The size of each datagram of a received train; 0 for one datagram.
+size_t train_segment(msghdr& header) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&header); c; c = CMSG_NXTHDR(&header, c)) {
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int size = 0;
+            memcpy(&size, CMSG_DATA(c), sizeof(size));
+            return size > 0 ? static_cast<size_t>(size) : 0;
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
+// One send: a packet, or a train of packets of one size (the last may be
+// shorter) that the kernel cuts apart.
 struct UdpNetwork::Buffer {
     sockaddr_in peer{};
     iovec iov{};
     msghdr msg{};
-    uint8_t data[kBufferBytes];
-    void prepare(size_t size);
+    int fd = -1;
+    uint16_t segment = 0;  // bytes of each packet
+    unsigned segments = 0;
+    size_t used = 0;
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))];
+    uint8_t data[kMaxPacket];
+    void prepare();
 };
 
 struct UdpNetwork::Batch {
     mmsghdr headers[kBatchSize];
     iovec iovs[kBatchSize];
     sockaddr_in peers[kBatchSize];
-    uint8_t data[kBatchSize][kBufferBytes];
+    alignas(cmsghdr) uint8_t controls[kBatchSize][CMSG_SPACE(sizeof(int))];
+    uint8_t data[kBatchSize][kReceiveBytes];
 };
 
 UdpNetwork::UdpNetwork(uint16_t port) : port_(port), batch_(std::make_unique<Batch>()) {
@@ -90,6 +115,13 @@ Result UdpNetwork::open(in_addr address) {
                        sizeof(kSocketBufferBytes));
         }
     }
+    // Trains are taken whole; a kernel without UDP_GRO cuts them apart.
+    const int on = 1;
+    setsockopt(fd.get(), SOL_UDP, UDP_GRO, &on, sizeof(on));
+    // A kernel without segmentation offload (before 4.18) gets packets one by one.
+    const int off = 0;
+    segmentation_ =
+        segmentation_ && setsockopt(fd.get(), SOL_UDP, UDP_SEGMENT, &off, sizeof(off)) == 0;
     sockets_.push_back(std::move(fd));
     addresses_.push_back(address);
     source_sockets_.emplace_back();
@@ -157,14 +189,24 @@ io_uring_sqe* UdpNetwork::next_sqe() {
     return sqe;
 }
 
-// Points the buffer's message header at its peer address and `size` bytes.
-void UdpNetwork::Buffer::prepare(size_t size) {
-    iov = {data, size};
+// Points the buffer's message header at its peer address and its bytes,
+// and gives the packets' size when there are several.
+void UdpNetwork::Buffer::prepare() {
+    iov = {data, used};
     msg = {};
     msg.msg_name = &peer;
     msg.msg_namelen = sizeof(peer);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
+    if (segments > 1) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        cmsghdr* header = CMSG_FIRSTHDR(&msg);
+        header->cmsg_level = SOL_UDP;
+        header->cmsg_type = UDP_SEGMENT;
+        header->cmsg_len = CMSG_LEN(sizeof(segment));
+        memcpy(CMSG_DATA(header), &segment, sizeof(segment));
+    }
 }
 
 void UdpNetwork::watch(size_t index) {
@@ -173,29 +215,49 @@ void UdpNetwork::watch(size_t index) {
     io_uring_sqe_set_data64(sqe, (uint64_t{index} << 1) | kReadable);
 }
 
-std::span<uint8_t> UdpNetwork::send_buffer() {
-    if (!building_) {
-        building_ = take_buffer();
-    }
-    return {building_->data, sizeof(building_->data)};
+bool UdpNetwork::continues_train(int fd, uint32_t dest_ipv4, size_t size) const {
+    const Buffer* t = train_;
+    return t && t->fd == fd && t->peer.sin_addr.s_addr == dest_ipv4 && size <= t->segment &&
+           t->segments < kMaxSegments && t->used + size <= sizeof(t->data);
 }
 
-void UdpNetwork::send(size_t index, uint32_t dest_ipv4, size_t size, uint16_t src_port) {
-    Buffer* buffer = building_;
-    building_ = nullptr;
+void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet,
+                      uint16_t src_port) {
+    if (packet.size() > kMaxPacket) {
+        return;  // longer than any MTU the devices offer
+    }
+    const int fd =
+        src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
+    if (continues_train(fd, dest_ipv4, packet.size())) {
+        Buffer& train = *train_;
+        memcpy(train.data + train.used, packet.data(), packet.size());
+        train.used += packet.size();
+        ++train.segments;
+        train.prepare();
+        if (packet.size() < train.segment) {
+            train_ = nullptr;  // only the last packet of a train may be shorter
+        }
+        return;
+    }
+    Buffer* buffer = take_buffer();
+    buffer->fd = fd;
     buffer->peer = {};
     buffer->peer.sin_family = AF_INET;
     buffer->peer.sin_addr.s_addr = dest_ipv4;
     buffer->peer.sin_port = htons(port_);
-    buffer->prepare(size);
+    buffer->segment = static_cast<uint16_t>(packet.size());
+    buffer->segments = 1;
+    buffer->used = packet.size();
+    memcpy(buffer->data, packet.data(), packet.size());
+    buffer->prepare();
     io_uring_sqe* sqe = next_sqe();
-    const int fd =
-        src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
     io_uring_prep_sendmsg(sqe, fd, &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);
+    train_ = segmentation_ && !packet.empty() ? buffer : nullptr;
 }
 
 void UdpNetwork::submit() {
+    train_ = nullptr;  // the kernel reads the message header now
     if (unsubmitted_) {
         io_uring_submit(&ring_);
         unsubmitted_ = 0;
@@ -206,26 +268,40 @@ unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive
     Batch& b = *batch_;
     unsigned taken = 0;
     while (taken < limit) {
+        // A message holds one datagram or more: ask for no more messages
+        // than datagrams are left.
         const unsigned want = std::min(kBatchSize, limit - taken);
         for (unsigned i = 0; i < want; ++i) {
-            b.iovs[i] = {b.data[i], kBufferBytes};
+            b.iovs[i] = {b.data[i], kReceiveBytes};
             b.headers[i] = {};
-            b.headers[i].msg_hdr.msg_name = &b.peers[i];
-            b.headers[i].msg_hdr.msg_namelen = sizeof(b.peers[i]);
-            b.headers[i].msg_hdr.msg_iov = &b.iovs[i];
-            b.headers[i].msg_hdr.msg_iovlen = 1;
+            msghdr& h = b.headers[i].msg_hdr;
+            h.msg_name = &b.peers[i];
+            h.msg_namelen = sizeof(b.peers[i]);
+            h.msg_iov = &b.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = b.controls[i];
+            h.msg_controllen = sizeof(b.controls[i]);
         }
         const int n = recvmmsg(sockets_[index].get(), b.headers, want, MSG_DONTWAIT, nullptr);
         if (n <= 0) {
             break;
         }
         for (int i = 0; i < n; ++i) {
-            if (!(b.headers[i].msg_hdr.msg_flags & MSG_TRUNC)) {
-                receive(index, {b.data[i], b.headers[i].msg_len}, b.peers[i].sin_addr.s_addr,
-                        ntohs(b.peers[i].sin_port));
+            msghdr& h = b.headers[i].msg_hdr;
+            if (h.msg_flags & MSG_TRUNC) {
+                continue;
             }
+            const size_t length = b.headers[i].msg_len;
+            const size_t segment = train_segment(h);
+            size_t offset = 0;
+            do {
+                const size_t bytes = segment ? std::min(segment, length - offset) : length;
+                receive(index, {b.data[i] + offset, bytes}, b.peers[i].sin_addr.s_addr,
+                        ntohs(b.peers[i].sin_port));
+                offset += bytes;
+                ++taken;
+            } while (offset < length);
         }
-        taken += static_cast<unsigned>(n);
         if (static_cast<unsigned>(n) < want) {
             break;
         }
@@ -235,12 +311,21 @@ unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive
 
 void UdpNetwork::take_completion(io_uring_cqe* cqe) {
     const uint64_t data = io_uring_cqe_get_data64(cqe);
+    const int cqe_result = cqe->res;
     io_uring_cqe_seen(&ring_, cqe);
     if (data & kReadable) {
         readable_.push_back(data >> 1);
-    } else {
-        free_.push_back(reinterpret_cast<Buffer*>(data));  // a failed send is a lost packet
+        return;
     }
+    Buffer* buffer = reinterpret_cast<Buffer*>(data);
+    if (cqe_result < 0 && buffer->segments > 1 && segmentation_) {
+        // A kernel or device that cannot segment: packets go one by one
+        // from now on (these are lost, and retransmitted).
+        segmentation_ = false;
+        log_warn("UDP segmentation offload failed (%s): sending packets one by one",
+                 strerror(-cqe_result));
+    }
+    free_.push_back(buffer);  // a failed send is a lost packet
 }
 
 bool UdpNetwork::poll(const Receiver& receive) {
@@ -258,7 +343,7 @@ bool UdpNetwork::poll(const Receiver& receive) {
         }
         const unsigned taken = drain(index, kMaxReceivesPerPoll, receive);
         any |= taken > 0;
-        backlogged_ |= taken == kMaxReceivesPerPoll;
+        backlogged_ |= taken >= kMaxReceivesPerPoll;
         watch(index);
     }
     draining_.clear();

@@ -3,6 +3,12 @@
 // also says when a socket is readable; it is then drained with recvmmsg.
 // (Receives posted on the ring, several per socket, were all woken by
 // every datagram.)
+//
+// Packets of one size sent in a row from one socket to one peer leave in
+// one send with UDP segmentation offload (UDP_SEGMENT), and the sockets
+// take such trains whole (UDP_GRO): the kernel's work per datagram is done
+// once per train, while on the wire every packet is still a datagram of
+// its own.
 #pragma once
 
 #include <liburing.h>
@@ -36,28 +42,32 @@ class UdpNetwork {
     // the index is not used again.
     void close(size_t index);
 
-    // A buffer to build one outgoing packet in.
-    std::span<uint8_t> send_buffer();
     // The source port device `index` can send from for `wanted`: it, once a
     // socket is bound there (SO_REUSEPORT, so that daemons of one user
     // share ports), else the device's own port when it cannot be bound.
     uint16_t source_port(size_t index, uint16_t wanted);
-    // Sends the first `size` bytes of the last send_buffer() from device
-    // `index`'s address and `src_port` (one source_port() gave).
-    void send(size_t index, uint32_t dest_ipv4, size_t size, uint16_t src_port);
+    // Sends `packet` (at most kMaxPacket bytes) from device `index`'s
+    // address and `src_port` (one source_port() gave), with the packets
+    // before it when it continues their train; it leaves at submit().
+    void send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet,
+              uint16_t src_port);
+    static constexpr size_t kMaxPacket = 9216;  // a 4096-byte MTU packet with all headers, and more
+    // Datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
+    static constexpr unsigned kMaxSegments = 64;
 
     // Sends on their way at most (9 MiB of buffers); their completions fit
-    // the completion ring. Beyond it, send_buffer() waits for one to complete.
+    // the completion ring. Beyond it, send() waits for one to complete.
     static constexpr size_t kMaxSendBuffers = 1024;
     // Send buffers allocated so far (kept for reuse).
     size_t send_buffers() const { return buffers_.size(); }
 
-    // Datagrams one poll() takes from a socket, at most.
+    // Datagrams one poll() takes from a socket, at most (and the rest of
+    // a train that crosses the bound).
     static constexpr unsigned kMaxReceivesPerPoll = 256;
 
     // Hands every packet that arrived to `receive`; true when there were any.
     bool poll(const Receiver& receive);
-    // Whether the last poll() stopped at kMaxReceivesPerPoll on some socket:
+    // Whether the last poll() reached kMaxReceivesPerPoll on some socket:
     // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
     // Whether a socket's readiness was taken off the ring (while waiting for
@@ -73,13 +83,15 @@ class UdpNetwork {
     io_uring_sqe* next_sqe();
     // Asks the ring to report when socket `index` is readable.
     void watch(size_t index);
+    // Whether `packet` may join the train being gathered.
+    bool continues_train(int fd, uint32_t dest_ipv4, size_t size) const;
     // A free send buffer; waits for a send to complete when all are in use.
     Buffer* take_buffer();
     // A send's completion frees its buffer; a socket's readiness is noted
     // in readable_.
     void take_completion(io_uring_cqe* cqe);
     // Hands the datagrams waiting in socket `index` to `receive`, up to
-    // `limit`; returns how many.
+    // `limit` (and the rest of a train); returns how many.
     unsigned drain(size_t index, unsigned limit, const Receiver& receive);
 
     uint16_t port_;
@@ -94,7 +106,8 @@ class UdpNetwork {
     std::vector<Buffer*> free_;
     std::vector<size_t> readable_;  // sockets reported readable, not yet drained
     std::vector<size_t> draining_;  // those poll() is draining
-    Buffer* building_ = nullptr;
+    Buffer* train_ = nullptr;  // the last send, until submitted: packets may join it
+    bool segmentation_ = true;  // off once the kernel refused a segmented send
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;

@@ -32,41 +32,88 @@ in_addr ipv4(const char* text) {
     return address;
 }
 
+// Packets sent without a poll() in between, to 127.0.0.2's socket: what
+// each receiving socket got, in order.
+struct Received {
+    std::vector<std::vector<uint8_t>> at[2];
+};
+
+void receive_all(UdpNetwork& network, size_t expected, Received& received) {
+    for (int turn = 0; turn < 10000; ++turn) {
+        network.poll([&](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                         uint16_t src_port) {
+            EXPECT_EQ(src_ipv4, ipv4(index == 1 ? "127.0.0.1" : "127.0.0.2").s_addr);
+            EXPECT_EQ(src_port, network.port());
+            received.at[index].emplace_back(bytes.begin(), bytes.end());
+        });
+        network.submit();  // the re-armed readiness, as the engine does each turn
+        if (received.at[0].size() + received.at[1].size() >= expected) {
+            return;
+        }
+        usleep(100);
+    }
+}
+
+// Packet `i`: `size` bytes, starting with i.
+std::vector<uint8_t> numbered(uint32_t i, size_t size) {
+    std::vector<uint8_t> packet(size, static_cast<uint8_t>(i));
+    memcpy(packet.data(), &i, sizeof(i));
+    return packet;
+}
+
 TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
     UdpNetwork network(free_udp_port());
     ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
     ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
-    // Three times the buffers, sent without a poll() in between.
+    // Three times the buffers, each packet longer than the one before so
+    // that none joins another's send.
     const uint32_t count = 3 * UdpNetwork::kMaxSendBuffers;
+    static_assert(4 + 3 * UdpNetwork::kMaxSendBuffers <= UdpNetwork::kMaxPacket);
     for (uint32_t i = 0; i < count; ++i) {
-        const std::span<uint8_t> buffer = network.send_buffer();
-        ASSERT_GE(buffer.size(), sizeof(i));
-        memcpy(buffer.data(), &i, sizeof(i));
-        network.send(0, ipv4("127.0.0.2").s_addr, sizeof(i), network.port());
+        network.send(0, ipv4("127.0.0.2").s_addr, numbered(i, 4 + i), network.port());
         ASSERT_LE(network.send_buffers(), UdpNetwork::kMaxSendBuffers);
     }
     network.submit();
-    std::vector<uint32_t> received;
-    for (int turn = 0; turn < 10000 && received.size() < count; ++turn) {
-        network.poll([&](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                         uint16_t src_port) {
-            EXPECT_EQ(index, 1u);
-            EXPECT_EQ(src_ipv4, ipv4("127.0.0.1").s_addr);
-            EXPECT_EQ(src_port, network.port());
-            uint32_t value = 0;
-            ASSERT_EQ(bytes.size(), sizeof(value));
-            memcpy(&value, bytes.data(), sizeof(value));
-            received.push_back(value);
-        });
-        network.submit();  // the re-armed readiness, as the engine does each turn
-        if (received.size() < count) {
-            usleep(100);
-        }
-    }
-    ASSERT_EQ(received.size(), count);
+    Received received;
+    receive_all(network, count, received);
+    ASSERT_EQ(received.at[1].size(), count);
     for (uint32_t i = 0; i < count; ++i) {
-        ASSERT_EQ(received[i], i) << "out of order at " << i;
+        ASSERT_EQ(received.at[1][i], numbered(i, 4 + i)) << "out of order at " << i;
     }
+}
+
+// Packets of one size in a row to one peer leave as one segmented send and
+// still arrive one by one, whole and in order; a change of size or peer
+// starts a new send, and a shorter packet may only end one.
+TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
+    UdpNetwork network(free_udp_port());
+    ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
+    ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
+    std::vector<std::vector<uint8_t>> to_second;
+    std::vector<std::vector<uint8_t>> to_first;
+    uint32_t n = 0;
+    auto send = [&](size_t from, size_t size) {
+        std::vector<uint8_t> packet = numbered(n++, size);
+        network.send(from, ipv4(from == 0 ? "127.0.0.2" : "127.0.0.1").s_addr, packet,
+                     network.port());
+        (from == 0 ? to_second : to_first).push_back(std::move(packet));
+    };
+    for (int i = 0; i < 200; ++i) {
+        send(0, 100);  // three full trains and part of a fourth
+    }
+    send(0, 60);  // ends the train
+    send(0, 60);
+    send(0, 100);  // longer: a new one
+    for (int i = 0; i < 5; ++i) {
+        send(1, 100);  // another socket and peer
+        send(0, 100);
+    }
+    EXPECT_LE(network.send_buffers(), 4u + 1 + 1 + 10) << "equal packets did not share sends";
+    network.submit();
+    Received received;
+    receive_all(network, to_second.size() + to_first.size(), received);
+    EXPECT_EQ(received.at[1], to_second);
+    EXPECT_EQ(received.at[0], to_first);
 }
 
 }  // namespace
