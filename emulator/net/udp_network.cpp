@@ -11,6 +11,8 @@
 #include <string>
 
 #include "util/log.h"
+#include "wire/headers.h"
+#include "wire/icrc.h"
 
 namespace uroce {
 namespace {
@@ -230,7 +232,18 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t>
         src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
     if (continues_train(fd, dest_ipv4, packet.size())) {
         Buffer& train = *train_;
-        memcpy(train.data + train.used, packet.data(), packet.size());
+        uint8_t* at = train.data + train.used;
+        memcpy(at, packet.data(), packet.size());
+        // The kernel numbers the train's IP IDs from 0, and a peer that
+        // checks the ICRC against the ID (rxe) needs this packet's.
+        if (packet.size() >= wire::kIcrcBytes) {
+            const std::span<uint8_t, 4> icrc(at + packet.size() - wire::kIcrcBytes, 4);
+            wire::store_icrc(
+                wire::icrc_with_ipv4_id(wire::load_icrc(icrc), 0,
+                                        static_cast<uint16_t>(train.segments),
+                                        packet.size() - wire::kIcrcBytes),
+                icrc);
+        }
         train.used += packet.size();
         ++train.segments;
         train.prepare();

@@ -8,7 +8,9 @@
 // one send with UDP segmentation offload (UDP_SEGMENT), and the sockets
 // take such trains whole (UDP_GRO): the kernel's work per datagram is done
 // once per train, while on the wire every packet is still a datagram of
-// its own.
+// its own. Every packet sent is a RoCEv2 packet whose ICRC was computed
+// for IP ID 0; the kernel numbers a train's IDs 0, 1, 2, ..., so each
+// later packet's ICRC is moved to its ID here.
 #pragma once
 
 #include <liburing.h>

@@ -73,6 +73,30 @@ constexpr std::array<uint32_t, 32> make_inverse_powers() {
 
 constexpr std::array<uint32_t, 32> kInversePowers = make_inverse_powers();
 
+// kPowers[i] = x^(8 * 2^i): moving forward 2^i bytes (one zero byte moves
+// x^0 down by eight bits).
+constexpr std::array<uint32_t, 32> make_powers() {
+    std::array<uint32_t, 32> powers{};
+    powers[0] = kOne >> 8;
+    for (std::size_t i = 1; i < powers.size(); ++i) {
+        powers[i] = multiply_mod_poly(powers[i - 1], powers[i - 1]);
+    }
+    return powers;
+}
+
+constexpr std::array<uint32_t, 32> kPowers = make_powers();
+
+uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, uint32_t state,
+                            std::size_t n) {
+    assert(n >> powers.size() == 0);
+    for (std::size_t i = 0; n != 0; ++i, n >>= 1) {
+        if ((n & 1) != 0) {
+            state = multiply_mod_poly(powers[i], state);
+        }
+    }
+    return state;
+}
+
 }  // namespace
 
 uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
@@ -82,13 +106,11 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
 }
 
 uint32_t crc32_unshift(uint32_t state, std::size_t n) {
-    assert(n >> kInversePowers.size() == 0);
-    for (std::size_t i = 0; n != 0; ++i, n >>= 1) {
-        if ((n & 1) != 0) {
-            state = multiply_mod_poly(kInversePowers[i], state);
-        }
-    }
-    return state;
+    return multiply_by_powers(kInversePowers, state, n);
+}
+
+uint32_t crc32_shift(uint32_t state, std::size_t n) {
+    return multiply_by_powers(kPowers, state, n);
 }
 
 std::optional<std::array<uint8_t, 2>> crc32_two_bytes_giving(uint32_t contribution) {

@@ -22,6 +22,10 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data);
 // field n bytes before the end is isolated from the final value.
 uint32_t crc32_unshift(uint32_t state, std::size_t n);
 
+// Moves a register forward over n zero bytes, as crc32_update() would,
+// in a few multiplications: the inverse of crc32_unshift().
+uint32_t crc32_shift(uint32_t state, std::size_t n);
+
 // The two bytes b whose linear contribution crc32_update(0, b) equals
 // `contribution`, if there are any: 2^16 of the 2^32 register values are
 // reached by two bytes, so a value none reaches fails a 16-bit check.

@@ -91,6 +91,15 @@ uint32_t icrc(const IcrcAddresses& addr, std::span<const uint8_t> udp_payload_wi
     return ~crc;
 }
 
+uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t from, uint16_t to,
+                           size_t udp_payload_bytes_without_icrc) {
+    const uint16_t change = from ^ to;
+    const uint8_t id_bytes[2] = {static_cast<uint8_t>(change >> 8), static_cast<uint8_t>(change)};
+    const size_t bytes_after_id =
+        kIpv4HeaderBytes - kIpv4IdOffset - 2 + kUdpHeaderBytes + udp_payload_bytes_without_icrc;
+    return icrc ^ crc32_shift(crc32_update(0, id_bytes), bytes_after_id);
+}
+
 std::optional<uint16_t> verify_icrc(const IcrcAddresses& addr,
                                     std::span<const uint8_t> udp_payload_without_icrc,
                                     uint32_t carried) {

@@ -63,6 +63,13 @@ std::optional<uint16_t> verify_icrc(const IcrcAddresses& addr,
                                     std::span<const uint8_t> udp_payload_without_icrc,
                                     uint32_t carried);
 
+// The ICRC of the same IPv4 packet under IP ID `to` instead of `from`, in
+// a few multiplications: a segmented send (UDP_SEGMENT) leaves with IDs
+// 0, 1, 2, ... (Linux counts up from the first packet's 0), and a peer that
+// checks the ICRC against the ID it received, as rxe does, needs each one's.
+uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t from, uint16_t to,
+                           size_t udp_payload_bytes_without_icrc);
+
 inline void store_icrc(uint32_t icrc, std::span<uint8_t, 4> out) {
     out[0] = static_cast<uint8_t>(icrc);
     out[1] = static_cast<uint8_t>(icrc >> 8);

@@ -8,7 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <vector>
+
+#include "wire/headers.h"
+#include "wire/icrc.h"
 
 namespace uroce {
 namespace {
@@ -82,8 +86,27 @@ TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
     }
 }
 
+// A RoCEv2 packet of `size` bytes from `from` to `to` (the network's port
+// at both ends), starting with its number, its ICRC computed for `ip_id`.
+std::vector<uint8_t> roce_packet(uint32_t i, size_t size, const char* from, const char* to,
+                                 uint16_t port, uint16_t ip_id) {
+    std::vector<uint8_t> packet = numbered(i, size);
+    const auto bytes = [](const char* address) {
+        const in_addr a = ipv4(address);
+        std::array<uint8_t, 4> b;
+        memcpy(b.data(), &a.s_addr, 4);
+        return b;
+    };
+    auto addresses = wire::IcrcAddresses::v4(bytes(from), bytes(to), port, port);
+    addresses.ipv4_id = ip_id;
+    const auto body = std::span(packet).first(size - wire::kIcrcBytes);
+    wire::store_icrc(wire::icrc(addresses, body), std::span(packet).last<4>());
+    return packet;
+}
+
 // Packets of one size in a row to one peer leave as one segmented send and
-// still arrive one by one, whole and in order; a change of size or peer
+// still arrive one by one, whole and in order, each with the ICRC of the IP
+// ID the kernel gave it (its place in the train); a change of size or peer
 // starts a new send, and a shorter packet may only end one.
 TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     UdpNetwork network(free_udp_port());
@@ -92,21 +115,24 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     std::vector<std::vector<uint8_t>> to_second;
     std::vector<std::vector<uint8_t>> to_first;
     uint32_t n = 0;
-    auto send = [&](size_t from, size_t size) {
-        std::vector<uint8_t> packet = numbered(n++, size);
-        network.send(from, ipv4(from == 0 ? "127.0.0.2" : "127.0.0.1").s_addr, packet,
-                     network.port());
-        (from == 0 ? to_second : to_first).push_back(std::move(packet));
+    auto send = [&](size_t from, size_t size, uint16_t place_in_train) {
+        const char* source = from == 0 ? "127.0.0.1" : "127.0.0.2";
+        const char* dest = from == 0 ? "127.0.0.2" : "127.0.0.1";
+        network.send(from, ipv4(dest).s_addr,
+                     roce_packet(n, size, source, dest, network.port(), 0), network.port());
+        (from == 0 ? to_second : to_first)
+            .push_back(roce_packet(n, size, source, dest, network.port(), place_in_train));
+        ++n;
     };
-    for (int i = 0; i < 200; ++i) {
-        send(0, 100);  // three full trains and part of a fourth
+    for (uint16_t i = 0; i < 200; ++i) {
+        send(0, 100, i % UdpNetwork::kMaxSegments);  // three full trains and part of a fourth
     }
-    send(0, 60);  // ends the train
-    send(0, 60);
-    send(0, 100);  // longer: a new one
+    send(0, 60, 200 % UdpNetwork::kMaxSegments);  // ends the fourth
+    send(0, 60, 0);
+    send(0, 100, 0);  // longer: a new one
     for (int i = 0; i < 5; ++i) {
-        send(1, 100);  // another socket and peer
-        send(0, 100);
+        send(1, 100, 0);  // another socket and peer
+        send(0, 100, 0);
     }
     EXPECT_LE(network.send_buffers(), 4u + 1 + 1 + 10) << "equal packets did not share sends";
     network.submit();

@@ -74,6 +74,15 @@ TEST(wireCrc32, UnshiftUndoesZeroBytes) {
     }
 }
 
+TEST(wireCrc32, ShiftIsUpdatingOverZeroBytes) {
+    std::mt19937 rng(4);
+    for (size_t n : {0, 1, 2, 7, 8, 100, 1500, 4096, 9000, 65535}) {
+        const uint32_t state = static_cast<uint32_t>(rng());
+        EXPECT_EQ(crc32_shift(state, n), crc32_update(state, Bytes(n, 0))) << n;
+        EXPECT_EQ(crc32_unshift(crc32_shift(state, n), n), state) << n;
+    }
+}
+
 TEST(wireCrc32, TwoBytesAreFoundFromTheirContribution) {
     int reached = 0;
     for (uint32_t v = 0; v < 0x10000; ++v) {
@@ -208,6 +217,26 @@ TEST(wireIcrc, RecoversEveryIpIdAtEveryLength) {
             IcrcAddresses assumed = sent;
             assumed.ipv4_id = 0;
             ASSERT_EQ(verify_icrc(assumed, p, icrc(sent, p)), sent.ipv4_id) << payload;
+        }
+    }
+}
+
+// A packet of a segmented send leaves under the IP ID of its place in the
+// train: its ICRC is moved from the one built for ID 0 to that ID's.
+TEST(wireIcrc, TheIcrcMovesToAnotherIpId) {
+    std::mt19937 rng(9);
+    for (size_t payload : {0, 4, 64, 1024, 4096, 9000}) {
+        Bytes p = kSendOnlyBth;
+        for (size_t i = 0; i < payload; ++i) {
+            p.push_back(static_cast<uint8_t>(rng()));
+        }
+        IcrcAddresses at_zero = IcrcAddresses::v4({127, 0, 0, 1}, {127, 0, 0, 2}, 0xf123);
+        for (uint16_t id : {1, 2, 63, 0x1234, 0xffff}) {
+            IcrcAddresses at_id = at_zero;
+            at_id.ipv4_id = id;
+            EXPECT_EQ(icrc_with_ipv4_id(icrc(at_zero, p), 0, id, p.size()), icrc(at_id, p))
+                << payload << " " << id;
+            EXPECT_EQ(icrc_with_ipv4_id(icrc(at_id, p), id, 0, p.size()), icrc(at_zero, p));
         }
     }
 }
