@@ -508,8 +508,8 @@ void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint
     transport_.finish_placements();
 }
 
-void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
-                                  uint32_t src_ipv4, uint16_t src_port, Clock::time_point now) {
+void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                                  uint16_t src_port, Clock::time_point now) {
     // A device's index is its socket's, and stays its own after others are removed.
     for (const auto& device : devices_) {
         if (device->index() == index) {

@@ -238,11 +238,10 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t>
         // checks the ICRC against the ID (rxe) needs this packet's.
         if (packet.size() >= wire::kIcrcBytes) {
             const std::span<uint8_t, 4> icrc(at + packet.size() - wire::kIcrcBytes, 4);
-            wire::store_icrc(
-                wire::icrc_with_ipv4_id(wire::load_icrc(icrc), 0,
-                                        static_cast<uint16_t>(train.segments),
-                                        packet.size() - wire::kIcrcBytes),
-                icrc);
+            wire::store_icrc(wire::icrc_with_ipv4_id(wire::load_icrc(icrc), 0,
+                                                     static_cast<uint16_t>(train.segments),
+                                                     packet.size() - wire::kIcrcBytes),
+                             icrc);
         }
         train.used += packet.size();
         ++train.segments;

@@ -51,8 +51,7 @@ class UdpNetwork {
     // Sends `packet` (at most kMaxPacket bytes) from device `index`'s
     // address and `src_port` (one source_port() gave), with the packets
     // before it when it continues their train; it leaves at submit().
-    void send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet,
-              uint16_t src_port);
+    void send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet, uint16_t src_port);
     static constexpr size_t kMaxPacket = 9216;  // a 4096-byte MTU packet with all headers, and more
     // Datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
     static constexpr unsigned kMaxSegments = 64;
@@ -108,8 +107,8 @@ class UdpNetwork {
     std::vector<Buffer*> free_;
     std::vector<size_t> readable_;  // sockets reported readable, not yet drained
     std::vector<size_t> draining_;  // those poll() is draining
-    Buffer* train_ = nullptr;  // the last send, until submitted: packets may join it
-    bool segmentation_ = true;  // off once the kernel refused a segmented send
+    Buffer* train_ = nullptr;       // the last send, until submitted: packets may join it
+    bool segmentation_ = true;      // off once the kernel refused a segmented send
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;

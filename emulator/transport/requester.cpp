@@ -240,8 +240,7 @@ std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64
     if (bytes > kStageBytes) {
         return {};
     }
-    if (!w.staged || offset < w.staged_offset ||
-        offset + bytes > w.staged_offset + w.staged_size) {
+    if (!w.staged || offset < w.staged_offset || offset + bytes > w.staged_offset + w.staged_size) {
         const uint64_t chunk = std::min(kStageBytes, w.length - offset);
         if (!w.staged) {
             w.staged = stages_.take();

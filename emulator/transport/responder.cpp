@@ -131,13 +131,12 @@ uint8_t answer_opcode(const Qp& qp, Operation op) {
 bool Transport::place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
                       wire::NakCode code, uint32_t src_ipv4) {
     const InboundMessage& m = qp.responder.message;
-    return payload.empty() ||
-           queue_write({&device, &qp, psn, code, src_ipv4, false}, m.target.pid, payload,
-                       slice(m.target, m.offset, payload.size()));
+    return payload.empty() || queue_write({&device, &qp, psn, code, src_ipv4, false}, m.target.pid,
+                                          payload, slice(m.target, m.offset, payload.size()));
 }
 
-bool Transport::queue_write(const Placement& placement, pid_t pid,
-                            std::span<const std::byte> bytes, std::span<const Segment> to) {
+bool Transport::queue_write(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
+                            std::span<const Segment> to) {
     if (!writes_.add(pid, placements_.size(), bytes, to)) {
         if (!placed(placement.qp) && !placement.read_response) {
             return false;
@@ -614,11 +613,12 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
         if (offset + bytes > staged_to) {
             staged_from = offset;
             staged_to = std::min(offset + kStageBytes, burst_end);
-            if (memory_failed(device, qp,
-                              read_process(reply.source.pid,
-                                           slice(reply.source, staged_from, staged_to - staged_from),
-                                           {reply_stage_.get(), staged_to - staged_from}),
-                              request.psn, wire::NakCode::kRemoteAccessError, reply.dest_ipv4)) {
+            if (memory_failed(
+                    device, qp,
+                    read_process(reply.source.pid,
+                                 slice(reply.source, staged_from, staged_to - staged_from),
+                                 {reply_stage_.get(), staged_to - staged_from}),
+                    request.psn, wire::NakCode::kRemoteAccessError, reply.dest_ipv4)) {
                 s.reply.reset();
                 return;
             }

@@ -86,8 +86,7 @@ constexpr std::array<uint32_t, 32> make_powers() {
 
 constexpr std::array<uint32_t, 32> kPowers = make_powers();
 
-uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, uint32_t state,
-                            std::size_t n) {
+uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, uint32_t state, std::size_t n) {
     assert(n >> powers.size() == 0);
     for (std::size_t i = 0; n != 0; ++i, n >>= 1) {
         if ((n & 1) != 0) {

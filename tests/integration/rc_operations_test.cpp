@@ -574,8 +574,8 @@ TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
 // there.)
 struct HalfMapped {
     HalfMapped() {
-        void* p = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
+        void* p =
+            mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p != MAP_FAILED && mprotect(static_cast<uint8_t*>(p) + page, page, PROT_NONE) == 0) {
             start = static_cast<uint8_t*>(p);
         }

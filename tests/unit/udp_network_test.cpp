@@ -118,8 +118,8 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     auto send = [&](size_t from, size_t size, uint16_t place_in_train) {
         const char* source = from == 0 ? "127.0.0.1" : "127.0.0.2";
         const char* dest = from == 0 ? "127.0.0.2" : "127.0.0.1";
-        network.send(from, ipv4(dest).s_addr,
-                     roce_packet(n, size, source, dest, network.port(), 0), network.port());
+        network.send(from, ipv4(dest).s_addr, roce_packet(n, size, source, dest, network.port(), 0),
+                     network.port());
         (from == 0 ? to_second : to_first)
             .push_back(roce_packet(n, size, source, dest, network.port(), place_in_train));
         ++n;
