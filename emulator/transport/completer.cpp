@@ -274,6 +274,7 @@ void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
 
 // In ERR every WQE, posted or still to come, completes with WR_FLUSH_ERR.
 bool Transport::flush(Device& device, Qp& qp) {
+    placed(&qp);  // data already accepted lands before the flushed completions
     RequesterState& r = qp.requester;
     bool did = take_work(device, qp);
     qp.send_queue.release(static_cast<uint32_t>(r.window.size()));

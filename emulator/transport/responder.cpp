@@ -431,6 +431,9 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     }
     const auto payload = std::as_bytes(packet.payload);
     if (m.offset + payload.size() > m.target.length) {
+        if (!placed(&qp)) {
+            return;  // what was placed lands before the completion
+        }
         m.offset += payload.size();
         complete_receive(qp, m, packet, IBV_WC_LOC_LEN_ERR);
         m = {};
@@ -449,6 +452,10 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         return;
     }
     m.offset += payload.size();
+    // The message's data lands before its completion, whatever its status.
+    if (ends_message(packet.info->position) && !placed(&qp)) {
+        return;
+    }
     if (ends_message(packet.info->position) && packet.info->has(wire::ExtHeader::kIeth)) {
         if (const char* why = invalidate_window(device, request_pd(qp), packet.hdr.ieth.rkey)) {
             log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
@@ -462,9 +469,6 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     }
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
-        if (!placed(&qp)) {
-            return;
-        }
         complete_receive(qp, m, packet, IBV_WC_SUCCESS, carried);
         ++device.stats().rdma_recvs;
         m = {};
