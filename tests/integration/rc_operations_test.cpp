@@ -57,6 +57,13 @@ void scatter(std::vector<uint8_t>& image, Buffer& buffer, std::span<const ibv_sg
 
 class RcOperationsTest : public RcTest {
   protected:
+    // Implicit ODP: one MR over the whole address space on each side.
+    void register_whole_address_spaces() {
+        const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
+        whole_a_.reset(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
+        whole_b_.reset(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
+        ASSERT_TRUE(whole_a_ && whole_b_) << strerror(errno);
+    }
     // Checks the requester's completion of WR `wr_id`.
     void expect_sent(const ibv_wc& wc, uint64_t wr_id, ibv_wr_opcode opcode) const {
         EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
@@ -120,6 +127,9 @@ class RcOperationsTest : public RcTest {
         EXPECT_TRUE(same_bytes(target.bytes(), expected)) << "target";
         EXPECT_TRUE(same_bytes(source.bytes(), pattern(seed, source.size()))) << "source";
     }
+
+    MrPtr whole_a_;  // register_whole_address_spaces()
+    MrPtr whole_b_;
 };
 
 struct MessageCase {
@@ -544,15 +554,12 @@ TEST_F(RcOperationsTest, AtomicsReturnTheOriginalValue) {
 // error, and its lkey gathers from anywhere mapped.
 TEST_F(RcOperationsTest, ImplicitOdpKeysReachWhateverIsMapped) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
-    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
-    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
-    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    ASSERT_NO_FATAL_FAILURE(register_whole_address_spaces());
     std::vector<uint8_t> source = pattern(12, 5000);  // plain, never registered by itself
     std::vector<uint8_t> target(5000);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), 5000, whole_a->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), 5000, whole_a_->lkey};
     ibv_send_wr write = make_wr(1, IBV_WR_RDMA_WRITE, std::span(&sge, 1));
-    write.wr.rdma = {reinterpret_cast<uintptr_t>(target.data()), whole_b->rkey};
+    write.wr.rdma = {reinterpret_cast<uintptr_t>(target.data()), whole_b_->rkey};
     a_.post_send(write);
     expect_sent(a_.poll_one(), 1, IBV_WR_RDMA_WRITE);
     EXPECT_TRUE(same_bytes(target, source));
@@ -594,16 +601,13 @@ struct HalfMapped {
 // sides, and what was mapped received its bytes.
 TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryInaccessibleHalfwayFailsTheMessage) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
-    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
-    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
-    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    ASSERT_NO_FATAL_FAILURE(register_whole_address_spaces());
     HalfMapped target;
     ASSERT_NE(target.start, nullptr);
     const uint32_t length = static_cast<uint32_t>(2 * target.page);
-    b_.post_recv(7, ibv_sge{reinterpret_cast<uintptr_t>(target.start), length, whole_b->lkey});
+    b_.post_recv(7, ibv_sge{reinterpret_cast<uintptr_t>(target.start), length, whole_b_->lkey});
     std::vector<uint8_t> source = pattern(3, length);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), length, whole_a->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(source.data()), length, whole_a_->lkey};
     ibv_send_wr send = make_wr(1, IBV_WR_SEND, std::span(&sge, 1));
     a_.post_send(send);
 
@@ -619,17 +623,14 @@ TEST_F(RcOperationsTest, ImplicitOdpSendIntoMemoryInaccessibleHalfwayFailsTheMes
 
 TEST_F(RcOperationsTest, ImplicitOdpReadIntoMemoryInaccessibleHalfwayFailsLocally) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    const int access = kRemoteAccess | IBV_ACCESS_ON_DEMAND;
-    MrPtr whole_a(ibv_reg_mr(a_.pd(), nullptr, SIZE_MAX, access));
-    MrPtr whole_b(ibv_reg_mr(b_.pd(), nullptr, SIZE_MAX, access));
-    ASSERT_TRUE(whole_a && whole_b) << strerror(errno);
+    ASSERT_NO_FATAL_FAILURE(register_whole_address_spaces());
     HalfMapped target;
     ASSERT_NE(target.start, nullptr);
     const uint32_t length = static_cast<uint32_t>(2 * target.page);
     std::vector<uint8_t> source = pattern(5, length);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(target.start), length, whole_a->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(target.start), length, whole_a_->lkey};
     ibv_send_wr read = make_wr(1, IBV_WR_RDMA_READ, std::span(&sge, 1));
-    read.wr.rdma = {reinterpret_cast<uintptr_t>(source.data()), whole_b->rkey};
+    read.wr.rdma = {reinterpret_cast<uintptr_t>(source.data()), whole_b_->rkey};
     a_.post_send(read);
 
     const ibv_wc wc = a_.poll_one();
