@@ -411,13 +411,19 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     }
     // The requesters share one turn's budget, starting after the QP that
     // used up the last one, so that each of many busy QPs gets its turn.
+    // Once it is spent, only QPs in ERR, which send nothing, still run:
+    // the others' work waits in their queues for their turn.
     uint32_t budget = kTurnPackets;
     const size_t count = senders_.size();
     const size_t start = count ? first_sender_ % count : 0;
     for (size_t i = 0; i < count; ++i) {
         const size_t at = (start + i) % count;
+        auto [device, qp] = senders_[at];
+        if (budget == 0 && qp->attr.qp_state != IBV_QPS_ERR) {
+            continue;
+        }
         const bool had_budget = budget > 0;
-        any |= transport_.run_requester(*senders_[at].first, *senders_[at].second, now, budget);
+        any |= transport_.run_requester(*device, *qp, now, budget);
         if (had_budget && budget == 0) {
             first_sender_ = at + 1;
             any = true;  // what the budget held back goes next turn
