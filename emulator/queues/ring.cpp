@@ -39,6 +39,7 @@ uint32_t Ring::pending() {
         broken_ = true;
         return 0;
     }
+    seen_ = produced;
     return count;
 }
 
@@ -89,8 +90,7 @@ bool Ring::move_pending_to(Ring& next) {
 }
 
 uint32_t Ring::unconsumed() const {
-    const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
-    return std::min(local_ - consumed, entries_);
+    return std::min(local_ - consumed(), entries_);
 }
 
 bool Ring::move_unconsumed_to(Ring& next) {
@@ -107,9 +107,13 @@ bool Ring::move_unconsumed_to(Ring& next) {
 }
 
 bool Ring::push(std::span<const std::byte> entry) {
-    const uint32_t consumed = header()->consumer.value.load(std::memory_order_acquire);
-    if (local_ - consumed >= entries_) {
-        return false;
+    // The consumer's index is read only when the ring looks full by the
+    // value read before (each read is a cache miss while it polls).
+    if (local_ - consumed_ >= entries_) {
+        consumed_ = header()->consumer.value.load(std::memory_order_acquire);
+        if (local_ - consumed_ >= entries_) {
+            return false;
+        }
     }
     memcpy(slot(local_), entry.data(), std::min<size_t>(entry.size(), entry_size_));
     ++local_;

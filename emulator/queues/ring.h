@@ -32,6 +32,10 @@ class Ring {
     // Consumer side. Number of entries the producer has published; a
     // producer index that claims more than the ring holds marks it broken.
     uint32_t pending();
+    // Consumer side: whether an entry is pending. The producer's index is
+    // read again only once the entries it showed last have been taken:
+    // while the producer is busy, every read of it is a cache miss.
+    bool has_pending() { return seen_ != local_ || pending() > 0; }
     // Drops everything pending (a QP reset empties its queues).
     void discard_pending();
     // For observers: pending() without marking the ring broken, and how
@@ -55,8 +59,12 @@ class Ring {
     // producer continues with. False when they do not fit.
     bool move_pending_to(Ring& next);
 
-    // Producer side. Entries published that the consumer has not taken.
+    // Producer side. Entries published that the consumer has not taken, and
+    // the consumer's index (how many it has taken since the ring was made).
     uint32_t unconsumed() const;
+    uint32_t consumed() const {
+        return header()->consumer.value.load(std::memory_order_acquire);
+    }
     // Producer side. False when the ring is full.
     bool push(std::span<const std::byte> entry);
     // Producer side: moves the entries the consumer has not taken yet into
@@ -76,6 +84,8 @@ class Ring {
     uint32_t entry_size_ = 0;
     uint32_t local_ = 0;     // our own index: never read back from shared memory
     uint32_t released_ = 0;  // consumer side: what the producer may reuse
+    uint32_t seen_ = 0;      // consumer side: the producer's index as last read
+    uint32_t consumed_ = 0;  // producer side: the consumer's index as last read
     bool broken_ = false;
 };
 

@@ -40,7 +40,7 @@ bool has_receive(Qp& qp) {
         return true;
     }
     Srq* srq = receive_srq(qp);
-    return (srq ? srq->ring : qp.recv_queue).pending() > 0;
+    return (srq ? srq->ring : qp.recv_queue).has_pending();
 }
 
 bool take_receive(Qp& qp, TakenReceive& out) {
@@ -60,10 +60,11 @@ bool take_receive(Qp& qp, TakenReceive& out) {
 }
 
 bool pop_receive(Ring& ring, TakenReceive& out) {
-    if (!ring.entries() || !ring.pending()) {
+    if (!ring.has_pending()) {
         return false;
     }
-    std::vector<std::byte> entry(ring.entry_size());
+    thread_local std::vector<std::byte> entry;
+    entry.resize(ring.entry_size());
     ring.pop(entry);
     memcpy(&out.wqe, entry.data(), sizeof(out.wqe));
     const size_t room = (entry.size() - queues::kRecvWqeFixed) / sizeof(ibv_sge);

@@ -142,7 +142,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
     bool took = false;
     std::vector<std::byte>& entry = scratch_;
     entry.resize(qp.send_queue.entry_size());
-    while (qp.send_queue.pending()) {
+    while (qp.send_queue.has_pending()) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
         SendWork w;
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
