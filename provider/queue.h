@@ -119,6 +119,11 @@ class ProviderDoorbell {
 
     // After publishing entries: wakes the daemon if it is going to sleep.
     void ring() const;
+    // Whether some CQ of the daemon holds completions its program has not
+    // taken yet (queues::DoorbellPage).
+    bool completions_waiting() const {
+        return page_->completions_waiting.load(std::memory_order_relaxed);
+    }
 
   private:
     void close();

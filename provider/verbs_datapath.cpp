@@ -229,17 +229,20 @@ void take(SharedRing& ring, queues::Cqe& cqe) {
     ring.advance();
 }
 
-// A poller that keeps finding its CQ empty gives its CPU away now and then
-// (sched_yield): the daemon, and the peer it waits for, may need that CPU
-// when programs spin on more CQs than there are cores. Polls that find
-// completions never make a syscall.
+// A poller that finds its CQ empty gives its CPU away (sched_yield) at once
+// while the daemon says another CQ holds completions not taken yet (their
+// program may be waiting for this CPU), and otherwise after 64 empty polls
+// in a row (the daemon may be waiting for it), when programs spin on more
+// CQs than there are cores. Polls that find completions never make a
+// syscall.
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
 
 void count_poll(ProviderCq& cq, bool found) {
     if (found) {
         cq.empty_polls.store(0, std::memory_order_relaxed);
     } else if (cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1 >=
-               kEmptyPollsBeforeYield) {
+                   kEmptyPollsBeforeYield ||
+               to_context(cq.ibv.cq.context)->doorbell.completions_waiting()) {
         cq.empty_polls.store(0, std::memory_order_relaxed);
         sched_yield();
     }

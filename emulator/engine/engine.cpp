@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <stdexcept>
@@ -473,6 +474,8 @@ Clock::time_point Engine::next_deadline() const {
 }
 
 void Engine::sleep() {
+    // Asleep, the daemon no longer watches the CQs: nobody is asked to yield.
+    set_completions_waiting(false);
     auto& sleeping = doorbell_.page().daemon_sleeping;
     sleeping.store(1, std::memory_order_seq_cst);
     if (work_pending()) {
@@ -562,7 +565,27 @@ bool Engine::run_once() {
     // Before control requests (next turn) may change what the writes were checked against.
     transport_.finish_placements();
     network_.submit();
+    publish_unpolled(now);
     return busy;
+}
+
+void Engine::publish_unpolled(Clock::time_point now) {
+    bool waiting = false;
+    programs_starving_ = false;
+    for (const auto& device : devices_) {
+        UnpolledCqs& cqs = device->unpolled_cqs();
+        cqs.refresh(now);
+        waiting |= cqs.any();
+        programs_starving_ |= cqs.starving();
+    }
+    set_completions_waiting(waiting);
+}
+
+void Engine::set_completions_waiting(bool waiting) {
+    auto& flag = doorbell_.page().completions_waiting;
+    if (flag.load(std::memory_order_relaxed) != waiting) {
+        flag.store(waiting, std::memory_order_relaxed);
+    }
 }
 
 void Engine::run() {
@@ -575,6 +598,13 @@ void Engine::run() {
         } else if (now - last_work > kSpin) {
             sleep();
             last_work = Clock::now();
+            continue;
+        }
+        if (!busy || programs_starving_) {
+            // A program that shares this CPU may have completions to take
+            // or work to post: spinning on would keep it waiting (and a
+            // receiver kept from re-posting its receives gets RNR NAKs).
+            sched_yield();
         }
     }
 }

@@ -121,6 +121,10 @@ class Engine : public transport::PacketOutput {
     void receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
                            uint32_t group_ipv4, transport::Clock::time_point now);
     bool signal_due_cq_events(transport::Clock::time_point now);
+    // Tells the pollers whether some CQ holds completions its program has
+    // not taken (queues::DoorbellPage::completions_waiting).
+    void publish_unpolled(transport::Clock::time_point now);
+    void set_completions_waiting(bool waiting);
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();
@@ -144,6 +148,7 @@ class Engine : public transport::PacketOutput {
     bool doorbell_armed_ = false;
     bool network_armed_ = false;
     bool timer_armed_ = false;
+    bool programs_starving_ = false;  // UnpolledCqs::starving() on some device
     MadReceiver mad_receiver_;
     PacketLog packet_log_;
     uint32_t gsi_psn_ = 0;

@@ -117,9 +117,13 @@ struct CqState {
 
 // One page per daemon, mapped by every client: the doorbell protocol. After
 // producing entries, a client writes the doorbell eventfd only when the
-// daemon has said it is about to sleep.
+// daemon has said it is about to sleep. While some CQ holds completions its
+// program has not taken, completions_waiting is 1, and a poller that finds
+// its own CQ empty gives its CPU away: on a machine with fewer cores than
+// spinning programs, the program those completions wait for may need it.
 struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
+    std::atomic<uint32_t> completions_waiting;
 };
 
 // A message this small is copied into its WQE when posted, after its gather

@@ -101,6 +101,10 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
         }
         return;
     }
+    cq.unpolled_cqs->add(cq);
+    if (!cq.channel) {
+        return;  // no completion events: whether it is armed does not matter
+    }
     auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
     // Pairs with ibv_req_notify_cq (store the arm, then poll): either the
     // application sees this completion or we see its arm. Without the fence
@@ -111,7 +115,7 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
     const bool wanted =
         armed == queues::kCqArmedAny ||
         (armed == queues::kCqArmedSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
-    if (!wanted || !cq.channel) {
+    if (!wanted) {
         return;
     }
     const ibv_moderate_cq& m = cq.moderation;

@@ -89,6 +89,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cq->wc_flags = req.wc_flags;
     cq->events = events_;
     cq->due_events = &device_.due_cq_events();
+    cq->unpolled_cqs = &device_.unpolled_cqs();
     const uint32_t entries = static_cast<uint32_t>(cq->cqe) + 1;
     if (Result r = Ring::create(device_.name() + "-cq", entries, queues::kCqeSize,
                                 sizeof(queues::CqState), cq->ring);
@@ -170,6 +171,7 @@ Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "CQ %u is still used by %d QPs, SRQs or WQs", req.handle, cq->users);
     }
     device_.due_cq_events().erase(cq.get());
+    device_.unpolled_cqs().remove(*cq);
     cqs_.erase(req.handle);
     --device_.counts().cq;
     return ok();

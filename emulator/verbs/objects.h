@@ -16,6 +16,7 @@
 #include "steering/flow_rule.h"
 #include "transport/qp_journal.h"
 #include "transport/qp_state.h"
+#include "transport/unpolled_cqs.h"
 #include "util/unique_fd.h"
 #include "verbs/handle_table.h"
 
@@ -127,6 +128,8 @@ struct Cq : Object {
     uint32_t held = 0;  // completions the armed CQ has not signalled yet
     transport::Clock::time_point event_due = transport::kNever;
     std::set<Cq*>* due_events = nullptr;  // the device's CQs with an event_due
+    UnpolledCqs* unpolled_cqs = nullptr;  // the device's, where completions wait
+    bool unpolled = false;                // listed there
 };
 
 // An XRC domain. Opened through a file, it is shared by every client that

@@ -397,9 +397,9 @@ void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint3
     ring.publish();
 }
 
-std::vector<ibv_wc> Harness::poll_cq() {
+std::vector<ibv_wc> Harness::poll_cq(size_t most) {
     std::vector<ibv_wc> out;
-    while (cq_ring_.ready()) {
+    while (out.size() < most && cq_ring_.ready()) {
         queues::Cqe cqe;
         memcpy(&cqe, cq_ring_.slot(), sizeof(cqe));
         if (cqe.data_length) {  // what the provider does with data a completion carries

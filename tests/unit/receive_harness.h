@@ -91,6 +91,10 @@ class ReceiveHarness {
     Engine& engine() { return *engine_; }
     Device& device() { return *devices_.at(1); }
     Context& context() { return *context_; }
+    // The client goes away: its context and every object of it are
+    // destroyed, as when its connection closes. Nothing of the client may
+    // be used after.
+    void close_context() { context_.reset(); }
     const DeviceStats& stats() const { return devices_.at(1)->stats(); }
     uint16_t port() const { return port_; }
 
@@ -157,7 +161,8 @@ class ReceiveHarness {
     // after the gather list, where the provider copies a small message.
     void post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length,
                    std::span<const uint8_t> prefetched = {});
-    std::vector<ibv_wc> poll_cq();
+    // Takes the completions on the CQ, at most `most`.
+    std::vector<ibv_wc> poll_cq(size_t most = SIZE_MAX);
     // Async event types written to the context's event pipe since the last call.
     std::vector<uint32_t> async_events();
 
