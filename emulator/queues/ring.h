@@ -62,9 +62,7 @@ class Ring {
     // Producer side. Entries published that the consumer has not taken, and
     // the consumer's index (how many it has taken since the ring was made).
     uint32_t unconsumed() const;
-    uint32_t consumed() const {
-        return header()->consumer.value.load(std::memory_order_acquire);
-    }
+    uint32_t consumed() const { return header()->consumer.value.load(std::memory_order_acquire); }
     // Producer side. False when the ring is full.
     bool push(std::span<const std::byte> entry);
     // Producer side: moves the entries the consumer has not taken yet into
