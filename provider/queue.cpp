@@ -151,6 +151,7 @@ ProviderDoorbell& ProviderDoorbell::operator=(ProviderDoorbell&& other) noexcept
         close();
         eventfd_ = std::exchange(other.eventfd_, -1);
         page_ = std::exchange(other.page_, nullptr);
+        bits_ = std::exchange(other.bits_, nullptr);
     }
     return *this;
 }
@@ -161,8 +162,12 @@ ProviderDoorbell::~ProviderDoorbell() {
 
 void ProviderDoorbell::close() {
     if (page_) {
-        munmap(const_cast<queues::DoorbellPage*>(page_), sizeof(*page_));
+        munmap(const_cast<queues::DoorbellPage*>(page_), queues::kDoorbellPageBytes);
         page_ = nullptr;
+    }
+    if (bits_) {
+        munmap(bits_, sizeof(*bits_));
+        bits_ = nullptr;
     }
     if (eventfd_ >= 0) {
         ::close(eventfd_);
@@ -171,24 +176,36 @@ void ProviderDoorbell::close() {
 }
 
 int ProviderDoorbell::open(int eventfd, int page_fd, ProviderDoorbell& out) {
-    if (int error = check_size(page_fd, sizeof(queues::DoorbellPage))) {
+    if (int error = check_size(page_fd, queues::kDoorbellBytes)) {
         return error;
     }
-    void* page = mmap(nullptr, sizeof(queues::DoorbellPage), PROT_READ, MAP_SHARED, page_fd, 0);
+    void* page = mmap(nullptr, queues::kDoorbellPageBytes, PROT_READ, MAP_SHARED, page_fd, 0);
     if (page == MAP_FAILED) {
         return errno;
+    }
+    void* bits = mmap(nullptr, sizeof(queues::DoorbellBits), PROT_READ | PROT_WRITE, MAP_SHARED,
+                      page_fd, queues::kDoorbellPageBytes);
+    if (bits == MAP_FAILED) {
+        const int error = errno;
+        munmap(page, queues::kDoorbellPageBytes);
+        return error;
     }
     out = ProviderDoorbell();
     out.eventfd_ = eventfd;
     out.page_ = static_cast<const queues::DoorbellPage*>(page);
+    out.bits_ = static_cast<queues::DoorbellBits*>(bits);
     return 0;
 }
 
-void ProviderDoorbell::ring() const {
-    // Pairs with the daemon's store of daemon_sleeping and its last look at
-    // the queues: either it sees our entries or we see it going to sleep.
+void ProviderDoorbell::ring(uint32_t slot) const {
+    // Pairs with the daemon's clearing of the bits and its store of
+    // daemon_sleeping: either it sees our entries (now or on its next
+    // turn) or we see it going to sleep.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (page_->daemon_sleeping.load(std::memory_order_relaxed)) {
+    if (slot < queues::kDoorbellSlots) {
+        queues::mark_posted(*bits_, slot);
+    }
+    if (page_->daemon_sleeping.load()) {
         const uint64_t one = 1;
         // A saturated counter (EAGAIN) has the daemon woken anyway.
         [[maybe_unused]] const ssize_t written = write(eventfd_, &one, sizeof(one));

@@ -96,6 +96,8 @@ struct alignas(queues::kCacheLine) WorkQueue {
     SharedRing ring;
     uint32_t max_sge = 0;
     uint32_t max_inline = 0;  // send queues
+    // A QP's queues: its slot in the doorbell bits (queues::DoorbellBits).
+    uint32_t doorbell_slot = queues::kNoDoorbellSlot;
 };
 
 // Maps a work queue the daemon sent with `shape` (from a create or modify
@@ -117,8 +119,10 @@ class ProviderDoorbell {
     // Keeps `eventfd` on success (the page fd is not kept). 0 or an errno.
     static int open(int eventfd, int page_fd, ProviderDoorbell& out);
 
-    // After publishing entries: wakes the daemon if it is going to sleep.
-    void ring() const;
+    // After publishing entries on a queue of doorbell slot `slot` (a QP's;
+    // kNoDoorbellSlot for an SRQ's or a WQ's): sets the slot's bit, and
+    // wakes the daemon if it is going to sleep.
+    void ring(uint32_t slot) const;
     // Whether some CQ of the daemon holds completions its program has not
     // taken yet (queues::DoorbellPage).
     bool completions_waiting() const {
@@ -129,7 +133,8 @@ class ProviderDoorbell {
     void close();
 
     int eventfd_ = -1;
-    const queues::DoorbellPage* page_ = nullptr;
+    const queues::DoorbellPage* page_ = nullptr;  // the daemon's, read-only
+    queues::DoorbellBits* bits_ = nullptr;
 };
 
 // Descriptors that came with a reply. Mappings outlive their descriptors, so

@@ -195,7 +195,7 @@ int post(ibv_context* context, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr, 
     }
     lock.unlock();
     if (posted) {
-        to_context(context)->doorbell.ring();
+        to_context(context)->doorbell.ring(wq.doorbell_slot);
     }
     if (error) {
         *bad_wr = wr;

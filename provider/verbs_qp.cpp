@@ -18,6 +18,7 @@ uint32_t handle_of(ibv_cq* cq) {
 // receive ring, each only when it exists.
 int map_queues(const rpc::CreateQpReply& reply, const ReceivedFds& received, ProviderQp& qp) {
     const ibv_qp_cap& cap = reply.cap;
+    qp.sq.doorbell_slot = qp.rq.doorbell_slot = reply.doorbell_slot;
     const bool has_sq = reply.send_queue.entries != 0;
     const bool has_rq = reply.recv_queue.entries != 0;
     if (received.fds.size() != size_t{has_sq} + size_t{has_rq}) {

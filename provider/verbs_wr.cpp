@@ -58,7 +58,7 @@ int wr_complete(ibv_qp_ex* qpx) {
         qp.sq.ring.rewind(qp.batch.start);
     } else if (qp.sq.ring.index() != qp.batch.start) {
         qp.sq.ring.publish();
-        to_context(qpx->qp_base.context)->doorbell.ring();
+        to_context(qpx->qp_base.context)->doorbell.ring(qp.sq.doorbell_slot);
     }
     qp.sq.lock.unlock();
     return error;

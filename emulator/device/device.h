@@ -19,6 +19,7 @@
 #include "net/fault_injector.h"
 #include "net/pcap_writer.h"
 #include "net/step_gate.h"
+#include "queues/doorbell.h"
 #include "transport/unpolled_cqs.h"
 
 namespace uroce {
@@ -75,6 +76,10 @@ class Device {
     std::set<Cq*>& due_cq_events() { return due_cq_events_; }
     // CQs holding completions their program has not taken yet.
     UnpolledCqs& unpolled_cqs() { return unpolled_cqs_; }
+    // The daemon's doorbell, where each QP gets its slot (set by the engine
+    // that carries the device; null without one).
+    Doorbell* doorbell() const { return doorbell_; }
+    void set_doorbell(Doorbell* doorbell) { doorbell_ = doorbell; }
     // Every receive WQ of the device by number, for the engine to flush those in ERR.
     std::unordered_map<uint32_t, Wq*>& wq_table() { return wq_table_; }
     // Every SRQ of the device by number, for the XRC requests that name one.
@@ -127,6 +132,7 @@ class Device {
     std::vector<const Flow*> flows_;
     std::set<Cq*> due_cq_events_;
     UnpolledCqs unpolled_cqs_;
+    Doorbell* doorbell_ = nullptr;
     std::unordered_map<uint32_t, Mr*> mr_table_;
     std::unordered_map<uint32_t, Mw*> mw_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

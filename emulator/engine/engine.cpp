@@ -76,6 +76,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
         if (Result r = network_.open(device->config().address); !r) {
             throw std::runtime_error(r.message);
         }
+        device->set_doorbell(&doorbell_);
     }
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
@@ -83,7 +84,8 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
 
 Engine::~Engine() = default;
 
-Result Engine::add_device(const Device& device) {
+Result Engine::add_device(Device& device) {
+    device.set_doorbell(&doorbell_);
     return network_.open(device.config().address);
 }
 
@@ -350,6 +352,14 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
         return;
     }
     transport_.receive(to, qp, packet, src_ipv4, dest_ipv4, now);
+    activate_if_busy(qp);
+}
+
+void Engine::activate_if_busy(const Qp& qp) {
+    // A QP that the packet moved to ERR has its queues to flush.
+    if (transport::Transport::needs_turn(qp) || qp.attr.qp_state == IBV_QPS_ERR) {
+        activate(qp.doorbell_slot);
+    }
 }
 
 // A datagram to a multicast group goes to every UD QP of the device that
@@ -360,6 +370,7 @@ void Engine::receive_multicast(Device& to, const wire::ParsedPacket& packet, uin
     for (auto& [qpn, qp] : to.qp_table()) {
         if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR && joined(*qp, group_ipv4)) {
             transport_.receive(to, *qp, packet, src_ipv4, group_ipv4, now);
+            activate_if_busy(*qp);
             delivered = true;
         }
     }
@@ -382,28 +393,32 @@ bool Engine::deliver_local(Clock::time_point now) {
     return any;
 }
 
+void Engine::activate(uint32_t slot) {
+    if (slot < active_flags_.size() && !active_flags_[slot]) {
+        active_flags_[slot] = true;
+        active_.push_back(slot);
+    }
+}
+
 bool Engine::run_queue_pairs(Clock::time_point now) {
+    // The QPs clients posted to, or control requests changed, since the last turn.
+    doorbell_.take_posted([this](uint32_t slot) { activate(slot); });
     // Answers still waiting in a socket may be the ones a timer waits for:
     // timers fire only once they are read, or a slow turn of the loop would
     // retransmit what was acknowledged, and its answers would bury the rest.
     const bool timers = !network_.backlogged();
     bool any = false;
-    senders_.clear();
-    for (const auto& device : devices_) {
-        for (auto& [qpn, qp] : device->qp_table()) {
-            if (qp->type == IBV_QPT_RAW_PACKET) {
-                any |= transport_.run_raw_sender(*device, *qp);
-                continue;
-            }
-            if (!transport::wire_transport(qp->type)) {
-                continue;
-            }
-            if (timers && transport::Transport::next_deadline(*qp) <= now) {
-                transport_.run_timers(*device, *qp, now);
-            }
-            any |= transport_.run_responder(*device, *qp);
-            senders_.push_back({device.get(), qp});
+    for (const uint32_t slot : active_) {
+        const auto [qp, device] = doorbell_.owner(slot);
+        if (!qp || !transport::wire_transport(qp->type)) {
+            continue;
         }
+        if (timers && transport::Transport::next_deadline(*qp) <= now) {
+            transport_.run_timers(*device, *qp, now);
+        }
+        any |= transport_.run_responder(*device, *qp);
+    }
+    for (const auto& device : devices_) {
         for (auto& [wq_num, wq] : device->wq_table()) {
             if (wq->state == IBV_WQS_ERR) {
                 any |= transport::flush_wq(*wq);
@@ -413,23 +428,39 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     // The requesters share one turn's budget, starting after the QP that
     // used up the last one, so that each of many busy QPs gets its turn.
     // Once it is spent, only QPs in ERR, which send nothing, still run:
-    // the others' work waits in their queues for their turn.
+    // the others' work waits in their queues for their turn. A QP whose
+    // requester ran and that has nothing under way leaves the active QPs
+    // until its doorbell is rung again or a packet gives it work.
     uint32_t budget = kTurnPackets;
-    const size_t count = senders_.size();
+    const size_t count = active_.size();
     const size_t start = count ? first_sender_ % count : 0;
     for (size_t i = 0; i < count; ++i) {
         const size_t at = (start + i) % count;
-        auto [device, qp] = senders_[at];
+        const uint32_t slot = active_[at];
+        const auto [qp, device] = doorbell_.owner(slot);
+        if (!qp) {
+            active_flags_[slot] = false;
+            continue;
+        }
         if (budget == 0 && qp->attr.qp_state != IBV_QPS_ERR) {
             continue;
         }
         const bool had_budget = budget > 0;
-        any |= transport_.run_requester(*device, *qp, now, budget);
+        bool more;
+        if (qp->type == IBV_QPT_RAW_PACKET) {
+            more = transport_.run_raw_sender(*device, *qp);  // a burst: perhaps more behind it
+            any |= more;
+        } else {
+            any |= transport_.run_requester(*device, *qp, now, budget);
+            more = transport::Transport::needs_turn(*qp);
+        }
         if (had_budget && budget == 0) {
             first_sender_ = at + 1;
             any = true;  // what the budget held back goes next turn
         }
+        active_flags_[slot] = more;
     }
+    std::erase_if(active_, [this](uint32_t slot) { return !active_flags_[slot]; });
     return any;
 }
 
@@ -442,12 +473,10 @@ void Engine::take_posted_work() {
 
 // Whether a client produced work that the loop has not seen yet.
 bool Engine::work_pending() {
+    if (doorbell_.any_posted()) {
+        return true;
+    }
     for (const auto& device : devices_) {
-        for (auto& [qpn, qp] : device->qp_table()) {
-            if (qp->send_queue.entries() && qp->send_queue.pending()) {
-                return true;
-            }
-        }
         for (auto& [wq_num, wq] : device->wq_table()) {
             if (wq->state == IBV_WQS_ERR && wq->ring.pending()) {
                 return true;
@@ -466,7 +495,10 @@ Clock::time_point Engine::next_deadline() const {
         for (const Cq* cq : device->due_cq_events()) {
             next = std::min(next, cq->event_due);
         }
-        for (const auto& [qpn, qp] : device->qp_table()) {
+    }
+    // A QP with a timer running is active (Transport::needs_turn).
+    for (const uint32_t slot : active_) {
+        if (const Qp* qp = doorbell_.owner(slot).qp) {
             next = std::min(next, transport::Transport::next_deadline(*qp));
         }
     }

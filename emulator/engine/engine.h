@@ -39,7 +39,7 @@ class Engine : public transport::PacketOutput {
 
     const Doorbell& doorbell() const { return doorbell_; }
     // Opens the network for a device appended to the devices (rdma link add).
-    Result add_device(const Device& device);
+    Result add_device(Device& device);
     // Before a device leaves the devices (rdma link delete): its socket
     // closes and the packets waiting for or from it go.
     void remove_device(const Device& device);
@@ -112,6 +112,12 @@ class Engine : public transport::PacketOutput {
     // What step mode let go since the last turn (net/step_gate.h).
     bool release_stepped();
     bool run_queue_pairs(transport::Clock::time_point now);
+    // The QP of doorbell slot `slot` gets turns until it has nothing under
+    // way (Transport::needs_turn).
+    void activate(uint32_t slot);
+    // After a packet for `qp`: it gets turns if the packet gave it work (or
+    // moved it to ERR).
+    void activate_if_busy(const Qp& qp);
     bool deliver_local(transport::Clock::time_point now);
     // receive_datagram, leaving the responder's writes queued for the turn's end.
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
@@ -137,8 +143,11 @@ class Engine : public transport::PacketOutput {
     UdpNetwork network_;
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
-    // This turn's QPs with a requester, and where the next turn's requesters start.
-    std::vector<std::pair<Device*, Qp*>> senders_;
+    // The QPs that get turns, by doorbell slot: posted to, changed by a
+    // control request, or with work under way; and where the next turn's
+    // requesters start among them. Idle QPs cost a turn nothing.
+    std::vector<uint32_t> active_;
+    std::vector<bool> active_flags_ = std::vector<bool>(queues::kDoorbellSlots);  // by slot
     size_t first_sender_ = 0;
     std::vector<std::vector<uint8_t>> spare_;                       // packet buffers to reuse
     std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults

@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 12;
+inline constexpr uint16_t kVersion = 13;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -369,6 +369,7 @@ struct RingShape {
 struct CreateQpReply {
     uint32_t handle;
     uint32_t qpn;
+    uint32_t doorbell_slot;  // queues::DoorbellBits
     ibv_qp_cap cap;
     RingShape send_queue;
     RingShape recv_queue;

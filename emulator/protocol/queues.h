@@ -115,16 +115,47 @@ struct CqState {
     std::atomic<uint32_t> arm;
 };
 
-// One page per daemon, mapped by every client: the doorbell protocol. After
-// producing entries, a client writes the doorbell eventfd only when the
-// daemon has said it is about to sleep. While some CQ holds completions its
-// program has not taken, completions_waiting is 1, and a poller that finds
-// its own CQ empty gives its CPU away: on a machine with fewer cores than
-// spinning programs, the program those completions wait for may need it.
+// The doorbell: one memfd per daemon, mapped by every client. Its first
+// page (DoorbellPage) only the daemon writes; clients map it read-only.
+// After producing entries, a client writes the doorbell eventfd only when
+// the daemon has said it is about to sleep. While some CQ holds completions
+// its program has not taken, completions_waiting is 1, and a poller that
+// finds its own CQ empty gives its CPU away: on a machine with fewer cores
+// than spinning programs, the program those completions wait for may need it.
 struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
     std::atomic<uint32_t> completions_waiting;
 };
+inline constexpr size_t kDoorbellPageBytes = 4096;
+static_assert(sizeof(DoorbellPage) <= kDoorbellPageBytes);
+
+// Then the doorbell bits (DoorbellBits), which clients write: every QP of
+// the daemon has a slot, and a client that published entries on one of its
+// queues sets the slot's bit, so that the daemon looks at the QPs posted to
+// rather than at every QP's queues (a page of each) on every turn. Bit w of
+// `summary` says that posted[w] may have bits set. A bit set for nothing
+// costs the daemon one look.
+inline constexpr uint32_t kDoorbellSlots = 1u << 18;
+inline constexpr uint32_t kNoDoorbellSlot = ~0u;
+struct DoorbellBits {
+    std::atomic<uint64_t> summary[kDoorbellSlots / 64 / 64];
+    alignas(kCacheLine) std::atomic<uint64_t> posted[kDoorbellSlots / 64];
+};
+inline constexpr size_t kDoorbellBytes = kDoorbellPageBytes + sizeof(DoorbellBits);
+
+// Sets slot `slot`'s bit. The entries must be published, and a seq_cst
+// fence passed, before: the daemon clears a word, fences, then looks at its
+// QPs, so either it sees the entries or the bit stays set for its next turn.
+// The bits are set in seq_cst order, as the daemon reads them before it
+// sleeps (DoorbellPage::daemon_sleeping).
+inline void mark_posted(DoorbellBits& bits, uint32_t slot) {
+    const uint32_t word = slot / 64;
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    if (!(bits.posted[word].load(std::memory_order_relaxed) & bit)) {
+        bits.posted[word].fetch_or(bit);
+        bits.summary[word / 64].fetch_or(uint64_t{1} << (word % 64));
+    }
+}
 
 // A message this small is copied into its WQE when posted, after its gather
 // list, so that the daemon need not read it from the application (one

@@ -189,7 +189,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
     return took;
 }
 
-void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index) {
+void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index, bool ask_ack) {
     const uint32_t mtu = mtu_bytes(device, qp);
     const Operation operation = send_operation(w, index);
     const uint8_t opcode = wire::make_opcode(*wire_transport(qp.type), operation);
@@ -202,7 +202,8 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index)
     h.bth.dest_qp = datagram ? w.dest_qpn : qp.attr.dest_qp_num;
     h.bth.psn = wire::psn_add(w.first_psn, index);
     h.bth.solicited = last && (w.wqe.send_flags & IBV_SEND_SOLICITED);
-    h.bth.ack_req = is_reliable(qp.type) && (last || (index + 1) % kAckRequestInterval == 0);
+    h.bth.ack_req =
+        is_reliable(qp.type) && (ask_ack || last || (index + 1) % kAckRequestInterval == 0);
     h.deth = {w.qkey, qp.qpn};
     h.xrceth.xrc_srq = w.wqe.remote_srqn & wire::kQpnMask;
     h.reth = {w.wqe.remote_addr, w.wqe.rkey, static_cast<uint32_t>(w.length)};
@@ -329,7 +330,15 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
         const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
         while (w.sent < request_packets && !w.error && budget > 0 &&
                (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
-            send_packet(device, qp, w, w.sent++);
+            const uint32_t index = w.sent++;
+            // The packet after which the requester stops for now (the
+            // turn's budget or the window is used up) asks for an ACK:
+            // what it sent is not left unacknowledged, its retransmission
+            // timer running, until the QP's next turn, which may come long
+            // after when many QPs share the budget.
+            const bool stopping =
+                reliable && (budget == 1 || !in_window(r, wire::psn_add(w.first_psn, w.sent)));
+            send_packet(device, qp, w, index, stopping);
             const uint32_t newest =
                 w.is_read_or_atomic() ? w.last_psn() : wire::psn_add(w.first_psn, w.sent - 1);
             if (!wire::psn_before(newest, r.sent_psn_end)) {
@@ -399,6 +408,12 @@ void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
 
 Clock::time_point Transport::next_deadline(const Qp& qp) {
     return std::min(qp.requester.retransmit_at, qp.requester.rnr_resume_at);
+}
+
+bool Transport::needs_turn(const Qp& qp) {
+    const ResponderState& s = qp.responder;
+    return !qp.requester.window.empty() || next_deadline(qp) != kNever || s.reply ||
+           !s.waiting.empty();
 }
 
 void prepare_transport(Qp& qp, ibv_qp_state from, int mask) {

@@ -57,6 +57,10 @@ class Transport {
     // A RAW_PACKET QP's send queue: each WQE one frame onto the segment;
     // flushes a QP in ERR. Returns whether it did anything.
     bool run_raw_sender(Device& device, Qp& qp);
+    // Whether the QP has work under way that the engine must come back to:
+    // messages to send or to be acknowledged, a timer, responses to send.
+    // (New WQEs ring its doorbell instead: queues::DoorbellBits.)
+    static bool needs_turn(const Qp& qp);
     // The earliest timer of the QP, kNever when none runs.
     static Clock::time_point next_deadline(const Qp& qp);
     // Makes the writes into applications' memory that the responder queued
@@ -66,7 +70,9 @@ class Transport {
   private:
     // requester.cpp
     bool take_work(Device& device, Qp& qp);
-    void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index);
+    // Packet `index` of the work; `ask_ack`: it asks for an acknowledgement
+    // whatever its place in the message.
+    void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index, bool ask_ack);
     std::span<const std::byte> stage(SendWork& work, uint64_t offset, uint64_t bytes);
     void release_stage(SendWork& work);
     void restart_from(Qp& qp, uint32_t psn);

@@ -111,6 +111,8 @@ class Context {
                            rpc::RegMrReply& reply);
     Result check_ah_attr(const ibv_ah_attr& attr) const;
     Result create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply);
+    // Gives the QP's doorbell slot back (queues::DoorbellBits).
+    void detach_doorbell(Qp& qp);
     Result add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
                   const std::shared_ptr<Xrcd>& xrcd);
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;

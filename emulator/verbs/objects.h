@@ -193,6 +193,7 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
     std::vector<QpHolder> holders;
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t qpn = 0;
+    uint32_t doorbell_slot = queues::kNoDoorbellSlot;  // see queues::DoorbellBits
     bool sq_sig_all = false;
     uint32_t create_flags = 0;
     ibv_qp_cap cap{};

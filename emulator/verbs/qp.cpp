@@ -162,7 +162,7 @@ Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpRepl
     if (Result r = add_qp(qp, req.user_handle, nullptr); !r) {
         return r;
     }
-    reply = {qp->handle, qp->qpn, {}, {}, {}};
+    reply = {qp->handle, qp->qpn, qp->doorbell_slot, {}, {}, {}};
     return ok();
 }
 
@@ -174,8 +174,16 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
         return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
                     device_.attr().orig_attr.max_qp);
     }
+    if (Doorbell* doorbell = device_.doorbell()) {
+        const auto slot = doorbell->attach(*qp, device_);
+        if (!slot) {
+            return fail(ENOMEM, "the daemon has its maximum of %u QPs", queues::kDoorbellSlots);
+        }
+        qp->doorbell_slot = *slot;
+    }
     auto qpn = device_.qpns().allocate();
     if (!qpn) {
+        detach_doorbell(*qp);
         return fail(ENOMEM, "no QP numbers left");
     }
     qp->qpn = *qpn;
@@ -311,6 +319,7 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     }
     reply = {qp->handle,
              qp->qpn,
+             qp->doorbell_slot,
              cap,
              {qp->send_queue.entries(), qp->send_queue.entry_size()},
              {qp->recv_queue.entries(), qp->recv_queue.entry_size()}};
@@ -370,6 +379,11 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     apply_qp_attr(qp->attr, req.attr, mask);
     qp->move_to(next, mask, "ibv_modify_qp");
     transport::prepare_transport(*qp, from, mask);
+    // The engine looks at it on its next turn: it may have work to take up
+    // (WQEs posted before RTS) or to flush (ERR).
+    if (Doorbell* doorbell = device_.doorbell()) {
+        doorbell->post(qp->doorbell_slot);
+    }
     return ok();
 }
 
@@ -408,8 +422,16 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
     }
     device_.qpns().release(qp->qpn);
     device_.qp_table().erase(qp->qpn);
+    detach_doorbell(*qp);
     --device_.counts().qp;
     return ok();
+}
+
+void Context::detach_doorbell(Qp& qp) {
+    if (Doorbell* doorbell = device_.doorbell()) {
+        doorbell->detach(qp.doorbell_slot);
+    }
+    qp.doorbell_slot = queues::kNoDoorbellSlot;
 }
 
 // As the kernel's ib_open_qp(): another handle to an XRC_TGT QP that was

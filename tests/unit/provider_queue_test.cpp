@@ -2,6 +2,7 @@
 // (uroce::Ring), in one process over real memfds.
 #include "queue.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,8 +14,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "device/device.h"
 #include "queues/doorbell.h"
 #include "queues/ring.h"
+#include "verbs/objects.h"
 
 namespace uroce {
 namespace {
@@ -297,15 +300,71 @@ TEST(ProviderQueue, DoorbellRingsOnlyWhileTheDaemonSleeps) {
     close(page_fd);  // the mapping outlives it
     uint64_t count = 0;
 
-    doorbell.ring();
+    doorbell.ring(queues::kNoDoorbellSlot);
     EXPECT_EQ(read(daemon.eventfd(), &count, sizeof(count)), -1);
     EXPECT_EQ(errno, EAGAIN);
 
     daemon.page().daemon_sleeping.store(1);
-    doorbell.ring();
-    doorbell.ring();
+    doorbell.ring(queues::kNoDoorbellSlot);
+    doorbell.ring(queues::kNoDoorbellSlot);
     ASSERT_EQ(read(daemon.eventfd(), &count, sizeof(count)), ssize_t{sizeof(count)});
     EXPECT_EQ(count, 2u);
+}
+
+std::vector<uint32_t> taken(Doorbell& daemon) {
+    std::vector<uint32_t> slots;
+    daemon.take_posted([&](uint32_t slot) { slots.push_back(slot); });
+    return slots;
+}
+
+TEST(ProviderQueue, DoorbellBitsSayWhichSlotsWerePostedOnceEach) {
+    Doorbell daemon;
+    ASSERT_TRUE(Doorbell::create(daemon));
+    ProviderDoorbell doorbell;
+    ASSERT_EQ(ProviderDoorbell::open(dup(daemon.eventfd()), dup(daemon.page_fd()), doorbell), 0);
+    EXPECT_FALSE(daemon.any_posted());
+    EXPECT_TRUE(taken(daemon).empty());
+
+    // The first, a last and slots that share words with others, posted
+    // several times: each is taken once, in order.
+    const std::vector<uint32_t> slots = {0, 1, 63, 64, 4095, 4096, queues::kDoorbellSlots - 1};
+    for (int round = 0; round < 2; ++round) {
+        for (uint32_t slot : slots) {
+            doorbell.ring(slot);
+        }
+    }
+    doorbell.ring(queues::kNoDoorbellSlot);  // an SRQ's: no bit
+    EXPECT_TRUE(daemon.any_posted());
+    EXPECT_EQ(taken(daemon), slots);
+    EXPECT_FALSE(daemon.any_posted());
+    EXPECT_TRUE(taken(daemon).empty()) << "a bit is taken once";
+
+    daemon.post(64);  // the daemon's own side, after a control request
+    daemon.post(queues::kNoDoorbellSlot);
+    EXPECT_EQ(taken(daemon), std::vector<uint32_t>{64});
+}
+
+TEST(ProviderQueue, DoorbellSlotsAreReusedAndBounded) {
+    Doorbell daemon;
+    ASSERT_TRUE(Doorbell::create(daemon));
+    Device device({"uroce0", {htonl(INADDR_LOOPBACK)}}, 0);
+    Qp qps[2];
+    std::vector<uint32_t> attached;
+    for (uint32_t i = 0; i < queues::kDoorbellSlots; ++i) {
+        const auto slot = daemon.attach(qps[i % 2], device);
+        ASSERT_TRUE(slot.has_value()) << i;
+        attached.push_back(*slot);
+    }
+    EXPECT_FALSE(daemon.attach(qps[0], device).has_value()) << "beyond kDoorbellSlots";
+    EXPECT_EQ(daemon.owner(attached[7]).qp, &qps[1]);
+    EXPECT_EQ(daemon.owner(attached[7]).device, &device);
+
+    daemon.detach(attached[7]);
+    EXPECT_EQ(daemon.owner(attached[7]).qp, nullptr) << "a posted bit of a gone QP finds nobody";
+    daemon.detach(attached[7]);  // twice: nothing
+    EXPECT_EQ(daemon.attach(qps[0], device), attached[7]);
+    EXPECT_FALSE(daemon.attach(qps[0], device).has_value());
+    EXPECT_EQ(daemon.owner(queues::kNoDoorbellSlot).qp, nullptr);
 }
 
 TEST(ProviderQueue, ReceivedFdsClosesWhatIsNotTaken) {

@@ -179,6 +179,7 @@ Harness::QueuePair Harness::create_qp(ibv_qp_type type) {
     qp.type = type;
     qp.handle = reply.handle;
     qp.qpn = reply.qpn;
+    qp.doorbell_slot = reply.doorbell_slot;
     // Reply fds: the send ring, then the receive ring.
     if (map_work_queue(fds.at(0).get(), reply.send_queue,
                        queues::send_wqe_size(reply.cap.max_send_sge, reply.cap.max_inline_data),
@@ -377,6 +378,7 @@ void Harness::post_recv(QueuePair& qp, uint64_t wr_id, size_t offset, uint32_t l
     memcpy(ring.slot() + queues::kRecvWqeFixed, &sge, sizeof(sge));
     ring.advance();
     ring.publish();
+    device().doorbell()->post(qp.doorbell_slot);  // as the provider rings it
 }
 
 void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint32_t length,
@@ -395,6 +397,7 @@ void Harness::post_send(QueuePair& qp, queues::SendWqe wqe, size_t offset, uint3
     }
     ring.advance();
     ring.publish();
+    device().doorbell()->post(qp.doorbell_slot);  // as the provider rings it
 }
 
 std::vector<ibv_wc> Harness::poll_cq(size_t most) {

@@ -78,6 +78,7 @@ class ReceiveHarness {
         ibv_qp_type type = IBV_QPT_RC;
         uint32_t handle = 0;
         uint32_t qpn = 0;
+        uint32_t doorbell_slot = 0;
         SharedRing send_queue;
         SharedRing recv_queue;
     };
