@@ -48,6 +48,12 @@ bool joined(const Qp& qp, uint32_t group_ipv4) {
     return it != qp.mcast_groups.end() && it->first == gid;
 }
 
+// Whether a packet (its BTH first) is for QP1.
+bool to_gsi(std::span<const uint8_t> packet) {
+    return packet.size() >= wire::kBthBytes &&
+           wire::decode_bth(packet.first<wire::kBthBytes>()).dest_qp == wire::kGsiQpn;
+}
+
 bool has_member(Device& device, uint32_t group_ipv4) {
     for (const auto& [qpn, qp] : device.qp_table()) {
         if (joined(*qp, group_ipv4)) {
@@ -263,6 +269,14 @@ void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
         return;
     }
     if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
+        if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
+            const auto now = *receive_at_once_;
+            receive_at_once_.reset();
+            receive(*local, bytes, src_ipv4, dest_ipv4, false, src_port, now);
+            receive_at_once_ = now;
+            recycle(std::move(bytes));
+            return;
+        }
         local_.push_back({local, src_ipv4, dest_ipv4, src_port, std::move(bytes)});
         return;
     }
@@ -451,7 +465,9 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
             more = transport_.run_raw_sender(*device, *qp);  // a burst: perhaps more behind it
             any |= more;
         } else {
+            receive_at_once_ = now;
             any |= transport_.run_requester(*device, *qp, now, budget);
+            receive_at_once_.reset();
             more = transport::Transport::needs_turn(*qp);
         }
         if (had_budget && budget == 0) {
@@ -460,7 +476,19 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
         }
         active_flags_[slot] = more;
     }
-    std::erase_if(active_, [this](uint32_t slot) { return !active_flags_[slot]; });
+    // Each active QP once: a packet received at once may have activated a
+    // QP that the loop had already visited.
+    size_t kept = 0;
+    for (const uint32_t slot : active_) {
+        if (active_flags_[slot]) {
+            active_flags_[slot] = false;
+            active_[kept++] = slot;
+        }
+    }
+    active_.resize(kept);
+    for (const uint32_t slot : active_) {
+        active_flags_[slot] = true;
+    }
     return any;
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "device/device.h"
@@ -149,6 +150,13 @@ class Engine : public transport::PacketOutput {
     std::vector<uint32_t> active_;
     std::vector<bool> active_flags_ = std::vector<bool>(queues::kDoorbellSlots);  // by slot
     size_t first_sender_ = 0;
+    // The turn's clock while requesters run: a packet from one of the
+    // daemon's devices to another is then received at once, from the buffer
+    // it was just built in (still in the cache, and reused for the next
+    // packet), instead of queued for the turn's end. The answers it causes
+    // are queued, as are packets to QP1 (the CM) and to the sending device
+    // (which may be the sender's own QP, in the middle of its turn).
+    std::optional<transport::Clock::time_point> receive_at_once_;
     std::vector<std::vector<uint8_t>> spare_;                       // packet buffers to reuse
     std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
     boost::asio::posix::stream_descriptor doorbell_wait_;
