@@ -371,9 +371,17 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
 
 void Engine::activate_if_busy(const Qp& qp) {
     // A QP that the packet moved to ERR has its queues to flush.
-    if (transport::Transport::needs_turn(qp) || qp.attr.qp_state == IBV_QPS_ERR) {
-        activate(qp.doorbell_slot);
+    if (transport::Transport::requester_busy(qp) || qp.attr.qp_state == IBV_QPS_ERR) {
+        requesters_.add(qp.doorbell_slot);
     }
+    if (transport::Transport::responder_busy(qp)) {
+        responders_.add(qp.doorbell_slot);
+    }
+    note_timer(qp);
+}
+
+void Engine::note_timer(const Qp& qp) {
+    timers_due_ = std::min(timers_due_, transport::Transport::next_deadline(qp));
 }
 
 // A datagram to a multicast group goes to every UD QP of the device that
@@ -407,31 +415,16 @@ bool Engine::deliver_local(Clock::time_point now) {
     return any;
 }
 
-void Engine::activate(uint32_t slot) {
-    if (slot < active_flags_.size() && !active_flags_[slot]) {
-        active_flags_[slot] = true;
-        active_.push_back(slot);
-    }
-}
-
 bool Engine::run_queue_pairs(Clock::time_point now) {
     // The QPs clients posted to, or control requests changed, since the last turn.
-    doorbell_.take_posted([this](uint32_t slot) { activate(slot); });
+    doorbell_.take_posted([this](uint32_t slot) { requesters_.add(slot); });
     // Answers still waiting in a socket may be the ones a timer waits for:
     // timers fire only once they are read, or a slow turn of the loop would
     // retransmit what was acknowledged, and its answers would bury the rest.
-    const bool timers = !network_.backlogged();
-    bool any = false;
-    for (const uint32_t slot : active_) {
-        const auto [qp, device] = doorbell_.owner(slot);
-        if (!qp || !transport::wire_transport(qp->type)) {
-            continue;
-        }
-        if (timers && transport::Transport::next_deadline(*qp) <= now) {
-            transport_.run_timers(*device, *qp, now);
-        }
-        any |= transport_.run_responder(*device, *qp);
+    if (!network_.backlogged() && now >= timers_due_) {
+        run_due_timers(now);
     }
+    bool any = run_responders();
     for (const auto& device : devices_) {
         for (auto& [wq_num, wq] : device->wq_table()) {
             if (wq->state == IBV_WQS_ERR) {
@@ -439,27 +432,62 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
             }
         }
     }
-    // The requesters share one turn's budget, starting after the QP that
-    // used up the last one, so that each of many busy QPs gets its turn.
-    // Once it is spent, only QPs in ERR, which send nothing, still run:
-    // the others' work waits in their queues for their turn. A QP whose
-    // requester ran and that has nothing under way leaves the active QPs
-    // until its doorbell is rung again or a packet gives it work.
+    any |= run_requesters(now);
+    return any;
+}
+
+// Each QP with a timer running is among the requesters. They are visited
+// only once the earliest timer noted is due, so that many streaming QPs,
+// each with a retransmission timer, cost a turn nothing until then.
+void Engine::run_due_timers(Clock::time_point now) {
+    timers_due_ = transport::kNever;
+    for (size_t i = 0; i < requesters_.size(); ++i) {
+        const auto [qp, device] = doorbell_.owner(requesters_[i]);
+        if (!qp || !transport::wire_transport(qp->type)) {
+            continue;
+        }
+        if (transport::Transport::next_deadline(*qp) <= now) {
+            transport_.run_timers(*device, *qp, now);
+        }
+        note_timer(*qp);
+    }
+}
+
+bool Engine::run_responders() {
+    bool any = false;
+    for (size_t i = 0; i < responders_.size(); ++i) {
+        const uint32_t slot = responders_[i];
+        const auto [qp, device] = doorbell_.owner(slot);
+        if (qp) {
+            any |= transport_.run_responder(*device, *qp);
+        }
+        if (!qp || !transport::Transport::responder_busy(*qp)) {
+            responders_.remove(slot);
+        }
+    }
+    responders_.compact();
+    return any;
+}
+
+// The requesters share one turn's budget, starting after the QP that used
+// up the last one, so that each of many busy QPs gets its turn; the others'
+// work waits in their queues. A QP whose requester ran and that has nothing
+// under way leaves the requesters until its doorbell is rung again or a
+// packet gives it work.
+bool Engine::run_requesters(Clock::time_point now) {
+    bool any = false;
     uint32_t budget = kTurnPackets;
-    const size_t count = active_.size();
+    // Packets received at once may add QPs behind `count`: they wait for the next turn.
+    const size_t count = requesters_.size();
     const size_t start = count ? first_sender_ % count : 0;
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count && budget > 0; ++i) {
         const size_t at = (start + i) % count;
-        const uint32_t slot = active_[at];
+        const uint32_t slot = requesters_[at];
         const auto [qp, device] = doorbell_.owner(slot);
         if (!qp) {
-            active_flags_[slot] = false;
+            requesters_.remove(slot);
             continue;
         }
-        if (budget == 0 && qp->attr.qp_state != IBV_QPS_ERR) {
-            continue;
-        }
-        const bool had_budget = budget > 0;
         bool more;
         if (qp->type == IBV_QPT_RAW_PACKET) {
             more = transport_.run_raw_sender(*device, *qp);  // a burst: perhaps more behind it
@@ -468,27 +496,18 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
             receive_at_once_ = now;
             any |= transport_.run_requester(*device, *qp, now, budget);
             receive_at_once_.reset();
-            more = transport::Transport::needs_turn(*qp);
+            more = transport::Transport::requester_busy(*qp);
+            note_timer(*qp);
         }
-        if (had_budget && budget == 0) {
+        if (budget == 0) {
             first_sender_ = at + 1;
             any = true;  // what the budget held back goes next turn
         }
-        active_flags_[slot] = more;
-    }
-    // Each active QP once: a packet received at once may have activated a
-    // QP that the loop had already visited.
-    size_t kept = 0;
-    for (const uint32_t slot : active_) {
-        if (active_flags_[slot]) {
-            active_flags_[slot] = false;
-            active_[kept++] = slot;
+        if (!more) {
+            requesters_.remove(slot);
         }
     }
-    active_.resize(kept);
-    for (const uint32_t slot : active_) {
-        active_flags_[slot] = true;
-    }
+    requesters_.compact();
     return any;
 }
 
@@ -524,13 +543,9 @@ Clock::time_point Engine::next_deadline() const {
             next = std::min(next, cq->event_due);
         }
     }
-    // A QP with a timer running is active (Transport::needs_turn).
-    for (const uint32_t slot : active_) {
-        if (const Qp* qp = doorbell_.owner(slot).qp) {
-            next = std::min(next, transport::Transport::next_deadline(*qp));
-        }
-    }
-    return next;
+    // No later than the QPs' earliest timer: perhaps earlier, after which
+    // the turn that runs the timers finds the next.
+    return std::min(next, timers_due_);
 }
 
 void Engine::sleep() {

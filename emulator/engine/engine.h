@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "engine/slot_set.h"
 #include "net/packet_log.h"
 #include "net/udp_network.h"
 #include "queues/doorbell.h"
@@ -113,12 +114,14 @@ class Engine : public transport::PacketOutput {
     // What step mode let go since the last turn (net/step_gate.h).
     bool release_stepped();
     bool run_queue_pairs(transport::Clock::time_point now);
-    // The QP of doorbell slot `slot` gets turns until it has nothing under
-    // way (Transport::needs_turn).
-    void activate(uint32_t slot);
+    void run_due_timers(transport::Clock::time_point now);
+    bool run_responders();
+    bool run_requesters(transport::Clock::time_point now);
     // After a packet for `qp`: it gets turns if the packet gave it work (or
     // moved it to ERR).
     void activate_if_busy(const Qp& qp);
+    // Lowers timers_due_ to the QP's earliest timer.
+    void note_timer(const Qp& qp);
     bool deliver_local(transport::Clock::time_point now);
     // receive_datagram, leaving the responder's writes queued for the turn's end.
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
@@ -144,12 +147,16 @@ class Engine : public transport::PacketOutput {
     UdpNetwork network_;
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
-    // The QPs that get turns, by doorbell slot: posted to, changed by a
-    // control request, or with work under way; and where the next turn's
-    // requesters start among them. Idle QPs cost a turn nothing.
-    std::vector<uint32_t> active_;
-    std::vector<bool> active_flags_ = std::vector<bool>(queues::kDoorbellSlots);  // by slot
+    // The QPs that get turns, by doorbell slot; idle QPs cost a turn
+    // nothing. Requesters: posted to, changed by a control request, or with
+    // messages or a timer under way (Transport::requester_busy); and where
+    // the next turn's requesters start among them. Responders: with requests
+    // queued or responses to send (Transport::responder_busy).
+    SlotSet requesters_{queues::kDoorbellSlots};
     size_t first_sender_ = 0;
+    SlotSet responders_{queues::kDoorbellSlots};
+    // No later than the requesters' earliest timer (run_due_timers).
+    transport::Clock::time_point timers_due_ = transport::kNever;
     // The turn's clock while requesters run: a packet from one of the
     // daemon's devices to another is then received at once, from the buffer
     // it was just built in (still in the cache, and reused for the next

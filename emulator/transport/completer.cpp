@@ -52,9 +52,20 @@ void acknowledge_before(Qp& qp, uint32_t psn, Clock::time_point now) {
 // Where acknowledgement stops for a response that reaches `psn`: at the
 // first READ or atomic before it whose answer has not come (the responder
 // executed it, so the answer was lost and must be asked for again).
+// The window is in PSN order and its WQEs start in order, so the search
+// stops at the first that started at or after `psn`, or has not started.
 uint32_t first_unanswered(const RequesterState& r, uint32_t psn) {
     for (const SendWork& w : r.window) {
-        if (w.started && w.is_read_or_atomic() && !w.done && wire::psn_before(w.first_psn, psn)) {
+        if (!w.started) {
+            break;
+        }
+        if (w.sends_nothing()) {
+            continue;  // has no PSNs
+        }
+        if (!wire::psn_before(w.first_psn, psn)) {
+            break;
+        }
+        if (w.is_read_or_atomic() && !w.done) {
             return w.first_psn;
         }
     }

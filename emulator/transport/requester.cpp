@@ -410,10 +410,8 @@ Clock::time_point Transport::next_deadline(const Qp& qp) {
     return std::min(qp.requester.retransmit_at, qp.requester.rnr_resume_at);
 }
 
-bool Transport::needs_turn(const Qp& qp) {
-    const ResponderState& s = qp.responder;
-    return !qp.requester.window.empty() || next_deadline(qp) != kNever || s.reply ||
-           !s.waiting.empty();
+bool Transport::requester_busy(const Qp& qp) {
+    return !qp.requester.window.empty() || next_deadline(qp) != kNever;
 }
 
 void prepare_transport(Qp& qp, ibv_qp_state from, int mask) {

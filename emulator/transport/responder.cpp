@@ -304,6 +304,10 @@ void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet
     on_request(device, qp, packet, src_ipv4);
 }
 
+bool Transport::responder_busy(const Qp& qp) {
+    return qp.responder.reply || !qp.responder.waiting.empty();
+}
+
 bool Transport::run_responder(Device& device, Qp& qp) {
     ResponderState& s = qp.responder;
     if (!s.reply && s.waiting.empty()) {

@@ -57,10 +57,12 @@ class Transport {
     // A RAW_PACKET QP's send queue: each WQE one frame onto the segment;
     // flushes a QP in ERR. Returns whether it did anything.
     bool run_raw_sender(Device& device, Qp& qp);
-    // Whether the QP has work under way that the engine must come back to:
-    // messages to send or to be acknowledged, a timer, responses to send.
-    // (New WQEs ring its doorbell instead: queues::DoorbellBits.)
-    static bool needs_turn(const Qp& qp);
+    // Whether the QP has work under way that the engine must come back to
+    // (new WQEs ring its doorbell instead: queues::DoorbellBits). The
+    // requester: messages to send or to be acknowledged, or a timer.
+    static bool requester_busy(const Qp& qp);
+    // The responder: requests queued, or a READ's responses to send.
+    static bool responder_busy(const Qp& qp);
     // The earliest timer of the QP, kNever when none runs.
     static Clock::time_point next_deadline(const Qp& qp);
     // Makes the writes into applications' memory that the responder queued

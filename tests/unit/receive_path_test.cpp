@@ -1135,6 +1135,39 @@ TEST_F(OutstandingTest, ShortReadResponsesAreIgnored) {
     EXPECT_EQ(region_bytes(2048 + 2 * H::kMtuBytes, 10), pattern(10, 33));
 }
 
+// An acknowledgement coalesced past a READ says its response was lost (the
+// responder executed it): the READ is asked for again, and nothing behind it
+// completes before it is answered (IBA 9.7.5.1.5).
+TEST_F(OutstandingTest, AcknowledgementPastAnUnansweredReadAsksForItAgain) {
+    post(1, IBV_WR_RDMA_READ, 2048, 100);
+    queues::SendWqe send{};
+    send.wr_id = 2;
+    send.opcode = IBV_WR_SEND;
+    send.send_flags = IBV_SEND_SIGNALED;
+    h.post_send(h.rts(), send, 0, 16);
+    h.settle();
+    ASSERT_EQ(answers(), Lines{hex_psn("RC_SEND_ONLY", kFirst + 1, " len=16")});
+    mark();
+    wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, kFirst + 1);
+    ack.aeth = wire::Aeth::ack(1);
+    h.send(ack);
+    EXPECT_TRUE(h.poll_cq().empty()) << "the SEND completes after the READ";
+    // Go back N: from the READ on.
+    EXPECT_EQ(answers(), (Lines{hex_psn("RC_RDMA_READ_REQUEST", kFirst),
+                                hex_psn("RC_SEND_ONLY", kFirst + 1, " len=16")}));
+    respond(Operation::kReadResponseOnly, kFirst, pattern(100, 40));
+    auto wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 1u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(region_bytes(2048, 100), pattern(100, 40));
+    h.send(ack);
+    wcs = h.poll_cq();
+    ASSERT_EQ(wcs.size(), 1u);
+    EXPECT_EQ(wcs[0].wr_id, 2u);
+    EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+}
+
 TEST_F(OutstandingTest, ReadResponseLongerThanTheReadWritesNothingPastItsBuffer) {
     post(1, IBV_WR_RDMA_READ, 2048, 100);
     respond(Operation::kReadResponseOnly, kFirst, pattern(200, 29));
