@@ -40,7 +40,6 @@ class SlotSet {
     }
 
     size_t size() const { return order_.size(); }
-    bool empty() const { return order_.empty(); }
     uint32_t operator[](size_t index) const { return order_[index]; }
 
   private:
