@@ -133,6 +133,17 @@ class ReceivePathTest : public ::testing::Test {
     }
     void mark() { before_ = counters(h.stats()); }
 
+    // Posts a signaled SEND of the region's first `length` bytes, and lets
+    // the engine send it.
+    void post_signaled_send(uint64_t wr_id, uint32_t length) {
+        queues::SendWqe wqe{};
+        wqe.wr_id = wr_id;
+        wqe.opcode = IBV_WR_SEND;
+        wqe.send_flags = IBV_SEND_SIGNALED;
+        h.post_send(h.rts(), wqe, 0, length);
+        h.settle();
+    }
+
     Lines answers(int wait_ms = 20) {
         Lines lines;
         for (const Answer& a : h.answers(wait_ms)) {
@@ -988,12 +999,7 @@ TEST_F(ReceivePathTest, StaleNakBeforeTheOutstandingRangeIsIgnored) {
 // and a timeout's worth of silence would otherwise exhaust it).
 TEST_F(ReceivePathTest, SequenceNaksThatAdvanceEachSendTheRequesterBackAtOnce) {
     constexpr uint32_t kFirst = H::kSqPsn;
-    queues::SendWqe wqe{};
-    wqe.wr_id = 5;
-    wqe.opcode = IBV_WR_SEND;
-    wqe.send_flags = IBV_SEND_SIGNALED;
-    h.post_send(h.rts(), wqe, 0, 5 * H::kMtuBytes);
-    h.settle();
+    post_signaled_send(5, 5 * H::kMtuBytes);
     const auto sent_from = [](uint32_t psn) {
         Lines lines;
         for (uint32_t p = psn; p <= kFirst + 4; ++p) {
@@ -1067,12 +1073,7 @@ class OutstandingTest : public ReceivePathTest {
 TEST_F(ReceivePathTest, AcknowledgementsWaitingInTheSocketAreReadBeforeTimersFire) {
     constexpr uint32_t kFirst = H::kSqPsn;
     constexpr int kStale = UdpNetwork::kMaxReceivesPerPoll;
-    queues::SendWqe wqe{};
-    wqe.wr_id = 9;
-    wqe.opcode = IBV_WR_SEND;
-    wqe.send_flags = IBV_SEND_SIGNALED;
-    h.post_send(h.rts(), wqe, 0, 16);
-    h.settle();
+    post_signaled_send(9, 16);
     ASSERT_EQ(answers(), Lines{hex_psn("RC_SEND_ONLY", kFirst, " len=16")});
     mark();
     // timeout 14: 4.096 us * 2^14 = 67 ms; the timer is overdue after this.
@@ -1140,12 +1141,7 @@ TEST_F(OutstandingTest, ShortReadResponsesAreIgnored) {
 // completes before it is answered (IBA 9.7.5.1.5).
 TEST_F(OutstandingTest, AcknowledgementPastAnUnansweredReadAsksForItAgain) {
     post(1, IBV_WR_RDMA_READ, 2048, 100);
-    queues::SendWqe send{};
-    send.wr_id = 2;
-    send.opcode = IBV_WR_SEND;
-    send.send_flags = IBV_SEND_SIGNALED;
-    h.post_send(h.rts(), send, 0, 16);
-    h.settle();
+    post_signaled_send(2, 16);
     ASSERT_EQ(answers(), Lines{hex_psn("RC_SEND_ONLY", kFirst + 1, " len=16")});
     mark();
     wire::PacketHeaders ack = rc_request(Operation::kAck, h.rts().qpn, kFirst + 1);
