@@ -309,10 +309,10 @@ bool Transport::responder_busy(const Qp& qp) {
 }
 
 bool Transport::run_responder(Device& device, Qp& qp) {
-    ResponderState& s = qp.responder;
-    if (!s.reply && s.waiting.empty()) {
+    if (!responder_busy(qp)) {
         return false;
     }
+    ResponderState& s = qp.responder;
     if (!takes_requests(qp.attr.qp_state)) {
         s.reply.reset();
         s.waiting.clear();
