@@ -621,8 +621,7 @@ bool Engine::signal_due_cq_events(Clock::time_point now) {
     return any;
 }
 
-bool Engine::run_once() {
-    const auto now = Clock::now();
+bool Engine::run_once(Clock::time_point now) {
     if (now - last_control_poll_ >= kControlPoll) {
         io_.poll();
         last_control_poll_ = now;

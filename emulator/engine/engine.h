@@ -69,8 +69,9 @@ class Engine : public transport::PacketOutput {
     void receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                           uint16_t src_port,
                           transport::Clock::time_point now = transport::Clock::now());
-    // One turn of the loop without sleeping; true when it did work.
-    bool run_once();
+    // One turn of the loop without sleeping; true when it did work. `now`:
+    // the turn's clock (tests pass their own to make time stand still).
+    bool run_once(transport::Clock::time_point now = transport::Clock::now());
     // What clients have posted is taken and sent now, as far as windows
     // and bursts allow in a few passes over the QPs.
     void take_posted_work();

@@ -312,7 +312,7 @@ void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4
 }
 
 void Harness::arrive(std::span<const uint8_t> datagram) {
-    engine_->receive_datagram(1, datagram, loopback(kForgerHost), port_);
+    engine_->receive_datagram(1, datagram, loopback(kForgerHost), port_, now());
 }
 
 void Harness::send_udp(std::span<const uint8_t> datagram) {
@@ -328,7 +328,7 @@ void Harness::send_udp(std::span<const uint8_t> datagram) {
 }
 
 void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4) {
-    engine_->receive_datagram(1, datagram, src_ipv4.value_or(loopback(kForgerHost)), port_);
+    engine_->receive_datagram(1, datagram, src_ipv4.value_or(loopback(kForgerHost)), port_, now());
     settle();
 }
 
@@ -336,7 +336,7 @@ void Harness::settle() {
     // Answers queued by receive_datagram leave on the first turn; a few idle
     // turns in a row mean nothing else is pending.
     for (int idle = 0, turns = 0; idle < 3 && turns < 1000; ++turns) {
-        idle = engine_->run_once() ? 0 : idle + 1;
+        idle = engine_->run_once(now()) ? 0 : idle + 1;
     }
 }
 

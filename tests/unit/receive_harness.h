@@ -97,6 +97,12 @@ class ReceiveHarness {
     // be used after.
     void close_context() { context_.reset(); }
     const DeviceStats& stats() const { return devices_.at(1)->stats(); }
+    // From here on the engine's clock stands still at `at`, so that what
+    // depends on elapsed time does not depend on how fast the machine runs.
+    void freeze_clock(transport::Clock::time_point at) { frozen_clock_ = at; }
+    transport::Clock::time_point now() const {
+        return frozen_clock_.value_or(transport::Clock::now());
+    }
     uint16_t port() const { return port_; }
 
     // QPs in RTR and RTS (QP access: every remote operation), and QPs left in
@@ -181,6 +187,7 @@ class ReceiveHarness {
     std::unique_ptr<Engine> engine_;
     UniqueFd forger_;
     uint16_t port_ = 0;
+    std::optional<transport::Clock::time_point> frozen_clock_;
     UniqueFd events_read_;
     std::unique_ptr<Context> context_;
     uint32_t pd_ = 0;

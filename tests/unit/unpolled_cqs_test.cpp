@@ -3,7 +3,9 @@
 // the program takes it, when it took nothing for the patience (no program
 // spins on that CQ) and when the CQ is destroyed; and when a program counts
 // as starving (taking nothing for a while), when the daemon gives its CPU
-// away. Runs a real engine on the receive harness (receive_harness.h).
+// away. Runs a real engine on the receive harness (receive_harness.h),
+// whose clock stands still: the engine drops a CQ after kPatience (1 ms),
+// which a loaded machine can spend between two of the engine's turns.
 #include <gtest/gtest.h>
 
 #include "receive_harness.h"
@@ -15,6 +17,8 @@ using H = ReceiveHarness;
 
 class UnpolledCqsTest : public ::testing::Test {
   protected:
+    UnpolledCqsTest() { h.freeze_clock(start_); }
+
     bool waiting() { return h.engine().doorbell().page().completions_waiting.load(); }
 
     // A SEND from the peer that completes a receive on the harness's CQ.
@@ -25,6 +29,7 @@ class UnpolledCqsTest : public ::testing::Test {
     }
 
     H h;
+    const transport::Clock::time_point start_ = transport::Clock::now();
     uint32_t next_psn_ = H::kRqPsn;
 };
 
@@ -37,7 +42,7 @@ TEST_F(UnpolledCqsTest, SetWhileACompletionWaitsAndClearedOnceItIsTaken) {
     EXPECT_TRUE(waiting());
     ASSERT_EQ(h.poll_cq().size(), 2u);
     EXPECT_TRUE(waiting()) << "cleared before the daemon looked again";
-    h.engine().run_once();
+    h.settle();
     EXPECT_FALSE(waiting());
 }
 
@@ -48,7 +53,7 @@ TEST_F(UnpolledCqsTest, AProgramThatTakesNothingIsStarvingThenForgotten) {
     receive_one();
     // Each take is progress: the program's clock starts again there.
     ASSERT_EQ(h.poll_cq(1).size(), 1u);
-    const auto start = transport::Clock::now();
+    const auto start = start_;
     cqs.refresh(start);
     EXPECT_TRUE(cqs.any());
     EXPECT_FALSE(cqs.starving());
@@ -65,13 +70,15 @@ TEST_F(UnpolledCqsTest, AProgramThatTakesNothingIsStarvingThenForgotten) {
     cqs.refresh(progress + UnpolledCqs::kStarving * 2);
     EXPECT_TRUE(cqs.starving());
 
-    cqs.refresh(progress + UnpolledCqs::kPatience * 2);
+    const auto forgotten = progress + UnpolledCqs::kPatience * 2;
+    cqs.refresh(forgotten);
     EXPECT_FALSE(cqs.any()) << "a CQ nobody polls would make every poller yield for ever";
     EXPECT_FALSE(cqs.starving());
+    h.freeze_clock(forgotten);
     receive_one();
     EXPECT_TRUE(waiting()) << "its next completion counts again";
     ASSERT_EQ(h.poll_cq().size(), 2u);
-    h.engine().run_once();
+    h.settle();
     EXPECT_FALSE(waiting());
 }
 
@@ -81,7 +88,7 @@ TEST_F(UnpolledCqsTest, DestroyingTheCqForgetsItsCompletions) {
     // The client goes away with its completion untaken: its CQ is destroyed
     // with the rest of its objects.
     h.close_context();
-    h.engine().run_once();
+    h.settle();
     EXPECT_FALSE(waiting());
 }
 
