@@ -193,9 +193,10 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     }
     context_->set_caller(peer_.pid);
     // What was posted before these calls goes first: a program that posts
-    // unsignaled datagrams and destroys its QP at once (mckey) has them
-    // sent, as rxe, whose post_send runs the requester, would.
-    if (header.op == rpc::Op::kResizeCq || header.op == rpc::Op::kDestroyQp) {
+    // unsignaled datagrams and destroys their address handle and QP at once
+    // (mckey) has them sent, as rxe, whose post_send runs the requester, would.
+    if (header.op == rpc::Op::kResizeCq || header.op == rpc::Op::kDestroyAh ||
+        header.op == rpc::Op::kDestroyQp) {
         server_.take_posted_work();
     }
     Answer answer = dispatch(*context_, header.op, body, fds);

@@ -219,10 +219,11 @@ TEST_F(UdTransportTest, DatagramWithoutAReceiveIsLost) {
     EXPECT_EQ(b_.poll_one().byte_len, kGrh + 8);
 }
 
-// What mckey's sender does: post unsignaled datagrams and destroy the QP at
-// once. Here the daemon is stopped while they are posted and the destroy is
-// asked for, so that it finds both together: every datagram still arrives.
-TEST_F(UdTransportTest, DatagramsPostedBeforeTheQpIsDestroyedAreSent) {
+// What mckey's sender does: post unsignaled datagrams, then destroy their
+// address handle and the QP at once. Here the daemon is stopped while they
+// are posted and the destroys are asked for, so that it finds them all
+// together: every datagram still arrives.
+TEST_F(UdTransportTest, DatagramsPostedBeforeTheirAhAndQpAreDestroyedAreSent) {
     constexpr uint32_t kCount = 50;
     Buffer& out = a_.buffer(64, IBV_ACCESS_LOCAL_WRITE, 1);
     Buffer& in = b_.buffer(kCount * (kGrh + 64), IBV_ACCESS_LOCAL_WRITE, 0);
@@ -239,7 +240,10 @@ TEST_F(UdTransportTest, DatagramsPostedBeforeTheQpIsDestroyedAreSent) {
             wr.wr.ud = {ah.get(), b_.qpn(), kQkey};
             a_.post_send(wr);
         }
-        destroy = std::thread([this] { a_.destroy_qp(); });
+        destroy = std::thread([this, &ah] {
+            ah.reset();
+            a_.destroy_qp();
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request waits
     }
     destroy.join();
