@@ -53,17 +53,16 @@ TEST_F(UnpolledCqsTest, AProgramThatTakesNothingIsStarvingThenForgotten) {
     receive_one();
     // Each take is progress: the program's clock starts again there.
     ASSERT_EQ(h.poll_cq(1).size(), 1u);
-    const auto start = start_;
-    cqs.refresh(start);
+    cqs.refresh(start_);
     EXPECT_TRUE(cqs.any());
     EXPECT_FALSE(cqs.starving());
-    cqs.refresh(start + UnpolledCqs::kStarving / 2);
+    cqs.refresh(start_ + UnpolledCqs::kStarving / 2);
     EXPECT_FALSE(cqs.starving());
-    cqs.refresh(start + UnpolledCqs::kStarving * 2);
+    cqs.refresh(start_ + UnpolledCqs::kStarving * 2);
     EXPECT_TRUE(cqs.starving()) << "nothing taken for longer than kStarving";
 
     ASSERT_EQ(h.poll_cq(1).size(), 1u);
-    const auto progress = start + UnpolledCqs::kStarving * 3;
+    const auto progress = start_ + UnpolledCqs::kStarving * 3;
     cqs.refresh(progress);
     EXPECT_TRUE(cqs.any()) << "one completion still waits";
     EXPECT_FALSE(cqs.starving());
