@@ -2,9 +2,12 @@
 // kernel's ucma module (drivers/infiniband/core/ucma.c), in a uroce
 // environment: SYSFS_PATH names a tree with class/misc/rdma_cm/uroce_socket.
 //
-// The program's descriptor is an eventfd whose readiness the daemon controls:
-// it keeps it readable while events wait, so poll(2), epoll and O_NONBLOCK
-// work on it as on the kernel's file with no bridge in the way. Commands
+// The program's descriptor is the read end of a pipe whose readiness the
+// daemon controls: the daemon opens the pipe again for itself and keeps a
+// byte in it while events wait, so poll(2), epoll and O_NONBLOCK work on it
+// as on the kernel's file with no bridge in the way. read(2) is refused as
+// the kernel's file refuses it; writev(2) carries one command per iovec, as
+// the kernel's. Commands
 // travel on a private SOCK_SEQPACKET connection of the channel's, one request
 // and reply per write(2). Command bytes are read, and responses written where
 // the command says (as the kernel's copy_from_user/copy_to_user would), with
@@ -24,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
@@ -38,6 +40,9 @@
 #include "emulator/protocol/messages.h"
 #include "interpose.h"
 #include "rdma_netlink_socket.h"
+
+// Declared by the fortified headers this file does without.
+extern "C" ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen);
 
 namespace uroce::bridge {
 namespace {
@@ -54,9 +59,8 @@ struct Channel {
     int sock;               // the connection to the daemon
     uint64_t token;         // names the channel in another's MIGRATE_ID
     uint32_t seq;
-    // The eventfd's, to notice the descriptor number naming another file
-    // after the program closed it behind the bridge's back (dup2, close_range).
-    // Anonymous-inode files all share one inode: another eventfd goes unnoticed.
+    // The pipe's, to notice the descriptor number naming another file after
+    // the program closed it behind the bridge's back (dup2, close_range).
     dev_t dev;
     ino_t ino;
 };
@@ -143,14 +147,18 @@ int fail_open(int efd, int sock, int error) {
     return -1;
 }
 
-// A new event channel: the eventfd the program gets, passed to the daemon on
-// a connection of the channel's own.
+// A new event channel: the read end of a pipe, which the program gets,
+// passed to the daemon on a connection of the channel's own. The daemon
+// writes the pipe through an open file of its own; the write end made here
+// goes at once.
 int open_channel(const sockaddr_un& addr, int flags) {
-    const int efd =
-        eventfd(0, (flags & O_CLOEXEC ? EFD_CLOEXEC : 0) | (flags & O_NONBLOCK ? EFD_NONBLOCK : 0));
-    if (efd < 0) {
+    int ends[2];
+    if (pipe2(ends, (flags & O_CLOEXEC ? O_CLOEXEC : 0) | (flags & O_NONBLOCK ? O_NONBLOCK : 0)) !=
+        0) {
         return -1;
     }
+    NEXT(close)(ends[1]);
+    const int efd = ends[0];
     if (efd >= kBlocks * kBlockSize) {
         return fail_open(efd, -1, EMFILE);
     }
@@ -257,25 +265,26 @@ int call(Channel* c, const rpc::CmCommandRequest& request, rpc::CmCommandReply& 
 }
 
 // The kernel's GET_EVENT sleeps until an event waits unless the file is
-// O_NONBLOCK. Here the wait is on the eventfd, outside the channel's mutex so
-// that other threads' commands go on meanwhile; a thread that loses the event
-// to another (the daemon answers EAGAIN) waits again. A daemon that goes
-// away ends the wait with ENODEV rather than leaving the thread asleep.
+// O_NONBLOCK. Here the wait is on the channel's pipe, outside the channel's
+// mutex so that other threads' commands go on meanwhile; a thread that finds
+// no event (another took it: the daemon answers EAGAIN) waits again. A
+// daemon that goes away ends the wait with ENODEV rather than leaving the
+// thread asleep.
 int get_event(int fd, Channel* c, const rpc::CmCommandRequest& request,
               rpc::CmCommandReply& reply) {
     const int flags = fcntl(fd, F_GETFL);
     const bool blocking = flags >= 0 && !(flags & O_NONBLOCK);
     for (;;) {
-        pollfd ready[] = {{fd, POLLIN, 0}, {c->sock, POLLRDHUP, 0}};
-        if (blocking && poll(ready, 2, -1) < 0) {
-            return errno;
-        }
-        if (blocking && (ready[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-            return ENODEV;
-        }
         const int error = call(c, request, reply);
         if (!blocking || error != EAGAIN) {
             return error;
+        }
+        pollfd ready[] = {{fd, POLLIN, 0}, {c->sock, POLLRDHUP, 0}};
+        if (poll(ready, 2, -1) < 0) {
+            return errno;
+        }
+        if (ready[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+            return ENODEV;
         }
     }
 }
@@ -356,6 +365,62 @@ EXPORT ssize_t write(int fd, const void* buf, size_t len) {
         return -1;
     }
     return static_cast<ssize_t>(len);
+}
+
+// ucma_write for each iovec in turn, as the kernel's loop over a file
+// without write_iter: the bytes of the commands done, or the first error.
+EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
+    auto* c = uroce::bridge::any_open() ? uroce::bridge::channel_of(fd) : nullptr;
+    if (!c) {
+        return NEXT(writev)(fd, iov, count);
+    }
+    if (count < 0 || count > IOV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    ssize_t done = 0;
+    for (int i = 0; i < count; ++i) {
+        struct iovec one;
+        if (int error = uroce::bridge::copy_in(&one, &iov[i], sizeof(one))) {
+            errno = error;
+            return done ? done : -1;
+        }
+        if (one.iov_len == 0) {
+            continue;
+        }
+        if (int error = uroce::bridge::command(fd, c, one.iov_base, one.iov_len)) {
+            errno = error;
+            return done ? done : -1;
+        }
+        done += static_cast<ssize_t>(one.iov_len);
+    }
+    return done;
+}
+
+// The kernel's rdma_cm file has no read: EINVAL. (The pipe's byte is the
+// daemon's to take.)
+EXPORT ssize_t read(int fd, void* buf, size_t len) {
+    if (uroce::bridge::any_open() && uroce::bridge::channel_of(fd)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return NEXT(read)(fd, buf, len);
+}
+
+EXPORT ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen) {
+    if (uroce::bridge::any_open() && uroce::bridge::channel_of(fd)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return NEXT(__read_chk)(fd, buf, len, buflen);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
+    if (uroce::bridge::any_open() && uroce::bridge::channel_of(fd)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return NEXT(readv)(fd, iov, count);
 }
 
 EXPORT int close(int fd) {

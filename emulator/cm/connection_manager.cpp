@@ -143,14 +143,14 @@ ConnectionManager::~ConnectionManager() = default;
 
 // ---- channels and IDs ----------------------------------------------------
 
-Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, UniqueFd eventfd) {
+Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readiness) {
     auto channel = std::make_unique<Channel>();
     do {
         channel->token = (uint64_t(random_()) << 32) | random_();
     } while (channel->token == 0 || channels_.count(channel->token));
     channel->pid = pid;
     channel->uid = uid;
-    channel->eventfd = std::move(eventfd);
+    channel->readiness = std::move(readiness);
     Channel& ref = *channel;
     channels_.emplace(ref.token, std::move(channel));
     return ref;
@@ -350,23 +350,24 @@ bool ConnectionManager::report(Id& id, rdma_cm_event_type event, int32_t status,
     return queue(*id.channel, entry);
 }
 
-// The program's descriptor is readable exactly while events wait. The daemon
-// alone moves the eventfd's counter, between 0 and 1.
+// The program's descriptor is readable exactly while events wait: the pipe
+// holds one byte then, none otherwise. What the pipe holds is asked each
+// time, so a program that took the byte itself is put right at the next
+// change, and the daemon never waits on the pipe.
 void ConnectionManager::update_readiness(Channel& channel) {
     const bool waiting = !channel.events.empty();
-    if (waiting == channel.signalled) {
-        return;
-    }
-    uint64_t value = 1;
-    const ssize_t n = waiting ? write(channel.eventfd.get(), &value, sizeof(value))
-                              : read(channel.eventfd.get(), &value, sizeof(value));
-    if (n == sizeof(value)) {
-        channel.signalled = waiting;
+    const bool shown = channel.readiness.queued() > 0;
+    if (waiting && !shown) {
+        const uint8_t byte = 1;
+        channel.readiness.write_record(&byte, 1);
+    } else if (!waiting && shown) {
+        channel.readiness.drain();
     }
 }
 
 Result ConnectionManager::get_event(Channel& channel, rdma_ucm_event_resp& resp) {
     if (channel.events.empty()) {
+        update_readiness(channel);
         return fail(EAGAIN, "no rdma_cm event waits");
     }
     const Channel::Event event = channel.events.front();

@@ -25,6 +25,7 @@
 #include "cm/address.h"
 #include "cm/mad.h"
 #include "device/device.h"
+#include "util/client_pipe.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -54,7 +55,8 @@ enum rdma_cm_event_type : uint32_t {
 };
 
 // One open of /dev/infiniband/rdma_cm. Its IDs' events wait here for
-// GET_EVENT; the program's descriptor (an eventfd) is readable while any do.
+// GET_EVENT; the program's descriptor (a pipe's read end) is readable while
+// any do.
 struct Channel {
     static constexpr size_t kMaxEvents = 4096;
 
@@ -67,9 +69,8 @@ struct Channel {
 
     uint64_t token = 0;
     pid_t pid = 0;
-    uid_t uid = 0;  // ports below 1024 are root's, as for sockets
-    UniqueFd eventfd;
-    bool signalled = false;
+    uid_t uid = 0;         // ports below 1024 are root's, as for sockets
+    ClientPipe readiness;  // holds one byte exactly while events wait
     std::deque<Event> events;
 };
 
@@ -194,7 +195,7 @@ class ConnectionManager {
                       MadSender send);
     ~ConnectionManager();
 
-    Channel& open_channel(pid_t pid, uid_t uid, UniqueFd eventfd);
+    Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness);
     // The channel's end (close or death): its IDs go, their peers hear it.
     void close_channel(Channel& channel);
     // Every ID by handle, for RDMA netlink's resource dumps.

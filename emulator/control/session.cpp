@@ -232,11 +232,16 @@ void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byt
     if (result && (context_ || tool_ || cm_channel_)) {
         result = fail(EALREADY, "this connection has already said hello");
     } else if (result && fds.size() != 1) {
-        result = fail(EINVAL, "an rdma_cm channel opens with its eventfd and nothing else");
+        result = fail(EINVAL, "an rdma_cm channel opens with its pipe and nothing else");
+    }
+    ClientPipe readiness;
+    if (result) {
+        result = ClientPipe::adopt(std::move(fds.front()), true, {"rdma_cm channel", peer_.pid},
+                                   readiness);
     }
     rpc::CmOpenReply reply_body{};
     if (result) {
-        cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(fds.front()));
+        cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(readiness));
         reply_body.channel_token = cm_channel_->token;
     }
     reply(header, result, result ? bytes_of(reply_body) : std::vector<std::byte>{});
@@ -411,7 +416,13 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     if (fds.empty()) {
         return fail(EINVAL, "hello for a device must carry the async event pipe");
     }
-    context_ = std::make_shared<Context>(*device, peer_.pid, std::move(fds.front()));
+    ClientPipe events;
+    if (Result r = ClientPipe::adopt(std::move(fds.front()), false, {"async event pipe", peer_.pid},
+                                     events);
+        !r) {
+        return r;
+    }
+    context_ = std::make_shared<Context>(*device, peer_.pid, std::move(events));
     reply.device_index = device->index();
     reply.attach_token = context_->attach_token();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());

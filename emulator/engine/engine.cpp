@@ -9,6 +9,7 @@
 #include "engine/frame_steering.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
+#include "util/client_pipe.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
@@ -563,8 +564,7 @@ void Engine::sleep() {
                                   [this](const boost::system::error_code&) {
                                       doorbell_armed_ = false;
                                       uint64_t count;
-                                      [[maybe_unused]] ssize_t n =
-                                          read(doorbell_.eventfd(), &count, sizeof(count));
+                                      read_shared_eventfd(doorbell_.eventfd(), count);
                                   });
     }
     if (!network_armed_) {

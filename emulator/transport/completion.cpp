@@ -10,11 +10,11 @@
 
 namespace uroce {
 
-void EventPipe::post(uint64_t element, uint32_t event_type) const {
+void EventPipe::post(uint64_t element, uint32_t event_type) {
     ib_uverbs_async_event_desc desc{};
     desc.element = element;
     desc.event_type = event_type;
-    [[maybe_unused]] ssize_t ignored = write(fd.get(), &desc, sizeof(desc));
+    pipe.write_record(&desc, sizeof(desc));
 }
 
 namespace transport {
@@ -144,7 +144,7 @@ void signal_cq_event(Cq& cq) {
     }
     ib_uverbs_comp_event_desc desc{};
     desc.cq_handle = cq.user_handle;
-    [[maybe_unused]] ssize_t ignored = write(cq.channel->write_end.get(), &desc, sizeof(desc));
+    cq.channel->pipe.write_record(&desc, sizeof(desc));
 }
 
 }  // namespace transport

@@ -1,6 +1,5 @@
 #include "verbs/context.h"
 
-#include <fcntl.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -10,14 +9,12 @@ namespace {
 uint32_t next_context_id = 0;  // the daemon serves every client from one thread
 }
 
-Context::Context(Device& device, pid_t pid, UniqueFd async_events)
+Context::Context(Device& device, pid_t pid, ClientPipe async_events)
     : device_(device), pid_(pid), id_(next_context_id++), events_(std::make_shared<EventPipe>()) {
     while (getrandom(&attach_token_, sizeof(attach_token_), 0) != sizeof(attach_token_) ||
            attach_token_ == 0) {
     }
-    events_->fd = std::move(async_events);
-    // Events are dropped rather than ever blocking the daemon.
-    fcntl(events_->fd.get(), F_SETFL, fcntl(events_->fd.get(), F_GETFL) | O_NONBLOCK);
+    events_->pipe = std::move(async_events);
 }
 
 void Context::post_device_fatal() const {

@@ -24,7 +24,7 @@ using ReplyFds = std::vector<UniqueFd>;
 class Context {
   public:
     // `pid`: the client process, whose memory its MRs describe.
-    Context(Device& device, pid_t pid, UniqueFd async_events);
+    Context(Device& device, pid_t pid, ClientPipe async_events);
     ~Context();  // destroys everything the client left, in dependency order
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;

@@ -27,7 +27,11 @@ Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, Un
         return fail(EEXIST, "completion channel %d already exists", req.channel_fd);
     }
     auto channel = std::make_shared<CompChannel>();
-    channel->write_end = std::move(write_end);
+    if (Result r = ClientPipe::adopt(std::move(write_end), false, {"completion channel", pid_},
+                                     channel->pipe);
+        !r) {
+        return r;
+    }
     channels_.emplace(req.channel_fd, channel);
     ++device_.counts().comp_channel;
     return ok();

@@ -17,6 +17,7 @@
 #include "transport/qp_journal.h"
 #include "transport/qp_state.h"
 #include "transport/unpolled_cqs.h"
+#include "util/client_pipe.h"
 #include "util/unique_fd.h"
 #include "verbs/handle_table.h"
 
@@ -63,8 +64,8 @@ class Ref {
 // A client's async event pipe: the daemon writes ib_uverbs_async_event_desc
 // records (element = the client's object pointer) for ibv_get_async_event.
 struct EventPipe {
-    UniqueFd fd;
-    void post(uint64_t element, uint32_t event_type) const;
+    ClientPipe pipe;
+    void post(uint64_t element, uint32_t event_type);
 };
 
 struct Pd : Object {};
@@ -107,9 +108,9 @@ struct Mw : Object {
     std::weak_ptr<const Qp> qp;  // type 2: the only QP through which it is reached
 };
 
-// A completion channel: the write end of the pipe the client reads events from.
+// A completion channel: the pipe the client reads events from.
 struct CompChannel : Object {
-    UniqueFd write_end;
+    ClientPipe pipe;
 };
 
 struct Cq : Object {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,7 +67,7 @@ class FakeDaemon {
         thread_.join();
         for (const Connection& c : connections_) {
             close(c.sock);
-            close(c.eventfd);
+            close(c.pipe);
         }
         close(listener_);
         close(stop_[0]);
@@ -81,7 +82,7 @@ class FakeDaemon {
   private:
     struct Connection {
         int sock = -1;  // -1 once closed
-        int eventfd = -1;
+        int pipe = -1;  // the channel's pipe, opened again as the daemon does
         bool event_waits = false;
     };
 
@@ -102,8 +103,7 @@ class FakeDaemon {
                 return;
             }
             if (arm_at_ && Clock::now() >= *arm_at_) {
-                const uint64_t one = 1;
-                EXPECT_EQ(write(connections_[armed_].eventfd, &one, sizeof(one)), 8);
+                EXPECT_EQ(write(connections_[armed_].pipe, "", 1), 1);
                 connections_[armed_].event_waits = true;
                 arm_at_.reset();
             }
@@ -151,7 +151,13 @@ class FakeDaemon {
                 reply(c.sock, header, refuse_open_);
                 return;
             }
-            c.eventfd = fd;
+            struct stat st;
+            EXPECT_EQ(fstat(fd, &st), 0);
+            EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the channel's descriptor is a pipe";
+            c.pipe = open(("/proc/self/fd/" + std::to_string(fd)).c_str(),
+                          O_RDWR | O_NONBLOCK | O_CLOEXEC);
+            EXPECT_GE(c.pipe, 0);
+            close(fd);
             const rpc::CmOpenReply open{0x1000 + index};
             std::lock_guard lock(mutex_);
             seen_.tokens.push_back(open.channel_token);
@@ -214,8 +220,8 @@ class FakeDaemon {
                     ++seen_.eagain_answers;
                     return EAGAIN;
                 }
-                uint64_t count;
-                EXPECT_EQ(read(c.eventfd, &count, sizeof(count)), 8);  // no longer readable
+                char byte;
+                EXPECT_EQ(read(c.pipe, &byte, 1), 1);  // no longer readable
                 c.event_waits = false;
                 rdma_ucm_get_event cmd;
                 memcpy(&cmd, in, sizeof(cmd));
@@ -444,9 +450,9 @@ TEST_F(bridgeRdmaCm, CarriesCommandsAsTheKernelWould) {
     EXPECT_EQ(seen.options, (std::vector<Option>{{1, {kTos}}, {300, {}}}));
     ASSERT_EQ(seen.tokens.size(), 2u);
     EXPECT_EQ(seen.migrate_tokens, std::vector<uint64_t>{seen.tokens[1]});
-    // Only the O_NONBLOCK attempt came before the event: the blocking one
-    // waited for the eventfd.
-    EXPECT_EQ(seen.eagain_answers, 1);
+    // The O_NONBLOCK attempt and the blocking one's first ask came before
+    // the event; then the blocking one waited on the pipe.
+    EXPECT_EQ(seen.eagain_answers, 2);
 }
 
 }  // namespace

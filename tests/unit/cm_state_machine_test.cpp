@@ -6,9 +6,10 @@
 // two differ the test says which function of the kernel it follows.
 #include <arpa/inet.h>
 #include <endian.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -221,12 +222,20 @@ class CmStateMachine : public ::testing::Test {
     Device& active_dev() { return *devices_[0]; }
     Device& passive_dev() { return *devices_[1]; }
 
+    // A channel whose pipe's read end the test keeps, as a program would.
     Channel& open_channel() {
-        UniqueFd fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-        if (!fd) {
-            throw std::runtime_error("eventfd");
+        int ends[2];
+        if (pipe2(ends, O_NONBLOCK | O_CLOEXEC) != 0) {
+            throw std::runtime_error("pipe2");
         }
-        return cm_->open_channel(getpid(), getuid(), std::move(fd));
+        close(ends[1]);
+        program_ends_.emplace_back(ends[0]);
+        ClientPipe readiness;
+        if (!ClientPipe::adopt(UniqueFd(dup(ends[0])), true, {"rdma_cm channel", getpid()},
+                               readiness)) {
+            throw std::runtime_error("adopt");
+        }
+        return cm_->open_channel(getpid(), getuid(), std::move(readiness));
     }
 
     Id& id_of(Channel& channel, uint32_t handle) {
@@ -434,9 +443,17 @@ class CmStateMachine : public ::testing::Test {
         io_.poll();
     }
 
+    // Whether the program's descriptor of channel `index` (0 active, 1
+    // passive, then in order of opening) polls readable.
+    bool readable(size_t index) const {
+        pollfd p{program_ends_.at(index).get(), POLLIN, 0};
+        return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    }
+
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
     std::vector<Sent> sent_;
+    std::vector<UniqueFd> program_ends_;  // the channels' descriptors, as the programs hold them
     std::unique_ptr<ConnectionManager> cm_;
     Channel* active_ch_ = nullptr;
     Channel* passive_ch_ = nullptr;
@@ -1632,6 +1649,42 @@ TEST_F(CmStateMachine, SidrRequestToNoListenerIsUnsupported) {
     rdma_ucm_event_resp e;
     ASSERT_NO_FATAL_FAILURE(take_event(*active_ch_, RDMA_CM_EVENT_UNREACHABLE, e));
     EXPECT_EQ(e.status, 1u);
+}
+
+// The channel's descriptor is readable exactly while events wait, whatever
+// the program did to it: a byte it took itself is put back at the next
+// change, and one left over is taken back when the last event goes.
+TEST_F(CmStateMachine, ChannelIsReadableExactlyWhileEventsWait) {
+    uint32_t handle = 0;
+    ASSERT_TRUE(cm_->create_id(*active_ch_, kActiveUid, RDMA_PS_TCP, 0, handle));
+    EXPECT_FALSE(readable(0));
+    Id& id = id_of(*active_ch_, handle);
+    const Address src = make_address(AF_INET, kActiveIp, 0);
+    ASSERT_TRUE(cm_->resolve_addr(id, &src, make_address(AF_INET, kPassiveIp, kPort)));
+    EXPECT_TRUE(readable(0));
+    // The program reads its descriptor itself: the daemon does not wait on it.
+    char byte;
+    ASSERT_EQ(read(program_ends_[0].get(), &byte, 1), 1);
+    EXPECT_FALSE(readable(0));
+    ASSERT_TRUE(cm_->resolve_route(id));
+    EXPECT_TRUE(readable(0)) << "the next event shows the channel readable again";
+    rdma_ucm_event_resp resp{};
+    ASSERT_TRUE(cm_->get_event(*active_ch_, resp));
+    EXPECT_TRUE(readable(0));
+    ASSERT_TRUE(cm_->get_event(*active_ch_, resp));
+    EXPECT_FALSE(readable(0));
+    // The program takes the byte, then destroys the ID whose event it was
+    // (the daemon once waited here for ever).
+    uint32_t other = 0;
+    ASSERT_TRUE(cm_->create_id(*active_ch_, kActiveUid, RDMA_PS_TCP, 0, other));
+    ASSERT_TRUE(cm_->resolve_addr(id_of(*active_ch_, other), &src,
+                                  make_address(AF_INET, kPassiveIp, kPort)));
+    ASSERT_EQ(read(program_ends_[0].get(), &byte, 1), 1);
+    uint32_t reported = 0;
+    ASSERT_TRUE(cm_->destroy_id(*active_ch_, other, reported));
+    EXPECT_FALSE(readable(0)) << "its event went with it";
+    EXPECT_EQ(cm_->get_event(*active_ch_, resp).error, EAGAIN);
+    EXPECT_FALSE(readable(0));
 }
 
 }  // namespace

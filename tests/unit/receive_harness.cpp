@@ -111,7 +111,10 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
         throw std::runtime_error("pipe2 failed");
     }
     events_read_.reset(pipe_fds[0]);
-    context_ = std::make_unique<Context>(device(), getpid(), UniqueFd(pipe_fds[1]));
+    ClientPipe events;
+    check(ClientPipe::adopt(UniqueFd(pipe_fds[1]), false, {"async event pipe", getpid()}, events),
+          "adopt the event pipe");
+    context_ = std::make_unique<Context>(device(), getpid(), std::move(events));
 
     rpc::AllocPdReply pd;
     check(context_->alloc_pd({}, pd), "alloc_pd");
