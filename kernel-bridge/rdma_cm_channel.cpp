@@ -12,8 +12,10 @@
 // and reply per write(2). Command bytes are read, and responses written where
 // the command says (as the kernel's copy_from_user/copy_to_user would), with
 // process_vm_readv/writev on this process: a bad address in the program's
-// write is EFAULT, never a crash in the bridge. Built without the C++ runtime,
-// as preload.cpp is.
+// write is EFAULT, never a crash in the bridge. A forked child that uses a
+// channel it inherited gets a connection of its own on its first command
+// (kCmAttach), so that its replies and its parent's never cross. Built
+// without the C++ runtime, as preload.cpp is.
 #undef _FORTIFY_SOURCE  // its inline wrappers would clash with these definitions
 
 #include "rdma_cm_channel.h"
@@ -57,8 +59,9 @@ struct Channel {
     pthread_mutex_t mutex;  // the connection carries one request and reply at a time
     int open;               // atomic; set after the fields below, cleared under the mutex
     int sock;               // the connection to the daemon
-    uint64_t token;         // names the channel in another's MIGRATE_ID
+    uint64_t token;         // names the channel in another's MIGRATE_ID and in kCmAttach
     uint32_t seq;
+    int forked;  // this process was forked since `sock` was made: it is the parent's
     // The pipe's, to notice the descriptor number naming another file after
     // the program closed it behind the bridge's back (dup2, close_range).
     dev_t dev;
@@ -193,12 +196,59 @@ int open_channel(const sockaddr_un& addr, int flags) {
     c->sock = sock;
     c->token = reply.channel_token;
     c->seq = 1;
+    c->forked = 0;
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     __atomic_store_n(&c->open, 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&g_open, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&c->mutex);
     return efd;
+}
+
+// In a forked child, under c->mutex: a connection of the child's own to the
+// same channel, in place of the one it inherited (which stays its parent's).
+int attach_after_fork(Channel* c) {
+    sockaddr_un addr;
+    if (!daemon_address(&addr)) {
+        return ENODEV;
+    }
+    const int sock = NEXT(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        return errno;
+    }
+    if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+        NEXT(close)(sock);
+        return ENODEV;
+    }
+    const rpc::CmAttachRequest request{c->token};
+    uint8_t reply[8];
+    size_t got = 0;
+    const int error = exchange(sock, 1, rpc::Op::kCmAttach, &request, sizeof(request), -1, reply,
+                               sizeof(reply), &got);
+    if (error) {
+        NEXT(close)(sock);
+        return error == ENOENT ? ENODEV : error;
+    }
+    NEXT(close)(c->sock);
+    c->sock = sock;
+    c->seq = 1;
+    c->forked = 0;
+    return 0;
+}
+
+// The child of a fork: one thread, every channel's mutex as some parent
+// thread may have held it. Each open channel attaches before its next command.
+void after_fork_in_child() {
+    for (Channel* block : g_blocks) {
+        for (int i = 0; block && i < kBlockSize; ++i) {
+            pthread_mutex_init(&block[i].mutex, nullptr);
+            block[i].forked = block[i].open;
+        }
+    }
+}
+
+__attribute__((constructor)) void watch_forks() {
+    pthread_atfork(nullptr, nullptr, after_fork_in_child);
 }
 
 // copy_from_user / copy_to_user: 0 or an errno (EFAULT for a bad address).
@@ -214,6 +264,44 @@ int copy_out(uint64_t dst, const void* src, size_t size) {
     const iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), size};
     const ssize_t n = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
     return n < 0 ? errno : static_cast<size_t>(n) == size ? 0 : EFAULT;
+}
+
+// The commands the kernel undoes (CREATE_ID, the joins) or holds back
+// (GET_EVENT) when it cannot copy their response out: the bridge checks
+// that the response address takes the response before it sends them, so
+// that EFAULT leaves no ID or join behind and loses no event, as there.
+struct ResponseField {
+    uint32_t cmd;
+    size_t offset;  // of the command's `response` in its body
+    size_t size;    // of what is written there
+};
+constexpr ResponseField kUndoneOnEfault[] = {
+    {RDMA_USER_CM_CMD_CREATE_ID, offsetof(rdma_ucm_create_id, response),
+     sizeof(rdma_ucm_create_id_resp)},
+    {RDMA_USER_CM_CMD_GET_EVENT, offsetof(rdma_ucm_get_event, response),
+     sizeof(rdma_ucm_event_resp)},
+    {RDMA_USER_CM_CMD_JOIN_IP_MCAST, offsetof(rdma_ucm_join_ip_mcast, response),
+     sizeof(rdma_ucm_create_id_resp)},
+    {RDMA_USER_CM_CMD_JOIN_MCAST, offsetof(rdma_ucm_join_mcast, response),
+     sizeof(rdma_ucm_create_id_resp)},
+};
+
+// 0, or EFAULT when the response of such a command could not be written:
+// its bytes are read and written back as they were.
+int check_response_address(const rdma_ucm_cmd_hdr& hdr, const uint8_t* body) {
+    for (const ResponseField& field : kUndoneOnEfault) {
+        if (field.cmd != hdr.cmd || hdr.in < field.offset + sizeof(uint64_t)) {
+            continue;
+        }
+        uint64_t address;
+        memcpy(&address, body + field.offset, sizeof(address));
+        uint8_t was[sizeof(rdma_ucm_event_resp)];
+        const void* at = reinterpret_cast<const void*>(static_cast<uintptr_t>(address));
+        if (copy_in(was, at, field.size) || copy_out(address, was, field.size)) {
+            return EFAULT;
+        }
+    }
+    return 0;
 }
 
 // SET_OPTION's value is in the program's memory, where the daemon cannot
@@ -253,9 +341,12 @@ int call(Channel* c, const rpc::CmCommandRequest& request, rpc::CmCommandReply& 
     size_t got = 0;
     pthread_mutex_lock(&c->mutex);
     int error = __atomic_load_n(&c->open, __ATOMIC_ACQUIRE)
-                    ? exchange(c->sock, ++c->seq, rpc::Op::kCmCommand, &request, sizeof(request),
-                               -1, &reply, sizeof(reply), &got)
+                    ? (c->forked ? attach_after_fork(c) : 0)
                     : EBADF;  // closed by another thread meanwhile
+    if (!error) {
+        error = exchange(c->sock, ++c->seq, rpc::Op::kCmCommand, &request, sizeof(request), -1,
+                         &reply, sizeof(reply), &got);
+    }
     pthread_mutex_unlock(&c->mutex);
     if (!error && (got < kHead || reply.response_length > rpc::kMaxCmResponse ||
                    got < kHead + reply.response_length)) {
@@ -309,10 +400,11 @@ int command(int fd, Channel* c, const void* buf, size_t len) {
         return error;
     }
     const uint8_t* body = request.command + sizeof(hdr);
-    int error = 0;
-    if (hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && hdr.in >= sizeof(rdma_ucm_set_option)) {
+    int error = check_response_address(hdr, body);
+    if (!error && hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && hdr.in >= sizeof(rdma_ucm_set_option)) {
         error = add_option(body, request);
-    } else if (hdr.cmd == RDMA_USER_CM_CMD_MIGRATE_ID && hdr.in >= sizeof(rdma_ucm_migrate_id)) {
+    } else if (!error && hdr.cmd == RDMA_USER_CM_CMD_MIGRATE_ID &&
+               hdr.in >= sizeof(rdma_ucm_migrate_id)) {
         error = add_migrate_token(body, request);
     }
     rpc::CmCommandReply reply;

@@ -4,6 +4,7 @@
 #include <endian.h>
 #include <infiniband/ib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -145,9 +146,9 @@ ConnectionManager::~ConnectionManager() = default;
 
 Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readiness) {
     auto channel = std::make_unique<Channel>();
-    do {
-        channel->token = (uint64_t(random_()) << 32) | random_();
-    } while (channel->token == 0 || channels_.count(channel->token));
+    while (getrandom(&channel->token, sizeof(channel->token), 0) != sizeof(channel->token) ||
+           channel->token == 0 || channels_.count(channel->token)) {
+    }
     channel->pid = pid;
     channel->uid = uid;
     channel->readiness = std::move(readiness);
@@ -157,6 +158,9 @@ Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readin
 }
 
 void ConnectionManager::close_channel(Channel& channel) {
+    if (--channel.connections > 0) {
+        return;
+    }
     std::vector<uint32_t> handles;
     for (const auto& [handle, id] : ids_) {
         if (id->channel == &channel) {

@@ -67,8 +67,9 @@ struct Channel {
         uint32_t multicast = 0;  // MULTICAST_JOIN: the join it reports on
     };
 
-    uint64_t token = 0;
-    pid_t pid = 0;
+    uint64_t token = 0;    // random: whoever knows it may attach to the channel
+    int connections = 1;   // the opener's and those of forked children that attached
+    pid_t pid = 0;         // the process that opened it
     uid_t uid = 0;         // ports below 1024 are root's, as for sockets
     ClientPipe readiness;  // holds one byte exactly while events wait
     std::deque<Event> events;
@@ -196,7 +197,10 @@ class ConnectionManager {
     ~ConnectionManager();
 
     Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness);
-    // The channel's end (close or death): its IDs go, their peers hear it.
+    // Another connection to `channel` (a forked child's).
+    void attach_channel(Channel& channel) { ++channel.connections; }
+    // A connection to the channel ended (close or death). With the last,
+    // the channel ends: its IDs go, their peers hear it.
     void close_channel(Channel& channel);
     // Every ID by handle, for RDMA netlink's resource dumps.
     const std::map<uint32_t, std::unique_ptr<Id>>& ids() const { return ids_; }

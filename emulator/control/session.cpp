@@ -171,6 +171,10 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         cm_open(header, body, fds);
         return;
     }
+    if (header.op == rpc::Op::kCmAttach) {
+        cm_attach(header, body);
+        return;
+    }
     if (header.op == rpc::Op::kCmCommand) {
         cm_command(header, body);
         return;
@@ -245,6 +249,23 @@ void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byt
         reply_body.channel_token = cm_channel_->token;
     }
     reply(header, result, result ? bytes_of(reply_body) : std::vector<std::byte>{});
+}
+
+void Session::cm_attach(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::CmAttachRequest request{};
+    Result result = decode(body, request);
+    cm::Channel* channel = nullptr;
+    if (result && (context_ || tool_ || cm_channel_ || is_netlink())) {
+        result = fail(EALREADY, "this connection has already said hello");
+    } else if (result && !(channel = server_.cm().find_channel(request.channel_token))) {
+        result = fail(ENOENT, "no rdma_cm channel has that token");
+    }
+    if (result) {
+        server_.cm().attach_channel(*channel);
+        cm_channel_ = channel;
+        log_info("client pid %d attached to an rdma_cm channel of pid %d", peer_.pid, channel->pid);
+    }
+    reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
 }
 
 void Session::cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body) {

@@ -55,6 +55,8 @@ class Session : public std::enable_shared_from_this<Session> {
     void cm_open(const rpc::RequestHeader& header, std::span<const std::byte> body,
                  std::vector<UniqueFd>& fds);
     void cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    // A forked child's connection to the channel its parent opened.
+    void cm_attach(const rpc::RequestHeader& header, std::span<const std::byte> body);
     // RDMA netlink: the connection becomes a netlink socket, then carries
     // netlink datagrams both ways.
     void netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body);

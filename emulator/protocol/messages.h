@@ -98,6 +98,8 @@ enum class Op : uint16_t {
     kWireSnapshot,
     // The web console (docs/console.md), for as long as this connection lasts.
     kConsoleStart,
+    // A forked child's own connection to an rdma_cm event channel it inherited.
+    kCmAttach,
     kCount,
 };
 
@@ -540,18 +542,29 @@ inline constexpr size_t kMaxCmCommand = 1024;     // rdma_ucm_cmd_hdr + `in` byt
 inline constexpr size_t kMaxCmOptionValue = 256;  // SET_OPTION's optval
 inline constexpr size_t kMaxCmResponse = 1024;
 
-// Makes the connection an event channel. fd[0]: the eventfd the program
-// holds as the channel's descriptor; the daemon keeps it readable while
-// events wait and never otherwise touches its counter.
+// Makes the connection an event channel. fd[0]: the read end of a pipe,
+// the program's descriptor of the channel. The daemon opens the pipe again
+// for itself and keeps one byte in it while events wait.
 struct CmOpenRequest {
     uint32_t reserved;
 };
 struct CmOpenReply {
-    uint64_t channel_token;  // names the channel in another's MIGRATE_ID
+    // A secret that names the channel: in another channel's MIGRATE_ID, and
+    // in kCmAttach.
+    uint64_t channel_token;
+};
+
+// Makes the connection another of the event channel `channel_token` names:
+// a process forked from the one that opened it, using the descriptor it
+// inherited, gets a connection of its own, so that its requests and replies
+// never cross its parent's. The channel lives until its last connection
+// closes, as the kernel's file lives until its last descriptor does.
+struct CmAttachRequest {
+    uint64_t channel_token;
 };
 
 // One write(2), as the program wrote it (`length` bytes of `command`).
-// GET_EVENT never blocks here: the bridge waits on the eventfd first.
+// GET_EVENT never blocks here: the bridge waits on the pipe itself.
 struct CmCommandRequest {
     uint32_t length;
     uint32_t option_length;  // SET_OPTION: the value optval points at, read by the bridge
@@ -619,6 +632,7 @@ UROCE_RPC(kStep, StepRequest, StepReply)
 UROCE_RPC(kConsoleStart, ConsoleStartRequest, ConsoleStartReply)
 UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
 UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
+UROCE_RPC(kCmAttach, CmAttachRequest, Empty)
 UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)
 #undef UROCE_RPC
 
