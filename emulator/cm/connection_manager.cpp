@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "util/log.h"
+#include "wire/byte_order.h"
 #include "wire/headers.h"
 #include "wire/ipv4_gid.h"
 
@@ -18,6 +19,15 @@ namespace uroce::cm {
 namespace {
 
 using std::chrono::milliseconds;
+
+// Starting PSNs, transaction IDs and ephemeral ports: not to be guessed
+// from what another connection showed.
+uint32_t random32() {
+    uint32_t value = 0;
+    while (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
+    }
+    return value;
+}
 
 // The kernel's rdma_cm settings for RoCE (cma.c), so that a uroce host
 // times and retries as a kernel peer expects.
@@ -136,9 +146,7 @@ const char* name(CmState state) {
 
 ConnectionManager::ConnectionManager(boost::asio::io_context& io,
                                      std::vector<std::unique_ptr<Device>>& devices, MadSender send)
-    : io_(io), devices_(devices), send_mad_(std::move(send)), random_(std::random_device{}()) {
-    next_comm_id_ = random_();
-}
+    : io_(io), devices_(devices), send_mad_(std::move(send)) {}
 
 ConnectionManager::~ConnectionManager() = default;
 
@@ -161,14 +169,8 @@ void ConnectionManager::close_channel(Channel& channel) {
     if (--channel.connections > 0) {
         return;
     }
-    std::vector<uint32_t> handles;
-    for (const auto& [handle, id] : ids_) {
-        if (id->channel == &channel) {
-            handles.push_back(handle);
-        }
-    }
-    for (uint32_t handle : handles) {
-        if (Id* id = lookup(handle)) {
+    for (uint32_t handle : ids_.of_channel(channel)) {
+        if (Id* id = ids_.find(handle)) {
             abandon_connection(*id);
             erase(*id);
         }
@@ -177,7 +179,7 @@ void ConnectionManager::close_channel(Channel& channel) {
 }
 
 bool ConnectionManager::remove_devices() {
-    for (auto& [handle, id] : ids_) {
+    for (auto& [handle, id] : ids_.all()) {
         if (id->device) {
             report(*id, RDMA_CM_EVENT_DEVICE_REMOVAL);
         }
@@ -186,17 +188,14 @@ bool ConnectionManager::remove_devices() {
 }
 
 void ConnectionManager::remove_device(const Device& device) {
-    for (auto& [handle, id] : ids_) {
+    for (auto& [handle, id] : ids_.all()) {
         if (id->device != &device) {
             continue;
         }
         abandon_connection(*id);  // the peer hears the connection end
         id->timer->cancel();
         id->pending_mad.reset();
-        if (id->local_comm_id) {
-            comm_ids_.erase(id->local_comm_id);
-            id->local_comm_id = 0;
-        }
+        ids_.forget_connection(*id);
         id->cm = CmState::kIdle;
         id->has_cm = false;
         report(*id, RDMA_CM_EVENT_DEVICE_REMOVAL);
@@ -215,13 +214,8 @@ Channel* ConnectionManager::find_channel(uint64_t token) {
     return it == channels_.end() ? nullptr : it->second.get();
 }
 
-Id* ConnectionManager::lookup(uint32_t handle) {
-    auto it = ids_.find(handle);
-    return it == ids_.end() ? nullptr : it->second.get();
-}
-
 Result ConnectionManager::find_any(Channel& channel, uint32_t handle, Id*& id) {
-    id = lookup(handle);
+    id = ids_.find(handle);
     if (!id) {
         return fail(ENOENT, "no rdma_cm ID %u", handle);
     }
@@ -245,30 +239,23 @@ Result ConnectionManager::find(Channel& channel, uint32_t handle, Id*& id) {
 
 Id& ConnectionManager::new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type) {
     auto id = std::make_unique<Id>();
-    while (next_handle_ == 0 || ids_.count(next_handle_)) {
-        ++next_handle_;
-    }
-    id->handle = next_handle_++;
     id->channel = &channel;
     id->uid = uid;
     id->ps = ps;
     id->qp_type = qp_type;
-    id->seq_num = random_() & wire::kQpnMask;
-    id->transaction_id = uint64_t(random_()) << 32;
+    id->seq_num = random32() & wire::kQpnMask;
+    id->transaction_id = uint64_t(random32()) << 32;
     id->timer = std::make_unique<boost::asio::steady_timer>(io_);
-    Id& ref = *id;
-    ids_.emplace(ref.handle, std::move(id));
-    return ref;
+    return ids_.add(std::move(id));
 }
 
 void ConnectionManager::erase(Id& id) {
-    std::erase_if(multicasts_, [&](const auto& entry) { return entry.second.id == id.handle; });
-    id.timer->cancel();
-    if (id.local_comm_id) {
-        comm_ids_.erase(id.local_comm_id);
+    for (uint32_t handle : id.multicasts) {
+        forget_multicast(handle);
     }
+    id.timer->cancel();
     release_port(id);
-    ids_.erase(id.handle);
+    ids_.remove(id);
 }
 
 Result ConnectionManager::create_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type,
@@ -287,6 +274,10 @@ Result ConnectionManager::create_id(Channel& channel, uint64_t uid, uint16_t ps,
             break;
         default:
             return fail(EINVAL, "CREATE_ID: port space 0x%x is not one of rdma_cm's", ps);
+    }
+    if (ids_.held_by(channel.pid) >= kMaxIdsPerClient) {
+        return fail(ENOMEM, "CREATE_ID: pid %d holds %zu rdma_cm IDs, the most one client may",
+                    channel.pid, ids_.held_by(channel.pid));
     }
     if (ids_.size() >= kMaxIds) {
         return fail(ENOMEM, "CREATE_ID: uroced holds %zu rdma_cm IDs, its most", ids_.size());
@@ -314,7 +305,7 @@ Result ConnectionManager::destroy_id(Channel& channel, uint32_t handle, uint32_t
     });
     update_readiness(channel);
     for (uint32_t new_handle : waiting) {
-        if (Id* request = lookup(new_handle)) {
+        if (Id* request = ids_.find(new_handle)) {
             abandon_connection(*request);
             erase(*request);
         }
@@ -378,7 +369,7 @@ Result ConnectionManager::get_event(Channel& channel, rdma_ucm_event_resp& resp)
     channel.events.pop_front();
     update_readiness(channel);
     resp = event.resp;
-    if (Id* owner = lookup(event.owner)) {
+    if (Id* owner = ids_.find(event.owner)) {
         ++owner->events_reported;
         if (event.new_id) {
             ++owner->backlog;  // the request is the program's now
@@ -411,6 +402,11 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
         return fail(EOPNOTSUPP, "JOIN_MCAST of %s: uroce joins IPv4 multicast groups",
                     to_string(group).c_str());
     }
+    const pid_t client = id.channel->pid;
+    if (multicasts_of_[client] >= kMaxMulticastsPerClient) {
+        return fail(ENOMEM, "JOIN_MCAST: pid %d holds %zu multicast joins, the most one client may",
+                    client, multicasts_of_[client]);
+    }
     if (multicasts_.size() >= kMaxMulticasts) {
         return fail(ENOMEM, "JOIN_MCAST: uroced holds %zu multicast joins, its most",
                     multicasts_.size());
@@ -421,6 +417,9 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
     Multicast& mc = multicasts_[next_multicast_];
     mc.handle = next_multicast_++;
     mc.id = id.handle;
+    mc.pid = client;
+    ++multicasts_of_[client];
+    id.multicasts.push_back(mc.handle);
     mc.uid = uid;
     mc.address = group;
     mc.join_flags = join_flags;
@@ -450,7 +449,7 @@ Result ConnectionManager::leave_multicast(Channel& channel, uint32_t handle,
     if (it == multicasts_.end()) {
         return fail(ENOENT, "no multicast join %u", handle);
     }
-    Id* id = lookup(it->second.id);
+    Id* id = ids_.find(it->second.id);
     if (!id || id->channel != &channel) {
         return fail(EINVAL, "multicast join %u belongs to another event channel", handle);
     }
@@ -458,8 +457,21 @@ Result ConnectionManager::leave_multicast(Channel& channel, uint32_t handle,
                   [&](const Channel::Event& event) { return event.multicast == handle; });
     update_readiness(channel);
     events_reported = it->second.events_reported;
-    multicasts_.erase(it);
+    std::erase(id->multicasts, handle);
+    forget_multicast(handle);
     return ok();
+}
+
+void ConnectionManager::forget_multicast(uint32_t handle) {
+    auto it = multicasts_.find(handle);
+    if (it == multicasts_.end()) {
+        return;
+    }
+    if (auto held = multicasts_of_.find(it->second.pid);
+        held != multicasts_of_.end() && --held->second == 0) {
+        multicasts_of_.erase(held);
+    }
+    multicasts_.erase(it);
 }
 
 Result ConnectionManager::migrate(Id& id, Channel& to, uint32_t& events_reported) {
@@ -478,7 +490,7 @@ Result ConnectionManager::migrate(Id& id, Channel& to, uint32_t& events_reported
             return fail(ENOMEM, "MIGRATE_ID: the destination channel has no room for the events");
         }
         to.events.insert(to.events.end(), moving.begin(), moving.end());
-        id.channel = &to;
+        ids_.move_to_channel(id, to);
         update_readiness(from);
         update_readiness(to);
     }
@@ -587,7 +599,7 @@ Result ConnectionManager::take_port(Id& id) {
     uint16_t port = port_of(id.src);
     if (port == 0) {
         const uint32_t range = kLastEphemeralPort - kFirstEphemeralPort + 1;
-        const uint32_t start = random_() % range;
+        const uint32_t start = random32() % range;
         for (uint32_t i = 0; i < range && port == 0; ++i) {
             const uint16_t candidate = kFirstEphemeralPort + (start + i) % range;
             if (!ports_.count({id.bound_ps, candidate})) {
@@ -604,7 +616,7 @@ Result ConnectionManager::take_port(Id& id) {
         }
         if (auto it = ports_.find({id.bound_ps, port}); it != ports_.end()) {
             for (uint32_t handle : it->second) {
-                const Id* other = ids_.at(handle).get();
+                const Id* other = ids_.find(handle);
                 if (conflicts(id, *other, false)) {
                     const bool any = is_any(id.src) || is_any(other->src);
                     return fail(any ? EADDRNOTAVAIL : EADDRINUSE, "%s is taken by rdma_cm ID %u",
@@ -927,13 +939,6 @@ Result ConnectionManager::set_option(Id& id, uint32_t level, uint32_t option,
 
 // ---- connections -----------------------------------------------------------
 
-uint32_t ConnectionManager::new_comm_id() {
-    do {
-        ++next_comm_id_;
-    } while (next_comm_id_ == 0 || comm_ids_.count(next_comm_id_));
-    return next_comm_id_;
-}
-
 Result ConnectionManager::listen(Id& id, uint32_t backlog) {
     if (id.state == IdState::kIdle) {
         Address any{};
@@ -948,7 +953,7 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
     if (id.reuseaddr) {
         // Sharing a port to bind is not sharing it to listen.
         for (uint32_t handle : ports_[{id.bound_ps, port_of(id.src)}]) {
-            const Id& other = *ids_.at(handle);
+            const Id& other = *ids_.find(handle);
             if (&other != &id && conflicts(id, other, true)) {
                 return fail(is_any(id.src) || is_any(other.src) ? EADDRNOTAVAIL : EADDRINUSE,
                             "%s is taken by rdma_cm ID %u", to_string(id.src).c_str(),
@@ -960,6 +965,7 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
     id.reuseaddr = false;
     id.backlog = backlog;
     id.state = IdState::kListen;
+    ids_.index_listener(id);
     return ok();
 }
 
@@ -975,8 +981,7 @@ Result ConnectionManager::connect(Id& id, const ConnParam& param) {
     header.dst_ip = ipv4_address(id.peer_ipv4);
     const auto ip_header = encode_ip_cm_header(header);
     const uint64_t service = service_id(port_space(id.ps), port_of(id.dst));
-    id.local_comm_id = new_comm_id();
-    comm_ids_[id.local_comm_id] = id.handle;
+    ids_.assign_comm_id(id);
     id.transaction_id = (id.transaction_id & ~0xffffffffull) | id.local_comm_id;
     if (is_ud(id)) {
         if (param.private_data.size() > SidrReq{}.private_data.size() - kUserPrivateOffset) {
@@ -1301,6 +1306,13 @@ void ConnectionManager::send_mra(Id& id, Answered answered) {
     send(id, mra, false);
 }
 
+// The listener's backlog, and the ID tables (the daemon's and the listener's
+// client's share), have room for one more request's ID.
+bool ConnectionManager::room_for_request(const Id& listener) const {
+    return listener.backlog > 0 && ids_.size() < kMaxIds &&
+           ids_.held_by(listener.channel->pid) < kMaxIdsPerClient;
+}
+
 Id& ConnectionManager::requested_id(const Id& listener, Device& to, const IpCmHeader& header) {
     Id& id = new_id(*listener.channel, 0, listener.ps, listener.qp_type);
     const sa_family_t family = listener.src.ss_family;
@@ -1329,14 +1341,13 @@ void ConnectionManager::arm_retry(Id& id) {
 }
 
 void ConnectionManager::on_retry_timer(uint32_t handle) {
-    Id* id = lookup(handle);
+    Id* id = ids_.find(handle);
     if (!id) {
         return;
     }
     if (id->cm == CmState::kTimewait) {
         id->cm = CmState::kIdle;
-        comm_ids_.erase(id->local_comm_id);
-        id->local_comm_id = 0;
+        ids_.forget_connection(*id);
         report(*id, RDMA_CM_EVENT_TIMEWAIT_EXIT);
         return;
     }
@@ -1448,22 +1459,8 @@ void ConnectionManager::receive_mad(Device& to, uint32_t src_ipv4, std::span<con
     handle(to, src_ipv4, mad);
 }
 
-Id* ConnectionManager::by_peer(Device& to, uint32_t src_ipv4, uint32_t remote_comm_id) {
-    for (auto& [handle, id] : ids_) {
-        if (id->has_cm && id->remote_comm_id == remote_comm_id && id->peer_ipv4 == src_ipv4 &&
-            id->device == &to) {
-            return id.get();
-        }
-    }
-    return nullptr;
-}
-
 Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4) {
-    auto it = comm_ids_.find(local_comm_id);
-    if (it == comm_ids_.end()) {
-        return nullptr;
-    }
-    Id* id = lookup(it->second);
+    Id* id = ids_.by_comm_id(local_comm_id);
     // Only the peer the connection was made with speaks for it.
     return id && id->peer_ipv4 == src_ipv4 ? id : nullptr;
 }
@@ -1478,45 +1475,53 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
         on_sidr_req(to, src_ipv4, tid, *req);
         return;
     }
-    // Every other message names our side's communication ID, and the peer's
-    // once it is known: anything else is stale or forged.
-    auto matching = [&](uint32_t ours, uint32_t theirs) -> Id* {
-        Id* id = by_comm_id(ours, src_ipv4);
-        if (!id || id->device != &to || (id->remote_comm_id && id->remote_comm_id != theirs)) {
-            return nullptr;
-        }
-        return id;
+    // Every other message names our side's communication ID and, as the
+    // kernel's cm.c matches them, the peer's too once it is known: anything
+    // else is stale or forged, and changes nothing.
+    auto ours = [&](uint32_t local) -> Id* {
+        Id* id = by_comm_id(local, src_ipv4);
+        return id && id->device == &to ? id : nullptr;
+    };
+    auto both = [&](uint32_t local, uint32_t remote) -> Id* {
+        Id* id = ours(local);
+        return id && id->remote_comm_id == remote ? id : nullptr;
+    };
+    // REP and MRA before the peer's ID is known (cm_rep_handler,
+    // cm_mra_handler), both once it is (cm_dup_rep_handler).
+    auto ours_then_both = [&](uint32_t local, uint32_t remote) -> Id* {
+        Id* id = ours(local);
+        return id && (!id->remote_comm_id || id->remote_comm_id == remote) ? id : nullptr;
     };
     Id* id = nullptr;
     std::visit(
         [&](const auto& message) {
             using T = std::decay_t<decltype(message)>;
             if constexpr (std::is_same_v<T, Rep>) {
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                if ((id = ours_then_both(message.remote_comm_id, message.local_comm_id))) {
                     on_rep(*id, message);
                 }
             } else if constexpr (std::is_same_v<T, Rtu>) {
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
                     on_rtu(*id);
                 }
             } else if constexpr (std::is_same_v<T, Rej>) {
-                // An active side that gave up names only itself: its
-                // communication ID, and its CA GUID in the ARI.
-                id = message.remote_comm_id
-                         ? matching(message.remote_comm_id, message.local_comm_id)
-                         : by_peer(to, src_ipv4, message.local_comm_id);
+                // cm_acquire_rejected_id: a REJ for a timeout names the peer's
+                // side alone; any other, ours (and theirs once known).
+                id = message.reason == RejectReason::kTimeout
+                         ? gave_up(to, src_ipv4, message)
+                         : ours_then_both(message.remote_comm_id, message.local_comm_id);
                 if (id) {
                     on_rej(*id, message);
                 }
             } else if constexpr (std::is_same_v<T, Mra>) {
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                if ((id = ours_then_both(message.remote_comm_id, message.local_comm_id))) {
                     on_mra(*id, message);
                 }
             } else if constexpr (std::is_same_v<T, Dreq>) {
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
                     on_dreq(*id, message);
                 } else if (by_comm_id(message.remote_comm_id, src_ipv4) ||
-                           !comm_ids_.count(message.remote_comm_id)) {
+                           !ids_.by_comm_id(message.remote_comm_id)) {
                     // cm_issue_drep: a DREQ for no connection is answered, so
                     // that a peer whose DREP was lost stops asking. (One that
                     // names a connection from another address is dropped.)
@@ -1526,11 +1531,11 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
                     send_reply(to, src_ipv4, tid, drep);
                 }
             } else if constexpr (std::is_same_v<T, Drep>) {
-                if ((id = matching(message.remote_comm_id, message.local_comm_id))) {
+                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
                     on_drep(*id);
                 }
             } else if constexpr (std::is_same_v<T, SidrRep>) {
-                if ((id = matching(message.request_id, 0))) {
+                if ((id = ours(message.request_id))) {
                     on_sidr_rep(*id, message);
                 }
             }
@@ -1541,15 +1546,21 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
     }
 }
 
+// An active side that gave up before it knew our communication ID (its
+// REJ for a timeout, cm_destroy_id) names its own, with its CA GUID in the
+// ARI: both must be those of the connection's peer.
+Id* ConnectionManager::gave_up(Device& to, uint32_t src_ipv4, const Rej& rej) {
+    Id* id = ids_.by_peer(&to, src_ipv4, rej.local_comm_id);
+    const bool guid = id && rej.reject_info_length >= sizeof(uint64_t) &&
+                      wire::load_be64(reinterpret_cast<const uint8_t*>(rej.ari.data())) ==
+                          id->remote_ca_guid;
+    return guid ? id : nullptr;
+}
+
 Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4) {
-    auto it = ports_.find({ps, port});
-    if (it == ports_.end()) {
-        return nullptr;
-    }
     Id* wildcard = nullptr;
-    for (uint32_t handle : it->second) {
-        Id* id = lookup(handle);
-        if (!id || id->state != IdState::kListen) {
+    for (Id* id : ids_.listeners(ps, port)) {
+        if (id->state != IdState::kListen) {
             continue;
         }
         if (is_any(id->src)) {
@@ -1570,7 +1581,7 @@ Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uin
 void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req) {
     // A REQ again (cm_dup_req_handler): while the program decides, an MRA
     // says so; in timewait the connection is stale; otherwise nothing.
-    if (Id* id = by_peer(to, src_ipv4, req.local_comm_id)) {
+    if (Id* id = ids_.by_peer(&to, src_ipv4, req.local_comm_id)) {
         if (id->cm == CmState::kMraReqSent) {
             send_mra(*id, Answered::kReq);
         } else if (id->cm == CmState::kTimewait) {
@@ -1601,7 +1612,11 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
         refuse(RejectReason::kInvalidServiceId);
         return;
     }
-    if (listener->backlog == 0 || ids_.size() >= kMaxIds) {
+    if (req.path_mtu < IBV_MTU_256 || req.path_mtu > IBV_MTU_4096) {
+        refuse(RejectReason::kInvalidMtu);  // rdma_accept could not use it
+        return;
+    }
+    if (!room_for_request(*listener)) {
         // Not refused: the peer sends its REQ again, and by then the program
         // may have taken a request (cm.c resets to idle "to allow future
         // retries").
@@ -1612,11 +1627,12 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     Id& id = requested_id(*listener, to, *header);
     id.has_cm = true;
     id.cm = CmState::kReqRcvd;
-    id.local_comm_id = new_comm_id();
-    comm_ids_[id.local_comm_id] = id.handle;
+    ids_.assign_comm_id(id);
     id.transaction_id |= id.local_comm_id;
     id.remote_comm_id = req.local_comm_id;
+    id.remote_ca_guid = req.local_ca_guid;
     id.peer_ipv4 = src_ipv4;
+    ids_.index_peer(id);
     id.remote_qpn = req.local_qpn;
     id.sq_psn = req.starting_psn;
     id.path_mtu = std::min<uint8_t>(req.path_mtu, path_mtu_of(to));
@@ -1652,11 +1668,8 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
 
 void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
                                     const SidrReq& req) {
-    for (auto& [handle, id] : ids_) {
-        if (id->remote_comm_id == req.request_id && id->peer_ipv4 == src_ipv4 &&
-            id->device == &to && id->cm == CmState::kSidrReqRcvd) {
-            return;  // the program has not answered the first one yet
-        }
+    if (ids_.sidr_request(&to, src_ipv4, req.request_id)) {
+        return;  // the program has not answered the first one yet
     }
     auto refuse = [&](SidrStatus status) {
         SidrRep rep;
@@ -1678,7 +1691,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
         refuse(SidrStatus::kUnsupported);
         return;
     }
-    if (listener->backlog == 0 || ids_.size() >= kMaxIds) {
+    if (!room_for_request(*listener)) {
         refuse(SidrStatus::kReject);
         return;
     }
@@ -1686,6 +1699,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
     id.cm = CmState::kSidrReqRcvd;
     id.remote_comm_id = req.request_id;
     id.peer_ipv4 = src_ipv4;
+    ids_.index_sidr_request(id);
     id.transaction_id = tid;
     id.path_mtu = path_mtu_of(to);
 
@@ -1734,6 +1748,8 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
         return;
     }
     id.remote_comm_id = rep.local_comm_id;
+    id.remote_ca_guid = rep.local_ca_guid;
+    ids_.index_peer(id);
     id.remote_qpn = rep.local_qpn;
     id.sq_psn = rep.starting_psn;
     id.initiator_depth = rep.responder_resources;
@@ -1883,7 +1899,7 @@ void ConnectionManager::on_sidr_rep(Id& id, const SidrRep& rep) {
 std::string ConnectionManager::status_text() const {
     std::string text;
     char line[400];
-    for (const auto& [handle, id] : ids_) {
+    for (const auto& [handle, id] : ids_.all()) {
         const char* ps = id->ps == RDMA_PS_TCP   ? "tcp"
                          : id->ps == RDMA_PS_UDP ? "udp"
                          : id->ps == RDMA_PS_IB  ? "ib"
@@ -1895,14 +1911,12 @@ std::string ConnectionManager::status_text() const {
                  to_string(id->src).c_str(), to_string(id->dst).c_str(), id->device ? " on " : "",
                  id->device ? id->device->name().c_str() : "", id->qp_num);
         text += line;
-        for (const auto& [mc_handle, mc] : multicasts_) {
-            if (mc.id == handle) {
-                snprintf(
-                    line, sizeof(line), "    multicast %s join %u%s\n",
-                    to_string(mc.address).c_str(), mc_handle,
-                    mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only" : "");
-                text += line;
-            }
+        for (uint32_t mc_handle : id->multicasts) {
+            const Multicast& mc = multicasts_.at(mc_handle);
+            snprintf(line, sizeof(line), "    multicast %s join %u%s\n",
+                     to_string(mc.address).c_str(), mc_handle,
+                     mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only" : "");
+            text += line;
         }
     }
     return text;

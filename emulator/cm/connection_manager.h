@@ -17,12 +17,13 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
+#include <unordered_map>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cm/address.h"
+#include "cm/id_table.h"
 #include "cm/mad.h"
 #include "device/device.h"
 #include "util/client_pipe.h"
@@ -126,6 +127,7 @@ struct ConnParam {
 struct Multicast {
     uint32_t handle = 0;
     uint32_t id = 0;
+    pid_t pid = 0;  // the client it counts against
     uint64_t uid = 0;
     Address address{};
     uint16_t join_flags = 0;
@@ -160,8 +162,9 @@ struct Id {
     // The connection, as the IB CM keeps it.
     CmState cm = CmState::kIdle;
     bool has_cm = false;  // connected through the IB CM (INIT_QP_ATTR asks it)
-    uint32_t local_comm_id = 0;
-    uint32_t remote_comm_id = 0;
+    uint32_t local_comm_id = 0;   // random, indexed in IdTable
+    uint32_t remote_comm_id = 0;  // the peer's, once its REQ or REP came
+    uint64_t remote_ca_guid = 0;  // the peer's, from its REQ or REP (a REJ timeout names it)
     uint32_t peer_ipv4 = 0;
     uint32_t qp_num = 0;
     uint32_t remote_qpn = 0;
@@ -178,15 +181,21 @@ struct Id {
     int retries_left = 0;
     std::chrono::milliseconds retry_interval{};
     std::unique_ptr<boost::asio::steady_timer> timer;
+    std::vector<uint32_t> multicasts;  // the joins it holds, by handle
 };
 
 class ConnectionManager {
   public:
-    // Bounds of the whole daemon: IDs (the programs' and those incoming
-    // requests make) and multicast joins. At the bound a program's call
-    // fails with ENOMEM and an incoming request waits for the peer's retry.
+    // Bounds of the whole daemon, and of each client (the process that
+    // opened the channel): IDs (the programs' and those incoming requests
+    // make) and multicast joins. At a bound a program's call fails with
+    // ENOMEM and an incoming request waits for the peer's retry; a client's
+    // share is a quarter, so that one program at its limits leaves the
+    // others room.
     static constexpr size_t kMaxIds = 65536;
+    static constexpr size_t kMaxIdsPerClient = kMaxIds / 4;
     static constexpr size_t kMaxMulticasts = 4096;
+    static constexpr size_t kMaxMulticastsPerClient = kMaxMulticasts / 4;
 
     // Sends one MAD from `from`'s QP1 to QP1 of `dest_ipv4`.
     using MadSender =
@@ -203,7 +212,7 @@ class ConnectionManager {
     // the channel ends: its IDs go, their peers hear it.
     void close_channel(Channel& channel);
     // Every ID by handle, for RDMA netlink's resource dumps.
-    const std::map<uint32_t, std::unique_ptr<Id>>& ids() const { return ids_; }
+    const std::map<uint32_t, std::unique_ptr<Id>>& ids() const { return ids_.all(); }
     Channel* find_channel(uint64_t token);
 
     // The daemon stops: every ID on a device hears DEVICE_REMOVAL. Returns
@@ -240,6 +249,8 @@ class ConnectionManager {
     Result join_multicast(Id& id, uint64_t uid, const Address& group, uint16_t join_flags,
                           uint32_t& handle);
     Result leave_multicast(Channel& channel, uint32_t handle, uint32_t& events_reported);
+    // What one client holds, for status.
+    size_t ids_held_by(pid_t pid) const { return ids_.held_by(pid); }
     // GET_EVENT: the oldest event, EAGAIN when none waits.
     Result get_event(Channel& channel, rdma_ucm_event_resp& resp);
 
@@ -257,7 +268,6 @@ class ConnectionManager {
     std::string status_text() const;
 
   private:
-    Id* lookup(uint32_t handle);
     Id& new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8_t qp_type);
     void erase(Id& id);
     // Queues an event for the ID's program; false when its channel is full
@@ -266,6 +276,7 @@ class ConnectionManager {
                 const std::function<void(rdma_ucm_event_resp&)>& fill = {});
     bool queue(Channel& channel, const Channel::Event& event);
     void update_readiness(Channel& channel);
+    void forget_multicast(uint32_t handle);
 
     // RESOLVE_ADDR of an AF_IB destination (a GID).
     Result resolve_ib_addr(Id& id, const Address& dst);
@@ -284,6 +295,7 @@ class ConnectionManager {
     // The ID a REQ or SIDR_REQ to `listener` brings, on the listener's
     // channel, reporting nothing until ACCEPT.
     Id& requested_id(const Id& listener, Device& to, const IpCmHeader& header);
+    bool room_for_request(const Id& listener) const;
     void arm_retry(Id& id);
     void on_retry_timer(uint32_t handle);
     void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
@@ -296,29 +308,26 @@ class ConnectionManager {
     void on_drep(Id& id);
     void on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid, const SidrReq& req);
     void on_sidr_rep(Id& id, const SidrRep& rep);
+    // The connection a MAD names by our communication ID, if it comes from
+    // that connection's peer.
     Id* by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4);
-    // The connection with this peer and its communication ID.
-    Id* by_peer(Device& to, uint32_t src_ipv4, uint32_t remote_comm_id);
+    Id* gave_up(Device& to, uint32_t src_ipv4, const Rej& rej);
     Id* find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4);
     void enter_timewait(Id& id);
     // The ID goes away with its connection: the peer is told.
     void abandon_connection(Id& id);
     void fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const;
-    uint32_t new_comm_id();
 
     boost::asio::io_context& io_;
     std::vector<std::unique_ptr<Device>>& devices_;
     MadSender send_mad_;
-    std::mt19937 random_;
     std::map<uint64_t, std::unique_ptr<Channel>> channels_;  // by token
-    std::map<uint32_t, std::unique_ptr<Id>> ids_;            // by handle
-    std::map<uint32_t, uint32_t> comm_ids_;                  // local comm id -> handle
-    std::map<uint32_t, Multicast> multicasts_;               // by handle
+    IdTable ids_;
+    std::map<uint32_t, Multicast> multicasts_;  // by handle
+    std::unordered_map<pid_t, size_t> multicasts_of_;  // joins per client
     uint32_t next_multicast_ = 1;
     // (port space, port) -> the IDs bound to it
     std::map<std::pair<uint16_t, uint16_t>, std::vector<uint32_t>> ports_;
-    uint32_t next_handle_ = 1;
-    uint32_t next_comm_id_;
 };
 
 }  // namespace uroce::cm

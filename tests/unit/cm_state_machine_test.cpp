@@ -1158,6 +1158,76 @@ const Transition kTransitions[] = {
          },
      .after = "dreq-sent",
      .dropped = 1},
+    // A forger who learnt the client's comm ID names only it, from the
+    // client's address: once tore down the live server. The kernel takes a
+    // REJ without our comm ID only for a timeout with the peer's CA GUID.
+    {.name = "Established_RejNamingOnlyThePeer_IsDropped",
+     .progress = Progress::kEstablished,
+     .side = Side::kPassive,
+     .before = "established",
+     .mad =
+         [](const Conn& c) {
+             Rej m = rej_to_passive(c, RejectReason::kConsumerDefined, Answered::kOther);
+             m.remote_comm_id = 0;
+             return forge(m);
+         },
+     .after = "established",
+     .dropped = 1},
+    {.name = "Established_RejTimeoutWithoutThePeersGuid_IsDropped",
+     .progress = Progress::kEstablished,
+     .side = Side::kPassive,
+     .before = "established",
+     .mad =
+         [](const Conn& c) {
+             Rej m = rej_to_passive(c, RejectReason::kTimeout, Answered::kOther);
+             m.remote_comm_id = 0;
+             m.reject_info_length = 8;
+             const uint64_t guid = htobe64(0x0123456789abcdefull);
+             memcpy(m.ari.data(), &guid, sizeof(guid));
+             return forge(m);
+         },
+     .after = "established",
+     .dropped = 1},
+    {.name = "ReqDelivered_RejTimeoutWithoutGuid_IsDropped",
+     .progress = Progress::kReqDelivered,
+     .side = Side::kPassive,
+     .before = "mra-req-sent",
+     .mad =
+         [](const Conn& c) {
+             Rej m = rej_to_passive(c, RejectReason::kTimeout, Answered::kOther);
+             m.remote_comm_id = 0;
+             return forge(m);
+         },
+     .after = "mra-req-sent",
+     .dropped = 1},
+    // "A REJ of your REQ" names our comm ID alone only while the peer's is
+    // unknown; once the REP brought it, the REJ must carry it.
+    {.name = "Established_RejOfReqNamingOnlyUs_IsDropped",
+     .progress = Progress::kEstablished,
+     .side = Side::kActive,
+     .before = "established",
+     .mad =
+         [](const Conn& c) {
+             Rej m = rej_to_active(c, RejectReason::kConsumerDefined, Answered::kReq);
+             m.local_comm_id = kForgedCommId;
+             return forge(m);
+         },
+     .after = "established",
+     .dropped = 1},
+    {.name = "Established_MraWithoutThePeersCommId_IsDropped",
+     .progress = Progress::kEstablished,
+     .side = Side::kActive,
+     .before = "established",
+     .mad =
+         [](const Conn& c) {
+             Mra m;
+             m.local_comm_id = kForgedCommId;
+             m.remote_comm_id = c.active_comm();
+             m.message_mraed = Answered::kReq;
+             return forge(m);
+         },
+     .after = "established",
+     .dropped = 1},
 };
 
 class CmTransition : public CmStateMachine, public ::testing::WithParamInterface<Transition> {};
@@ -1685,6 +1755,48 @@ TEST_F(CmStateMachine, ChannelIsReadableExactlyWhileEventsWait) {
     EXPECT_FALSE(readable(0)) << "its event went with it";
     EXPECT_EQ(cm_->get_event(*active_ch_, resp).error, EAGAIN);
     EXPECT_FALSE(readable(0));
+}
+
+// Communication IDs are drawn at random: a REP or REQ one connection shows
+// tells nothing of the next (the kernel XORs a random operand; a counter
+// once gave a forger every victim's ID).
+TEST_F(CmStateMachine, CommIdsAreNotSequential) {
+    listen_on(kPassiveIp, kPort, RDMA_PS_TCP);
+    std::vector<uint32_t> comm_ids;
+    for (int i = 0; i < 32; ++i) {
+        const uint32_t active = resolved(RDMA_PS_TCP, kPort);
+        ASSERT_TRUE(cm_->connect(id_of(*active_ch_, active), connect_param()));
+        Sent req;
+        ASSERT_NO_FATAL_FAILURE(take_one(Attribute::kReq, req));
+        comm_ids.push_back(std::get<Req>(req.mad.message).local_comm_id);
+    }
+    int near = 0;
+    for (size_t i = 1; i < comm_ids.size(); ++i) {
+        const uint32_t gap = comm_ids[i] - comm_ids[i - 1];
+        near += gap < 256 || gap > ~0u - 256;
+    }
+    EXPECT_EQ(near, 0) << "consecutive communication IDs lie close together";
+}
+
+// cm_req_handler: a REQ whose path MTU is none of IBA's is refused at once
+// (REJ "invalid MTU"), not handed to a program whose rdma_accept would fail.
+TEST_F(CmStateMachine, ReqWithPathMtuZeroIsRejectedWith26) {
+    Conn c;
+    ASSERT_NO_FATAL_FAILURE(drive(Progress::kReqSent, c));
+    Mad mad = c.req.mad;
+    std::get<Req>(mad.message).path_mtu = 0;
+    inject(passive_dev(), kActiveIp, mad);
+    Sent rej;
+    ASSERT_NO_FATAL_FAILURE(take_one(Attribute::kRej, rej));
+    const Rej& r = std::get<Rej>(rej.mad.message);
+    EXPECT_EQ(r.reason, RejectReason::kInvalidMtu);
+    EXPECT_EQ(r.remote_comm_id, c.active_comm());
+    EXPECT_EQ(r.message_rejected, Answered::kReq);
+    expect_no_events(*passive_ch_);
+    ASSERT_NO_FATAL_FAILURE(deliver(rej));
+    rdma_ucm_event_resp e;
+    ASSERT_NO_FATAL_FAILURE(take_event(*active_ch_, RDMA_CM_EVENT_REJECTED, e));
+    EXPECT_EQ(e.status, 26u);
 }
 
 }  // namespace
