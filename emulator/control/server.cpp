@@ -23,6 +23,12 @@
 namespace uroce {
 namespace {
 
+size_t descriptor_limit() {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    return limit.rlim_cur == RLIM_INFINITY ? size_t{1} << 20 : static_cast<size_t>(limit.rlim_cur);
+}
+
 int listen_on(const std::filesystem::path& path) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -107,6 +113,7 @@ Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_
       doorbell_(doorbell),
       cm_(cm),
       reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      descriptors_(descriptor_limit()),
       packet_log_(packet_log) {
     accept();
 }
@@ -141,13 +148,30 @@ void Server::accept() {
                              geteuid());
                     ::close(fd);
                 } else {
-                    auto session = std::make_shared<Session>(*this, io_, fd, peer);
-                    sessions_.insert(session);
-                    session->start();
+                    admit(fd, peer);
                 }
             }
             accept();
         });
+}
+
+// A connection costs its client one descriptor of its share. One beyond the
+// share is told so (EMFILE and why) at its first request, then closed.
+void Server::admit(int fd, const ucred& peer) {
+    Result taken = descriptors_.take(peer.pid, 1, "connection");
+    if (!taken && refused_connections_ >= kMaxRefusedConnections) {
+        ::close(fd);
+        return;
+    }
+    if (!taken) {
+        ++refused_connections_;
+        if (descriptor_refusals_logged_.allow(RateLimit::Clock::now())) {
+            log_warn("refused a connection: %s", taken.message.c_str());
+        }
+    }
+    auto session = std::make_shared<Session>(*this, io_, fd, peer, taken);
+    sessions_.insert(session);
+    session->start();
 }
 
 void Server::refuse_for_want_of_descriptors() {
@@ -225,6 +249,9 @@ void Server::end(const std::shared_ptr<Session>& session) {
     if (console_ && console_owner_ == session.get()) {
         stop_console("its client disconnected");
     }
+    if (session->refused()) {
+        --refused_connections_;
+    }
     session->close();
     sessions_.erase(session);
 }
@@ -272,6 +299,16 @@ std::string Server::status_text() const {
         out << "console http://127.0.0.1:" << console_->port() << "/ for client pid "
             << console_owner_pid_ << (console_->read_only() ? " (read-only)" : "") << "\n";
     }
+    out << "limits per client: a quarter of each table: rdma_cm ids "
+        << cm::ConnectionManager::kMaxIdsPerClient << " of " << cm::ConnectionManager::kMaxIds
+        << ", multicast joins " << cm::ConnectionManager::kMaxMulticastsPerClient << " of "
+        << cm::ConnectionManager::kMaxMulticasts << ", descriptors " << descriptors_.client_share()
+        << " of " << descriptors_.budget()
+        << " (connections, rdma_cm and completion channels); on each device a quarter of its "
+           "QPs, CQs, SRQs, WQs, indirection tables, MRs, MWs, PDs, AHs, XRC domains and "
+           "completion channels\n";
+    out << "descriptors held for clients " << descriptors_.held() << " of " << descriptors_.budget()
+        << "\n";
     out << "rdma_cm channels " << channels << "\n" << cm_.status_text();
     return out.str();
 }

@@ -20,6 +20,7 @@
 #include "netlink/nldev.h"
 #include "protocol/messages.h"
 #include "queues/doorbell.h"
+#include "util/descriptor_ledger.h"
 #include "util/rate_limit.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -47,6 +48,8 @@ class Server {
     // work a client posted before asking is taken, as a kernel's post_send
     // has run by the time the next verb is called.
     void take_posted_work() const { take_posted_work_(); }
+    // What the daemon's descriptors each client holds (util/descriptor_ledger.h).
+    DescriptorLedger& descriptors() { return descriptors_; }
     void end(const std::shared_ptr<Session>& session);
     std::string status_text() const;
     // The QPs `selection` names as JSON (control/qp_snapshot.h).
@@ -96,6 +99,7 @@ class Server {
     // Out of descriptors: takes the next client with the one held in
     // reserve and answers its hello with EMFILE, so that it hears why.
     void refuse_for_want_of_descriptors();
+    void admit(int fd, const ucred& peer);
     Result find(const std::string& name, Device*& device) const;
     void end_traces_of(const Session& session);
     // What the console shows and does (server_console.cpp).
@@ -119,6 +123,11 @@ class Server {
     std::function<Result(const Device&)> delete_link_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
+    DescriptorLedger descriptors_;
+    // Connections beyond their client's share, waiting to be told so: a few
+    // at a time, the rest closed at once.
+    static constexpr size_t kMaxRefusedConnections = 16;
+    size_t refused_connections_ = 0;
     PacketLog& packet_log_;
     std::shared_ptr<console::Console> console_;
     const Session* console_owner_ = nullptr;  // compared, never followed

@@ -46,8 +46,13 @@ std::vector<std::byte> bytes_of(const T& value) {
 
 }  // namespace
 
-Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer)
-    : server_(server), socket_(io, fd), peer_(peer) {}
+Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer,
+                 Result admitted)
+    : server_(server),
+      socket_(io, fd),
+      peer_(peer),
+      admitted_(std::move(admitted)),
+      descriptors_(admitted_ ? 1 : 0) {}
 
 void Session::start() {
     wait();
@@ -59,6 +64,7 @@ void Session::close() {
         cm_channel_ = nullptr;
     }
     context_.reset();  // now, while the devices exist; pending handlers may outlive them
+    server_.descriptors().give_back(peer_.pid, std::exchange(descriptors_, 0));
     boost::system::error_code ignored;
     socket_.cancel(ignored);
     socket_.close(ignored);
@@ -91,6 +97,10 @@ void Session::on_readable() {
     }
     if (error == 0 || error == EMSGSIZE || error == EMFILE || error == ETOOMANYREFS) {
         handle(message, fds, error == EMSGSIZE ? 0 : error);
+        if (ending_) {
+            server_.end(shared_from_this());
+            return;
+        }
         wait();
         return;
     }
@@ -109,6 +119,12 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         fds.emplace_back(fd);
     }
     rpc::RequestHeader header{};
+    if (!admitted_) {
+        memcpy(&header, message.data(), std::min(message.size(), sizeof(header)));
+        reply(header, admitted_, {});
+        ending_ = true;
+        return;
+    }
     if (message.size() < sizeof(header)) {
         reply(header,
               fail(EPROTO, "malformed request: %zu bytes, shorter than a header", message.size()),
@@ -146,6 +162,9 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     if (header.op == rpc::Op::kHello) {
         rpc::HelloReply hello_reply{};
         const Result result = hello(body, fds, hello_reply);
+        if (!result) {
+            log_refusal("hello", result);
+        }
         // A device's client gets the doorbell; the tool needs none.
         const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
         reply(header, result,
@@ -240,13 +259,23 @@ void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byt
     }
     ClientPipe readiness;
     if (result) {
+        result = server_.descriptors().take(peer_.pid, 2, "rdma_cm channel");
+    }
+    if (result) {
         result = ClientPipe::adopt(std::move(fds.front()), true, {"rdma_cm channel", peer_.pid},
                                    readiness);
+        if (result) {
+            descriptors_ += 2;
+        } else {
+            server_.descriptors().give_back(peer_.pid, 2);
+        }
     }
     rpc::CmOpenReply reply_body{};
     if (result) {
         cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(readiness));
         reply_body.channel_token = cm_channel_->token;
+    } else {
+        log_refusal("rdma_cm channel open", result);
     }
     reply(header, result, result ? bytes_of(reply_body) : std::vector<std::byte>{});
 }
@@ -264,6 +293,8 @@ void Session::cm_attach(const rpc::RequestHeader& header, std::span<const std::b
         server_.cm().attach_channel(*channel);
         cm_channel_ = channel;
         log_info("client pid %d attached to an rdma_cm channel of pid %d", peer_.pid, channel->pid);
+    } else {
+        log_refusal("rdma_cm channel attach", result);
     }
     reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
 }
@@ -437,13 +468,19 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     if (fds.empty()) {
         return fail(EINVAL, "hello for a device must carry the async event pipe");
     }
+    if (Result r = server_.descriptors().take(peer_.pid, 1, "async event pipe"); !r) {
+        return r;
+    }
     ClientPipe events;
     if (Result r = ClientPipe::adopt(std::move(fds.front()), false, {"async event pipe", peer_.pid},
                                      events);
         !r) {
+        server_.descriptors().give_back(peer_.pid, 1);
         return r;
     }
-    context_ = std::make_shared<Context>(*device, peer_.pid, std::move(events));
+    ++descriptors_;
+    context_ =
+        std::make_shared<Context>(*device, peer_.pid, std::move(events), &server_.descriptors());
     reply.device_index = device->index();
     reply.attach_token = context_->attach_token();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());

@@ -26,11 +26,15 @@ class Server;
 
 class Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer);
+    // `admitted`: the connection took a descriptor of its client's share;
+    // when it did not, its first request is answered with why, and it ends.
+    Session(Server& server, boost::asio::io_context& io, int fd, const ucred& peer,
+            Result admitted);
     void start();
     void close();
 
     const ucred& peer() const { return peer_; }
+    bool refused() const { return !admitted_; }
     const Context* context() const { return context_.get(); }
     const std::shared_ptr<Context>& shared_context() const { return context_; }
     const cm::Channel* cm_channel() const { return cm_channel_; }
@@ -69,6 +73,11 @@ class Session : public std::enable_shared_from_this<Session> {
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;
     ucred peer_;
+    Result admitted_;
+    bool ending_ = false;  // answered a refused connection: it ends now
+    // What it holds of its client's share of the daemon's descriptors: the
+    // connection, and an async event pipe or an rdma_cm channel's pipe.
+    size_t descriptors_ = 0;
     // Shared with the connections of forked children that attached.
     std::shared_ptr<Context> context_;
     // A client that has every verb refused cannot fill the disk: a burst

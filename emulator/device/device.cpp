@@ -145,4 +145,33 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     port_attr_.gid_tbl_len = kGidTableLen;
 }
 
+Result Device::admit(pid_t client, int ObjectCounts::*kind, int max, const char* what) const {
+    if (counts_.*kind >= max) {
+        return fail(ENOMEM, "device %s has its maximum of %d %s", name().c_str(), max, what);
+    }
+    const int share = std::max(1, max / kClientShares);
+    auto it = per_client_.find(client);
+    if (it != per_client_.end() && it->second.*kind >= share) {
+        return fail(ENOMEM,
+                    "pid %d holds %d %s on %s, the most one client may (a quarter of the "
+                    "device's %d)",
+                    client, it->second.*kind, what, name().c_str(), max);
+    }
+    return ok();
+}
+
+void Device::count(pid_t client, int ObjectCounts::*kind, int delta) {
+    counts_.*kind += delta;
+    ObjectCounts& mine = per_client_[client];
+    mine.*kind += delta;
+    if (mine == ObjectCounts{}) {
+        per_client_.erase(client);
+    }
+}
+
+ObjectCounts Device::client_counts(pid_t client) const {
+    auto it = per_client_.find(client);
+    return it == per_client_.end() ? ObjectCounts{} : it->second;
+}
+
 }  // namespace uroce

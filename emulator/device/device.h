@@ -21,6 +21,7 @@
 #include "net/step_gate.h"
 #include "queues/doorbell.h"
 #include "transport/unpolled_cqs.h"
+#include "util/result.h"
 
 namespace uroce {
 
@@ -33,11 +34,12 @@ struct Wq;
 struct Flow;
 struct Cq;
 
-// Objects of each kind alive on a device, across all clients.
+// Objects of each kind alive on a device, across all clients or of one.
 struct ObjectCounts {
     int pd = 0, mr = 0, mw = 0, cq = 0, qp = 0, srq = 0, wq = 0, rwq_ind_table = 0, ah = 0,
         xrcd = 0, comp_channel = 0, dm = 0;
     uint64_t dm_bytes = 0;  // device memory allocated
+    bool operator==(const ObjectCounts&) const = default;
 };
 
 struct DeviceConfig {
@@ -49,6 +51,9 @@ struct DeviceConfig {
 class Device {
   public:
     static constexpr uint8_t kPortCount = 1;
+    // Bounds of tables ibv_query_device has no field for.
+    static constexpr int kMaxCompChannels = 8192;
+    static constexpr int kMaxXrcds = 8192;
 
     Device(const DeviceConfig& config, uint32_t index);
 
@@ -104,6 +109,15 @@ class Device {
     const DeviceStats& stats() const { return stats_; }
     ObjectCounts& counts() { return counts_; }
     const ObjectCounts& counts() const { return counts_; }
+    // A client (the process that opened the contexts) may hold a quarter of
+    // each of the device's tables, so that one program at its limits leaves
+    // the others room. Whether one more object of `kind` fits the table
+    // (`max` of them) and the client's share (ENOMEM, as the verbs' man
+    // pages, when not); then counting it in and out.
+    static constexpr int kClientShares = 4;
+    Result admit(pid_t client, int ObjectCounts::*kind, int max, const char* what) const;
+    void count(pid_t client, int ObjectCounts::*kind, int delta);
+    ObjectCounts client_counts(pid_t client) const;
     // XRC domains opened through a file, by (st_dev, st_ino).
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>>& xrcd_files() {
         return xrcd_files_;
@@ -122,6 +136,7 @@ class Device {
     IdAllocator wq_nums_;
     IdAllocator ind_table_nums_;
     ObjectCounts counts_;
+    std::unordered_map<pid_t, ObjectCounts> per_client_;
     DeviceStats stats_;
     FaultInjector faults_;
     PcapWriter trace_;

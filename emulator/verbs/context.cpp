@@ -9,8 +9,13 @@ namespace {
 uint32_t next_context_id = 0;  // the daemon serves every client from one thread
 }
 
-Context::Context(Device& device, pid_t pid, ClientPipe async_events)
-    : device_(device), pid_(pid), id_(next_context_id++), events_(std::make_shared<EventPipe>()) {
+Context::Context(Device& device, pid_t pid, ClientPipe async_events, DescriptorLedger* descriptors)
+    : device_(device),
+      owner_(pid),
+      descriptors_(descriptors),
+      pid_(pid),
+      id_(next_context_id++),
+      events_(std::make_shared<EventPipe>()) {
     while (getrandom(&attach_token_, sizeof(attach_token_), 0) != sizeof(attach_token_) ||
            attach_token_ == 0) {
     }

@@ -10,6 +10,7 @@
 
 #include "device/device.h"
 #include "protocol/messages.h"
+#include "util/descriptor_ledger.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 #include "verbs/handle_table.h"
@@ -23,8 +24,11 @@ using ReplyFds = std::vector<UniqueFd>;
 
 class Context {
   public:
-    // `pid`: the client process, whose memory its MRs describe.
-    Context(Device& device, pid_t pid, ClientPipe async_events);
+    // `pid`: the client process, whose memory its MRs describe, and whose
+    // share of the device's tables (and, with `descriptors`, of the
+    // daemon's descriptors) its objects count against.
+    Context(Device& device, pid_t pid, ClientPipe async_events,
+            DescriptorLedger* descriptors = nullptr);
     ~Context();  // destroys everything the client left, in dependency order
     Context(const Context&) = delete;
     Context& operator=(const Context&) = delete;
@@ -118,6 +122,8 @@ class Context {
     Result check_qp_caps(const rpc::CreateQpRequest& req, ibv_qp_cap& cap) const;
 
     Device& device_;
+    const pid_t owner_;  // the client whose shares its objects take
+    DescriptorLedger* descriptors_;
     pid_t pid_;
     uint32_t id_;
     uint64_t attach_token_ = 0;

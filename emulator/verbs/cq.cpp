@@ -26,14 +26,27 @@ Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, Un
     if (channels_.contains(req.channel_fd)) {
         return fail(EEXIST, "completion channel %d already exists", req.channel_fd);
     }
+    if (Result r = device_.admit(owner_, &ObjectCounts::comp_channel, Device::kMaxCompChannels,
+                                 "completion channels");
+        !r) {
+        return r;
+    }
+    if (descriptors_) {
+        if (Result r = descriptors_->take(owner_, 1, "completion channel"); !r) {
+            return r;
+        }
+    }
     auto channel = std::make_shared<CompChannel>();
     if (Result r = ClientPipe::adopt(std::move(write_end), false, {"completion channel", pid_},
                                      channel->pipe);
         !r) {
+        if (descriptors_) {
+            descriptors_->give_back(owner_, 1);
+        }
         return r;
     }
     channels_.emplace(req.channel_fd, channel);
-    ++device_.counts().comp_channel;
+    device_.count(owner_, &ObjectCounts::comp_channel, 1);
     return ok();
 }
 
@@ -47,7 +60,10 @@ Result Context::destroy_comp_channel(const rpc::DestroyCompChannelRequest& req, 
                     it->second->users);
     }
     channels_.erase(it);
-    --device_.counts().comp_channel;
+    device_.count(owner_, &ObjectCounts::comp_channel, -1);
+    if (descriptors_) {
+        descriptors_->give_back(owner_, 1);
+    }
     return ok();
 }
 
@@ -80,9 +96,8 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
         }
         channel = it->second;
     }
-    if (device_.counts().cq >= caps.max_cq) {
-        return fail(ENOMEM, "device %s has its maximum of %d CQs", device_.name().c_str(),
-                    caps.max_cq);
+    if (Result r = device_.admit(owner_, &ObjectCounts::cq, caps.max_cq, "CQs"); !r) {
+        return r;
     }
     auto cq = std::make_shared<Cq>();
     cq->pid = pid_;
@@ -101,7 +116,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
         return r;
     }
     cqs_.add(cq);
-    ++device_.counts().cq;
+    device_.count(owner_, &ObjectCounts::cq, 1);
     reply = {cq->handle, cq->cqe, entries};
     fds.push_back(cq->ring.release_fd());
     return ok();
@@ -177,7 +192,7 @@ Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.due_cq_events().erase(cq.get());
     device_.unpolled_cqs().remove(*cq);
     cqs_.erase(req.handle);
-    --device_.counts().cq;
+    device_.count(owner_, &ObjectCounts::cq, -1);
     return ok();
 }
 

@@ -50,12 +50,12 @@ Result check_range(uint64_t addr, uint64_t length, uint64_t iova) {
 }  // namespace
 
 Result Context::alloc_pd(const rpc::Empty&, rpc::AllocPdReply& reply) {
-    if (device_.counts().pd >= device_.attr().orig_attr.max_pd) {
-        return fail(ENOMEM, "device %s has its maximum of %d PDs", device_.name().c_str(),
-                    device_.attr().orig_attr.max_pd);
+    if (Result r = device_.admit(owner_, &ObjectCounts::pd, device_.attr().orig_attr.max_pd, "PDs");
+        !r) {
+        return r;
     }
     reply.handle = pds_.add(std::make_shared<Pd>())->handle;
-    ++device_.counts().pd;
+    device_.count(owner_, &ObjectCounts::pd, 1);
     return ok();
 }
 
@@ -68,7 +68,7 @@ Result Context::dealloc_pd(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "PD %u is still used by %d objects", req.handle, pd->users);
     }
     pds_.erase(req.handle);
-    --device_.counts().pd;
+    device_.count(owner_, &ObjectCounts::pd, -1);
     return ok();
 }
 
@@ -95,9 +95,9 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
 Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
                                 uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                                 rpc::RegMrReply& reply) {
-    if (device_.counts().mr >= device_.attr().orig_attr.max_mr) {
-        return fail(ENOMEM, "device %s has its maximum of %d MRs", device_.name().c_str(),
-                    device_.attr().orig_attr.max_mr);
+    if (Result r = device_.admit(owner_, &ObjectCounts::mr, device_.attr().orig_attr.max_mr, "MRs");
+        !r) {
+        return r;
     }
     auto index = device_.key_indexes().allocate();
     if (!index) {
@@ -118,7 +118,7 @@ Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, ui
     mr->pid = pid_;
     mrs_.add(mr);
     device_.mr_table()[mr->key_index] = mr.get();
-    ++device_.counts().mr;
+    device_.count(owner_, &ObjectCounts::mr, 1);
     reply = {mr->handle, mr->lkey, mr->rkey};
     return ok();
 }
@@ -225,7 +225,7 @@ Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.key_indexes().release(mr->key_index);
     device_.mr_table().erase(mr->key_index);
     mrs_.erase(req.handle);
-    --device_.counts().mr;
+    device_.count(owner_, &ObjectCounts::mr, -1);
     return ok();
 }
 
@@ -253,7 +253,7 @@ Result Context::alloc_dm(const rpc::AllocDmRequest& req, rpc::AllocDmReply& repl
     dm->addr = req.addr;
     dm->length = req.length;
     reply.handle = dms_.add(dm)->handle;
-    ++device_.counts().dm;
+    device_.count(owner_, &ObjectCounts::dm, 1);
     device_.counts().dm_bytes += dm->length;
     return ok();
 }
@@ -266,7 +266,7 @@ Result Context::free_dm(const rpc::HandleRequest& req, rpc::Empty&) {
     if (dm->users) {
         return fail(EBUSY, "device memory %u still has %d MRs", req.handle, dm->users);
     }
-    --device_.counts().dm;
+    device_.count(owner_, &ObjectCounts::dm, -1);
     device_.counts().dm_bytes -= dm->length;
     dms_.erase(req.handle);
     return ok();
@@ -312,9 +312,9 @@ Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& repl
     if (req.type != IBV_MW_TYPE_1 && req.type != IBV_MW_TYPE_2) {
         return fail(EINVAL, "memory window type %d is neither 1 nor 2", req.type);
     }
-    if (device_.counts().mw >= device_.attr().orig_attr.max_mw) {
-        return fail(ENOMEM, "device %s has its maximum of %d MWs", device_.name().c_str(),
-                    device_.attr().orig_attr.max_mw);
+    if (Result r = device_.admit(owner_, &ObjectCounts::mw, device_.attr().orig_attr.max_mw, "MWs");
+        !r) {
+        return r;
     }
     auto index = device_.key_indexes().allocate();
     if (!index) {
@@ -328,7 +328,7 @@ Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& repl
     mw->valid = mw->type == IBV_MW_TYPE_1;
     mws_.add(mw);
     device_.mw_table()[mw->key_index] = mw.get();
-    ++device_.counts().mw;
+    device_.count(owner_, &ObjectCounts::mw, 1);
     reply = {mw->handle, mw->rkey};
     return ok();
 }
@@ -341,7 +341,7 @@ Result Context::dealloc_mw(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.key_indexes().release(mw->key_index);
     device_.mw_table().erase(mw->key_index);
     mws_.erase(req.handle);
-    --device_.counts().mw;
+    device_.count(owner_, &ObjectCounts::mw, -1);
     return ok();
 }
 

@@ -170,9 +170,9 @@ Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpRepl
 // with the creator as its first holder, within the device's max_qp.
 Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
                        const std::shared_ptr<Xrcd>& xrcd) {
-    if (device_.counts().qp >= device_.attr().orig_attr.max_qp) {
-        return fail(ENOMEM, "device %s has its maximum of %d QPs", device_.name().c_str(),
-                    device_.attr().orig_attr.max_qp);
+    if (Result r = device_.admit(owner_, &ObjectCounts::qp, device_.attr().orig_attr.max_qp, "QPs");
+        !r) {
+        return r;
     }
     if (Doorbell* doorbell = device_.doorbell()) {
         const auto slot = doorbell->attach(*qp, device_);
@@ -190,7 +190,7 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
     qps_.add(qp);
     qp->holders.push_back({events_, qp->handle, user_handle, Ref<Xrcd>(xrcd)});
     device_.qp_table()[qp->qpn] = qp.get();
-    ++device_.counts().qp;
+    device_.count(owner_, &ObjectCounts::qp, 1);
     return ok();
 }
 
@@ -423,7 +423,7 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.qpns().release(qp->qpn);
     device_.qp_table().erase(qp->qpn);
     detach_doorbell(*qp);
-    --device_.counts().qp;
+    device_.count(owner_, &ObjectCounts::qp, -1);
     return ok();
 }
 

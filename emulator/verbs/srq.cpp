@@ -54,9 +54,8 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     if (a.max_sge > static_cast<uint32_t>(caps.max_srq_sge)) {
         return fail(EINVAL, "SRQ max_sge %u is above the device's %d", a.max_sge, caps.max_srq_sge);
     }
-    if (device_.counts().srq >= caps.max_srq) {
-        return fail(ENOMEM, "device %s has its maximum of %d SRQs", device_.name().c_str(),
-                    caps.max_srq);
+    if (Result r = device_.admit(owner_, &ObjectCounts::srq, caps.max_srq, "SRQs"); !r) {
+        return r;
     }
     auto srq = std::make_shared<Srq>();
     const uint32_t max_wr = actual_wr(a.max_wr, caps.max_srq_wr);
@@ -81,7 +80,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     srq->srq_num = *srq_num;
     srqs_.add(srq);
     device_.srq_table()[srq->srq_num] = srq;
-    ++device_.counts().srq;
+    device_.count(owner_, &ObjectCounts::srq, 1);
     reply = {srq->handle, srq->srq_num, srq->attr, srq->ring.entries(), srq->ring.entry_size()};
     fds.push_back(srq->ring.release_fd());
     return ok();
@@ -150,7 +149,7 @@ Result Context::destroy_srq(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.srq_nums().release(srq->srq_num);
     device_.srq_table().erase(srq->srq_num);
     srqs_.erase(req.handle);
-    --device_.counts().srq;
+    device_.count(owner_, &ObjectCounts::srq, -1);
     return ok();
 }
 

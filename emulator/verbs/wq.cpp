@@ -56,9 +56,10 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
     if (req.max_sge > max_sge) {
         return fail(EINVAL, "WQ max_sge %u is above the device's %u", req.max_sge, max_sge);
     }
-    if (static_cast<uint32_t>(device_.counts().wq) >= caps.max_wq_type_rq) {
-        return fail(ENOMEM, "device %s has its maximum of %u WQs", device_.name().c_str(),
-                    caps.max_wq_type_rq);
+    if (Result r =
+            device_.admit(owner_, &ObjectCounts::wq, static_cast<int>(caps.max_wq_type_rq), "WQs");
+        !r) {
+        return r;
     }
     auto wq = std::make_shared<Wq>();
     wq->max_wr = std::min<uint32_t>(std::bit_ceil(req.max_wr + 1) - 1, max_wr);
@@ -78,7 +79,7 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
     wq->wq_num = *wq_num;
     wqs_.add(wq);
     device_.wq_table()[wq->wq_num] = wq.get();
-    ++device_.counts().wq;
+    device_.count(owner_, &ObjectCounts::wq, 1);
     reply = {wq->handle,
              wq->wq_num,
              wq->max_wr,
@@ -142,7 +143,7 @@ Result Context::destroy_wq(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.wq_nums().release(wq->wq_num);
     device_.wq_table().erase(wq->wq_num);
     wqs_.erase(req.handle);
-    --device_.counts().wq;
+    device_.count(owner_, &ObjectCounts::wq, -1);
     return ok();
 }
 
@@ -165,9 +166,11 @@ Result Context::create_rwq_ind_table(const rpc::CreateRwqIndTableRequest& req,
         }
         table->wqs.emplace_back(wq);
     }
-    if (static_cast<uint32_t>(device_.counts().rwq_ind_table) >= rss.max_rwq_indirection_tables) {
-        return fail(ENOMEM, "device %s has its maximum of %u indirection tables",
-                    device_.name().c_str(), rss.max_rwq_indirection_tables);
+    if (Result r =
+            device_.admit(owner_, &ObjectCounts::rwq_ind_table,
+                          static_cast<int>(rss.max_rwq_indirection_tables), "indirection tables");
+        !r) {
+        return r;
     }
     auto num = device_.ind_table_nums().allocate();
     if (!num) {
@@ -175,7 +178,7 @@ Result Context::create_rwq_ind_table(const rpc::CreateRwqIndTableRequest& req,
     }
     table->ind_tbl_num = *num;
     ind_tables_.add(table);
-    ++device_.counts().rwq_ind_table;
+    device_.count(owner_, &ObjectCounts::rwq_ind_table, 1);
     reply = {table->handle, table->ind_tbl_num};
     return ok();
 }
@@ -191,7 +194,7 @@ Result Context::destroy_rwq_ind_table(const rpc::HandleRequest& req, rpc::Empty&
     }
     device_.ind_table_nums().release(table->ind_tbl_num);
     ind_tables_.erase(req.handle);
-    --device_.counts().rwq_ind_table;
+    device_.count(owner_, &ObjectCounts::rwq_ind_table, -1);
     return ok();
 }
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -278,9 +279,15 @@ static int fork_hammer(int rounds) {
     return 0;
 }
 
-/* Every rdma_cm resource this process may hold: IDs, then multicast joins,
- * then event channels, each until refused. */
+/* Every rdma_cm resource this process may hold: multicast joins, then IDs,
+ * then event channels, each until refused. Its descriptor limit is raised
+ * first, so that the daemon's share of descriptors ends the channels. */
 static int hold(void) {
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
     struct rdma_event_channel* channel = rdma_create_event_channel();
     if (!channel) {
         fail("rdma_create_event_channel");

@@ -7,6 +7,7 @@ import os
 import select
 import shutil
 import struct
+import subprocess
 import time
 import unittest
 
@@ -374,6 +375,46 @@ class OutOfDescriptorsTest(unittest.TestCase):
         self.daemon.wait_until_idle()
         with self.daemon.raw_client() as client:
             self.assertEqual(client.hello("uroce0").error, 0)
+
+    # A process that opens devices until refused, and holds them until its
+    # stdin closes.
+    HOLDER = """
+import sys, harness
+clients = []
+while True:
+    client = harness.RawClient(sys.argv[1], 5.0)
+    clients.append(client)
+    if client.hello("uroce0").error:
+        break
+print(len(clients), flush=True)
+sys.stdin.read()
+"""
+
+    def test_status_tells_refusing_from_not_running(self):
+        """Four processes take all the descriptors the daemon keeps for its
+        clients (each its share): `uroce status` says the daemon refuses new
+        clients, and why, rather than that it is not running."""
+        tool = harness.tool_path()
+        self.assertIsNotNone(tool, "the uroce command is not built (UROCE_TOOL is not set)")
+        holders = [subprocess.Popen([harness.PYTHON, "-c", self.HOLDER, self.daemon.socket_path],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                    cwd=os.path.dirname(os.path.abspath(__file__)))
+                   for _ in range(4)]
+        try:
+            for holder in holders:
+                self.assertTrue(holder.stdout.readline().strip().isdigit(), self.daemon.log())
+            status = harness.run_program([tool, "status"],
+                                         harness.tool_environment(self.daemon.runtime_dir))
+            self.assertEqual(status.returncode, 1, status.stdout + status.stderr)
+            self.assertIn("is running but refusing new clients", status.stderr)
+            self.assertIn("no file descriptors left", status.stderr)
+        finally:
+            for holder in holders:
+                holder.communicate("", timeout=30)
+        self.daemon.wait_until_idle()
+        status = harness.run_program([tool, "status"],
+                                     harness.tool_environment(self.daemon.runtime_dir))
+        self.assertEqual(status.returncode, 0, status.stdout + status.stderr)
 
 
 def request_bytes_of_size(size):

@@ -104,6 +104,70 @@ class ChannelMisuseTest(RdmaCmCase):
         self.run_pair(["rping", "-s", *common], ["rping", "-c", *common], port)
 
 
+class ClientLimitsTest(RdmaCmCase):
+    """One program holds every rdma_cm resource it may (IDs, multicast
+    joins, event channels): it is refused at its share with the man page's
+    errno, and rping, ucmatose and mckey beside it pass."""
+
+    def limits(self):
+        line = next(line for line in self.daemon.status().text.split("\n")
+                    if line.startswith("limits per client:"))
+        numbers = re.search(r"rdma_cm ids (\d+) of (\d+), multicast joins (\d+) of (\d+), "
+                            r"descriptors (\d+) of (\d+)", line)
+        self.assertIsNotNone(numbers, line)
+        ids, _, joins, _, descriptors, _ = map(int, numbers.groups())
+        return ids, joins, descriptors
+
+    def test_one_program_at_its_limits_leaves_the_others_working(self):
+        ids, joins, descriptors = self.limits()
+        hog = subprocess.Popen([misuse_program(), "hold"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=self.daemon.env())
+        try:
+            held = {}
+            for _ in range(3):
+                line = hog.stdout.readline()
+                match = re.match(r"(\w+) (\d+) errno (\w+)$", line.strip())
+                self.assertIsNotNone(match, "hold said %r\n%s" % (line, self.daemon.log()))
+                held[match.group(1)] = (int(match.group(2)), match.group(3))
+            self.assertEqual(held["joins"], (joins, "ENOMEM"), self.daemon.log())
+            self.assertEqual(held["ids"], (ids, "ENOMEM"), self.daemon.log())
+            # Each channel takes a connection and its pipe, three descriptors
+            # of the share; librdmacm's own connections (a device context,
+            # netlink) take a few more. The daemon refuses with EMFILE;
+            # librdmacm's open_cdev then tries another path to the node and
+            # reports that one's errno (ENOENT).
+            channels, error = held["channels"]
+            self.assertLessEqual(channels, descriptors // 3)
+            self.assertGreaterEqual(channels, descriptors // 3 - 3)
+            self.assertIn(error, ("EMFILE", "ENOENT"))
+            self.assertRegex(self.daemon.log(), r"uroced has no file descriptors left for pid %d's "
+                             r"(rdma_cm channel|connection)" % hog.pid)
+            with StatusWatch(self.daemon) as watch:
+                port = harness.free_tcp_port()
+                common = ["-a", "127.0.0.2", "-p", str(port), "-C", "100", "-V"]
+                self.run_pair(["rping", "-s", *common], ["rping", "-c", *common], port)
+                port = harness.free_tcp_port()
+                args = ["-p", str(port), "-c", "4", "-C", "20"]
+                server, client, context = self.run_pair(["ucmatose", "-b", "127.0.0.2", *args],
+                                                        ["ucmatose", "-s", "127.0.0.2", *args],
+                                                        port)
+                self.assertIn("test complete", client, context)
+                group = "239.9.8.7"
+                receiver, sender, context = self.run_pair(
+                    ["mckey", "-m", group, "-b", "127.0.0.2", "-C", "20"],
+                    ["mckey", "-m", group, "-b", "127.0.0.1", "-C", "20", "-s"], 7174,
+                    wait="joined")
+                self.assertIn("data transfers complete", receiver, context)
+            watch.check(self)
+        finally:
+            if hog.poll() is None:
+                hog.kill()
+                hog.wait()
+        harness.wait_for(lambda: not self.cm_lines(), 10.0, "the holder's IDs to go",
+                         self.daemon.log)
+
+
 class ForkedChannelTest(RdmaCmCase):
     """After fork(), parent and child issue commands on one inherited channel
     at once: none fails, no reply reaches the other process."""

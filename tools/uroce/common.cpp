@@ -26,12 +26,22 @@ Locations locate() {
     return where;
 }
 
-std::string query_status(const RuntimePaths& paths) {
+std::string query_status(const RuntimePaths& paths, std::string* refusal) {
     std::string why;
     std::unique_ptr<ControlClient> client(
         ControlClient::connect(paths.socket().c_str(), "", -1, why));
+    if (!client) {
+        // ENODEV: nothing answers on the socket; anything else was the daemon's answer.
+        if (refusal && errno != ENODEV) {
+            *refusal = why;
+        }
+        return {};
+    }
     std::string text;
-    if (!client || client->call_status(text) != 0) {
+    if (client->call_status(text) != 0) {
+        if (refusal) {
+            *refusal = client->last_error();
+        }
         return {};
     }
     return text;

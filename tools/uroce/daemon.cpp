@@ -137,7 +137,13 @@ int stop(const RuntimePaths& paths) {
 }
 
 int status(const RuntimePaths& paths) {
-    const std::string text = query_status(paths);
+    std::string refusal;
+    const std::string text = query_status(paths, &refusal);
+    if (text.empty() && !refusal.empty()) {
+        std::cerr << "uroced (pid " << daemon_pid(paths)
+                  << ") is running but refusing new clients: " << refusal << "\n";
+        return kExitFailure;
+    }
     if (text.empty()) {
         return not_running(paths);
     }

@@ -36,8 +36,10 @@ struct Locations {
 };
 Locations locate();
 
-// The daemon's status text, or empty when no daemon answers.
-std::string query_status(const RuntimePaths& paths);
+// The daemon's status text, or empty when none came: then `refusal` (when
+// given) holds why a daemon that answered refused (out of descriptors, say),
+// and stays empty when none answered.
+std::string query_status(const RuntimePaths& paths, std::string* refusal = nullptr);
 // Says that no daemon runs and how to start one; returns kExitNotRunning.
 int not_running(const RuntimePaths& paths);
 
