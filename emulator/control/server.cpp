@@ -299,7 +299,7 @@ std::string Server::status_text() const {
         out << "console http://127.0.0.1:" << console_->port() << "/ for client pid "
             << console_owner_pid_ << (console_->read_only() ? " (read-only)" : "") << "\n";
     }
-    out << "limits per client: a quarter of each table: rdma_cm ids "
+    out << "limits per client: a quarter of each table: rdma_cm IDs "
         << cm::ConnectionManager::kMaxIdsPerClient << " of " << cm::ConnectionManager::kMaxIds
         << ", multicast joins " << cm::ConnectionManager::kMaxMulticastsPerClient << " of "
         << cm::ConnectionManager::kMaxMulticasts << ", descriptors " << descriptors_.client_share()

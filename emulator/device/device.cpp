@@ -174,4 +174,18 @@ ObjectCounts Device::client_counts(pid_t client) const {
     return it == per_client_.end() ? ObjectCounts{} : it->second;
 }
 
+void Device::note_bad_pkey() {
+    ++stats_.rcvd_pkey_err;
+    if (port_attr_.bad_pkey_cntr < UINT16_MAX) {
+        ++port_attr_.bad_pkey_cntr;
+    }
+}
+
+void Device::note_bad_qkey() {
+    ++stats_.rcvd_qkey_err;
+    if (port_attr_.qkey_viol_cntr < UINT16_MAX) {
+        ++port_attr_.qkey_viol_cntr;
+    }
+}
+
 }  // namespace uroce

@@ -105,6 +105,10 @@ class Device {
     PcapWriter& trace() { return trace_; }
     StepGate& step_gate() { return step_gate_; }
     const StepGate& step_gate() const { return step_gate_; }
+    // A received packet broke a key check: counted, and in the port's
+    // counters as rxe's check_keys counts it (ibv_query_port).
+    void note_bad_pkey();
+    void note_bad_qkey();
     DeviceStats& stats() { return stats_; }
     const DeviceStats& stats() const { return stats_; }
     ObjectCounts& counts() { return counts_; }

@@ -25,6 +25,7 @@ namespace uroce {
     X(rcvd_unsent_psn, "responses for PSNs not yet sent (ignored)")                    \
     X(rcvd_dropped, "packets for a QP in a state that takes none")                     \
     X(rcvd_qkey_err, "UD packets whose Q_Key is not the QP's (dropped)")               \
+    X(rcvd_pkey_err, "packets whose P_Key is not the default partition's (dropped)")   \
     X(rcvd_xrc_srq_err, "XRC requests naming no XRC SRQ of the QP's domain (NAKed)")   \
     X(rcvd_msg_dropped, "UC/UD messages lost: a PSN gap, no receive WQE, an error")    \
     X(ud_oversize, "UD sends longer than the MTU (completed, not sent)")               \

@@ -338,15 +338,21 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ip
         ++to.stats().rcvd_malformed;
         return;
     }
+    // rxe's check_keys: one partition, the default, whose members may
+    // be full or limited.
+    if ((packet.hdr.bth.pkey & 0x7fff) != (wire::kDefaultPkey & 0x7fff)) {
+        to.note_bad_pkey();
+        return;
+    }
     if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
         receive_multicast(to, packet, src_ipv4, dest_ipv4, now);
         return;
     }
     if (packet.hdr.bth.dest_qp == wire::kGsiQpn) {
-        // QP1 takes only GSI datagrams with the well-known Q_Key.
-        const bool gsi = transport == wire::Transport::kUd &&
-                         packet.hdr.deth.qkey == wire::kGsiQkey && mad_receiver_;
-        if (gsi) {
+        // QP1 takes only GSI datagrams, with the well-known Q_Key.
+        if (transport == wire::Transport::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
+            to.note_bad_qkey();
+        } else if (transport == wire::Transport::kUd && mad_receiver_) {
             mad_receiver_(to, src_ipv4, packet.payload);
         } else {
             ++to.stats().rcvd_unknown_qp;

@@ -22,7 +22,7 @@ void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacke
                                  uint32_t src_ipv4, uint32_t dest_ipv4) {
     // rxe's check_keys(): a wrong Q_Key is dropped and counted.
     if (packet.hdr.deth.qkey != qp.attr.qkey) {
-        ++device.stats().rcvd_qkey_err;
+        device.note_bad_qkey();
         return;
     }
     TakenReceive receive;

@@ -1,18 +1,46 @@
 #include "util/log.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 namespace uroce {
 namespace {
 
 uint64_t max_log_bytes = 8 << 20;
+
+// Every descriptor that writes the file `old` names (stdout too, under
+// `uroce start`) writes `fresh` from now on.
+void move_writers(const struct stat& old, int fresh) {
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir) {
+        dup2(fresh, STDERR_FILENO);
+        return;
+    }
+    std::vector<int> writers;
+    while (const dirent* entry = readdir(dir)) {
+        const int fd = atoi(entry->d_name);
+        struct stat st;
+        const int flags = fcntl(fd, F_GETFL);
+        if (entry->d_name[0] != '.' && fd != dirfd(dir) && fd != fresh && flags >= 0 &&
+            (flags & O_ACCMODE) != O_RDONLY && fstat(fd, &st) == 0 && st.st_dev == old.st_dev &&
+            st.st_ino == old.st_ino) {
+            writers.push_back(fd);
+        }
+    }
+    closedir(dir);
+    for (int fd : writers) {
+        dup2(fresh, fd);
+    }
+}
 
 // Where stderr is a regular file (`uroce start` sends it to uroced.log),
 // starts a new file once it is full.
@@ -32,9 +60,9 @@ void rotate_if_full() {
     if (rename(name.c_str(), (name + ".1").c_str()) != 0) {
         return;
     }
-    const int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    const int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
-        dup2(fd, STDERR_FILENO);
+        move_writers(st, fd);
         close(fd);
     }
 }

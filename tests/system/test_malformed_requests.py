@@ -327,6 +327,12 @@ class LogBoundTest(harness.DaemonTestCase):
             self.refuse(client, 1)
         rotated = self.daemon.log_path + ".1"
         self.assertTrue(os.path.exists(rotated), "the log was never rotated")
+        # Every descriptor that wrote the log (stdout and stderr here) moved
+        # to the new file: none still names the rotated one.
+        fds = "/proc/%d/fd" % self.daemon.proc.pid
+        still = [fd for fd in os.listdir(fds)
+                 if os.readlink(os.path.join(fds, fd)).startswith(rotated)]
+        self.assertEqual(still, [], "descriptors still writing %s" % rotated)
         text = ""
         for path in (rotated, self.daemon.log_path):
             size = os.path.getsize(path)

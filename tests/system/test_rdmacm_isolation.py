@@ -112,7 +112,7 @@ class ClientLimitsTest(RdmaCmCase):
     def limits(self):
         line = next(line for line in self.daemon.status().text.split("\n")
                     if line.startswith("limits per client:"))
-        numbers = re.search(r"rdma_cm ids (\d+) of (\d+), multicast joins (\d+) of (\d+), "
+        numbers = re.search(r"rdma_cm IDs (\d+) of (\d+), multicast joins (\d+) of (\d+), "
                             r"descriptors (\d+) of (\d+)", line)
         self.assertIsNotNone(numbers, line)
         ids, _, joins, _, descriptors, _ = map(int, numbers.groups())

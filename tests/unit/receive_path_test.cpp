@@ -1297,6 +1297,34 @@ TEST_F(ReceivePathTest, UdWrongQkeyIsDroppedBeforeItTakesAReceive) {
     EXPECT_EQ(h.poll_cq().size(), 1u);
 }
 
+// rxe's check_keys: a P_Key outside the default partition is dropped, on
+// every QP and on QP1, and counted (in the port's bad_pkey_cntr too); a
+// datagram to QP1 without the GSI Q_Key is a Q_Key violation.
+TEST_F(ReceivePathTest, KeysAreCheckedOnEveryQpAndOnQp1) {
+    h.post_recv(h.ud(), 8, 0, 40 + 64);
+    for (uint16_t pkey : {uint16_t{0x8001}, uint16_t{0x1234}, uint16_t{0}}) {
+        wire::PacketHeaders ud = ud_send(h.ud().qpn, H::kQkey);
+        ud.bth.pkey = pkey;
+        h.send(ud, pattern(8, 7));
+        wire::PacketHeaders gsi = ud_send(wire::kGsiQpn, wire::kGsiQkey);
+        gsi.bth.pkey = pkey;
+        h.send(gsi, Bytes(256, 0));
+    }
+    EXPECT_TRUE(h.poll_cq().empty());
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 6}, {"rcvd_pkey_err", 6}}));
+    mark();
+    h.send(ud_send(wire::kGsiQpn, wire::kGsiQkey ^ 1), Bytes(256, 0));
+    EXPECT_EQ(moved(), (Counters{{"rcvd_pkts", 1}, {"rcvd_qkey_err", 1}}));
+    const ibv_port_attr& port = h.device().port_attr();
+    EXPECT_EQ(port.bad_pkey_cntr, 6);
+    EXPECT_EQ(port.qkey_viol_cntr, 1);
+    // A limited member of the default partition (0x7fff) is one of it.
+    wire::PacketHeaders limited = ud_send(h.ud().qpn, H::kQkey);
+    limited.bth.pkey = 0x7fff;
+    h.send(limited, pattern(8, 7));
+    EXPECT_EQ(h.poll_cq().size(), 1u);
+}
+
 TEST_F(ReceivePathTest, UdReceiveTooSmallForGrhAndPayloadFailsWithoutWriting) {
     h.post_recv(h.ud(), 8, 0, 40 + 63);
     h.send(ud_send(h.ud().qpn, H::kQkey), pattern(64, 7));

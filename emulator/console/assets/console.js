@@ -680,6 +680,7 @@
     rcvd_unsent_psn: 'responses for PSNs not yet sent (ignored)',
     rcvd_dropped: 'packets for a QP in a state that takes none',
     rcvd_qkey_err: 'UD packets whose Q_Key is not the QP\'s (dropped)',
+    rcvd_pkey_err: 'packets whose P_Key is not the default partition\'s (dropped)',
     rcvd_xrc_srq_err: 'XRC requests naming no XRC SRQ of the QP\'s domain (NAKed)',
     rcvd_msg_dropped: 'UC/UD messages lost: a PSN gap, no receive WQE, an error',
     ud_oversize: 'UD sends longer than the MTU (completed, not sent)',
