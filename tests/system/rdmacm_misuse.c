@@ -7,9 +7,9 @@
  *   rdmacm_misuse MODE [COUNT]
  *
  * Modes that misuse and then check their own next call print "ok" and exit
- * 0; "hold" takes all it may of IDs, multicast joins and channels, prints
- * what stopped each ("ids N errno ENOMEM", ...) and waits for its stdin to
- * close. Destinations are uroce1 (127.0.0.2) from uroce0 (127.0.0.1). */
+ * 0; "hold" takes all it may of IDs, multicast joins and channels ("ids"
+ * only IDs), prints what stopped each ("ids N errno ENOMEM", ...) and waits
+ * for its stdin to close. Destinations are uroce1 (127.0.0.2) from uroce0 (127.0.0.1). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -338,6 +338,26 @@ static int hold(void) {
     return 0;
 }
 
+/* Only IDs, until refused. */
+static int hold_ids(void) {
+    struct rdma_event_channel* channel = rdma_create_event_channel();
+    if (!channel) {
+        fail("rdma_create_event_channel");
+    }
+    long ids = 0;
+    struct rdma_cm_id* id;
+    while (!rdma_create_id(channel, &id, NULL, RDMA_PS_TCP)) {
+        ++ids;
+    }
+    printf("ids %ld errno %s\n", ids, strerrorname_np(errno));
+    fflush(stdout);
+    char wait;
+    if (read(0, &wait, 1) < 0) {
+        fail("waiting for stdin");
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char* mode = argc > 1 ? argv[1] : "";
@@ -363,6 +383,10 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "hold")) {
         return hold();
     }
-    fprintf(stderr, "usage: %s drain|fill|close|replace|efault|fork [ROUNDS]|hold\n", argv[0]);
+    if (!strcmp(mode, "ids")) {
+        return hold_ids();
+    }
+    fprintf(stderr, "usage: %s drain|fill|close|replace|efault|fork [ROUNDS]|hold|ids\n",
+            argv[0]);
     return 2;
 }

@@ -19,10 +19,10 @@ import subprocess
 import sys
 import time
 import unittest
-import zlib
 
 import harness
 from harness import MAGIC, VERSION, Op
+from roce_wire import icrc_of
 
 SCALE = max(1, int(os.environ.get("UROCE_FUZZ_SCALE", "1")))
 SEED = int(os.environ.get("UROCE_FUZZ_SEED", str(int(time.time()))))
@@ -95,18 +95,6 @@ class ControlMessageFuzzTest(harness.DaemonTestCase):
         self.assertGreater(answered, 1000)
         self.assertLess(self.daemon.rss() - start_rss,
                         (32 << 20) + harness.SANITIZER_MEMORY_SLACK)
-
-
-def icrc_of(src, dst, src_port, dst_port, udp_payload_without_icrc):
-    """The RoCEv2 ICRC (IBA A17.4.1) of an IPv4 packet sent with IP ID 0
-    and DF, as uroce checks it; stored least significant byte first."""
-    udp_length = 8 + len(udp_payload_without_icrc) + 4
-    pseudo = (b"\xff" * 8 +
-              struct.pack("!BBHHHBBH4s4s", 0x45, 0xff, 20 + udp_length, 0, 0x4000, 0xff, 17,
-                          0xffff, socket.inet_aton(src), socket.inet_aton(dst)) +
-              struct.pack("!HHHH", src_port, dst_port, udp_length, 0xffff) +
-              udp_payload_without_icrc[:4] + b"\xff" + udp_payload_without_icrc[5:])
-    return struct.pack("<I", zlib.crc32(pseudo))
 
 
 # RC, UC, UD and XRC opcodes of requests and responses, and some no one uses.
