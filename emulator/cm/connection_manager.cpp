@@ -193,8 +193,7 @@ void ConnectionManager::remove_device(const Device& device) {
             continue;
         }
         abandon_connection(*id);  // the peer hears the connection end
-        id->timer->cancel();
-        id->pending_mad.reset();
+        stop_retransmitting(*id);
         ids_.forget_connection(*id);
         id->cm = CmState::kIdle;
         id->has_cm = false;
@@ -245,7 +244,6 @@ Id& ConnectionManager::new_id(Channel& channel, uint64_t uid, uint16_t ps, uint8
     id->qp_type = qp_type;
     id->seq_num = random32() & wire::kQpnMask;
     id->transaction_id = uint64_t(random32()) << 32;
-    id->timer = std::make_unique<boost::asio::steady_timer>(io_);
     return ids_.add(std::move(id));
 }
 
@@ -253,7 +251,7 @@ void ConnectionManager::erase(Id& id) {
     for (uint32_t handle : id.multicasts) {
         forget_multicast(handle);
     }
-    id.timer->cancel();
+    stop_retransmitting(id);
     release_port(id);
     ids_.remove(id);
 }
@@ -1288,12 +1286,11 @@ void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
     ++id.device->stats().cm_mads_sent;
     send_mad_(*id.device, id.peer_ipv4, mad);
     if (retransmit) {
-        id.pending_mad = mad;
+        id.pending_mad = std::make_unique<std::array<std::byte, kMadSize>>(mad);
         id.retries_left = kMaxCmRetries;
         arm_retry(id);
     } else {
-        id.pending_mad.reset();
-        id.timer->cancel();
+        stop_retransmitting(id);
     }
 }
 
@@ -1332,12 +1329,28 @@ void ConnectionManager::send_reply(Device& from, uint32_t dest_ipv4, uint64_t tr
 }
 
 void ConnectionManager::arm_retry(Id& id) {
-    id.timer->expires_after(id.retry_interval);
+    start_timer(id, id.retry_interval);
+}
+
+// An ID's timer exists only once it retransmits or waits in timewait, so
+// that an idle ID costs little memory.
+void ConnectionManager::start_timer(Id& id, std::chrono::milliseconds after) {
+    if (!id.timer) {
+        id.timer = std::make_unique<boost::asio::steady_timer>(io_);
+    }
+    id.timer->expires_after(after);
     id.timer->async_wait([this, handle = id.handle](const boost::system::error_code& error) {
         if (!error) {
             on_retry_timer(handle);
         }
     });
+}
+
+void ConnectionManager::stop_retransmitting(Id& id) {
+    id.pending_mad.reset();
+    if (id.timer) {
+        id.timer->cancel();
+    }
 }
 
 void ConnectionManager::on_retry_timer(uint32_t handle) {
@@ -1387,12 +1400,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
 void ConnectionManager::enter_timewait(Id& id) {
     id.cm = CmState::kTimewait;
     id.pending_mad.reset();
-    id.timer->expires_after(iba_time(kAckTimeout));
-    id.timer->async_wait([this, handle = id.handle](const boost::system::error_code& error) {
-        if (!error) {
-            on_retry_timer(handle);
-        }
-    });
+    start_timer(id, iba_time(kAckTimeout));
 }
 
 void ConnectionManager::abandon_connection(Id& id) {
@@ -1755,8 +1763,7 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
     id.initiator_depth = rep.responder_resources;
     id.responder_resources = rep.initiator_depth;
     id.rnr_retry_count = rep.rnr_retry_count;
-    id.pending_mad.reset();
-    id.timer->cancel();
+    stop_retransmitting(id);
     // The program answers with ACCEPT; an MRA goes only if the REP comes again.
     id.cm = CmState::kMraRepSent;
     report(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, [&](rdma_ucm_event_resp& resp) {
@@ -1776,8 +1783,7 @@ void ConnectionManager::on_rtu(Id& id) {
         ++id.device->stats().cm_mads_dropped;
         return;
     }
-    id.pending_mad.reset();
-    id.timer->cancel();
+    stop_retransmitting(id);
     id.cm = CmState::kEstablished;
     report(id, RDMA_CM_EVENT_ESTABLISHED);
 }
@@ -1791,8 +1797,7 @@ void ConnectionManager::on_rej(Id& id, const Rej& rej) {
         case CmState::kRepSent:
         case CmState::kReqRcvd:
         case CmState::kMraReqSent:
-            id.pending_mad.reset();
-            id.timer->cancel();
+            stop_retransmitting(id);
             if (rej.reason == RejectReason::kStaleConnection) {
                 enter_timewait(id);
             } else {
@@ -1840,8 +1845,7 @@ void ConnectionManager::on_dreq(Id& id, const Dreq& dreq) {
         case CmState::kDreqSent:
             // cm_dreq_handler; both sides disconnecting at once included: the
             // DREP goes when this side's program disconnects or goes.
-            id.pending_mad.reset();
-            id.timer->cancel();
+            stop_retransmitting(id);
             id.cm = CmState::kDreqRcvd;
             id.state = IdState::kDisconnect;
             report(id, RDMA_CM_EVENT_DISCONNECTED);
@@ -1870,8 +1874,7 @@ void ConnectionManager::on_sidr_rep(Id& id, const SidrRep& rep) {
         ++id.device->stats().cm_mads_dropped;
         return;
     }
-    id.pending_mad.reset();
-    id.timer->cancel();
+    stop_retransmitting(id);
     id.cm = CmState::kIdle;
     if (rep.status != SidrStatus::kSuccess) {
         report(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(rep.status),

@@ -176,8 +176,9 @@ struct Id {
     uint8_t rnr_retry_count = 7;
     uint8_t path_mtu = IBV_MTU_1024;
     uint64_t transaction_id = 0;
-    // The MAD that is retransmitted until answered, and how often still.
-    std::optional<std::array<std::byte, kMadSize>> pending_mad;
+    // The MAD that is retransmitted until answered, and how often still
+    // (allocated only meanwhile, as the timer: most IDs never need them).
+    std::unique_ptr<std::array<std::byte, kMadSize>> pending_mad;
     int retries_left = 0;
     std::chrono::milliseconds retry_interval{};
     std::unique_ptr<boost::asio::steady_timer> timer;
@@ -192,7 +193,7 @@ class ConnectionManager {
     // ENOMEM and an incoming request waits for the peer's retry; a client's
     // share is a quarter, so that one program at its limits leaves the
     // others room.
-    static constexpr size_t kMaxIds = 65536;
+    static constexpr size_t kMaxIds = 131072;
     static constexpr size_t kMaxIdsPerClient = kMaxIds / 4;
     static constexpr size_t kMaxMulticasts = 4096;
     static constexpr size_t kMaxMulticastsPerClient = kMaxMulticasts / 4;
@@ -297,6 +298,8 @@ class ConnectionManager {
     Id& requested_id(const Id& listener, Device& to, const IpCmHeader& header);
     bool room_for_request(const Id& listener) const;
     void arm_retry(Id& id);
+    void start_timer(Id& id, std::chrono::milliseconds after);
+    void stop_retransmitting(Id& id);
     void on_retry_timer(uint32_t handle);
     void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
     void on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req);
