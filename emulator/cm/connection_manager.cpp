@@ -1559,9 +1559,9 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
 // ARI: both must be those of the connection's peer.
 Id* ConnectionManager::gave_up(Device& to, uint32_t src_ipv4, const Rej& rej) {
     Id* id = ids_.by_peer(&to, src_ipv4, rej.local_comm_id);
-    const bool guid = id && rej.reject_info_length >= sizeof(uint64_t) &&
-                      wire::load_be64(reinterpret_cast<const uint8_t*>(rej.ari.data())) ==
-                          id->remote_ca_guid;
+    const bool guid =
+        id && rej.reject_info_length >= sizeof(uint64_t) &&
+        wire::load_be64(reinterpret_cast<const uint8_t*>(rej.ari.data())) == id->remote_ca_guid;
     return guid ? id : nullptr;
 }
 

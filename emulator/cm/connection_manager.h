@@ -17,9 +17,9 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cm/address.h"
@@ -161,7 +161,7 @@ struct Id {
 
     // The connection, as the IB CM keeps it.
     CmState cm = CmState::kIdle;
-    bool has_cm = false;  // connected through the IB CM (INIT_QP_ATTR asks it)
+    bool has_cm = false;          // connected through the IB CM (INIT_QP_ATTR asks it)
     uint32_t local_comm_id = 0;   // random, indexed in IdTable
     uint32_t remote_comm_id = 0;  // the peer's, once its REQ or REP came
     uint64_t remote_ca_guid = 0;  // the peer's, from its REQ or REP (a REJ timeout names it)
@@ -326,7 +326,7 @@ class ConnectionManager {
     MadSender send_mad_;
     std::map<uint64_t, std::unique_ptr<Channel>> channels_;  // by token
     IdTable ids_;
-    std::map<uint32_t, Multicast> multicasts_;  // by handle
+    std::map<uint32_t, Multicast> multicasts_;         // by handle
     std::unordered_map<pid_t, size_t> multicasts_of_;  // joins per client
     uint32_t next_multicast_ = 1;
     // (port space, port) -> the IDs bound to it

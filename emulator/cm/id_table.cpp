@@ -83,8 +83,8 @@ void IdTable::move_to_channel(Id& id, Channel& to) {
             by_channel_.erase(it);
         }
     }
-    if (auto held = per_client_.find(id.channel->pid); held != per_client_.end() &&
-                                                       --held->second == 0) {
+    if (auto held = per_client_.find(id.channel->pid);
+        held != per_client_.end() && --held->second == 0) {
         per_client_.erase(held);
     }
     id.channel = &to;
