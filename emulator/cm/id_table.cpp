@@ -143,14 +143,16 @@ void IdTable::index_peer(Id& id) {
     peers_[peer_key(id)] = id.handle;
 }
 
+Id* IdTable::indexed(const PeerIndex& index, const PeerKey& key) const {
+    auto it = index.find(key);
+    Id* id = it == index.end() ? nullptr : find(it->second);
+    // Still what it was indexed as (an ID may have connected again since).
+    return id && peer_key(*id) == key ? id : nullptr;
+}
+
 Id* IdTable::by_peer(const Device* device, uint32_t ipv4, uint32_t remote_comm_id) const {
-    auto it = peers_.find({device, ipv4, remote_comm_id});
-    if (it == peers_.end()) {
-        return nullptr;
-    }
-    Id* id = find(it->second);
-    // Still the connection it was indexed as (an ID may have reconnected since).
-    return id && id->has_cm && peer_key(*id) == it->first ? id : nullptr;
+    Id* id = indexed(peers_, {device, ipv4, remote_comm_id});
+    return id && id->has_cm ? id : nullptr;
 }
 
 void IdTable::index_sidr_request(Id& id) {
@@ -158,12 +160,8 @@ void IdTable::index_sidr_request(Id& id) {
 }
 
 Id* IdTable::sidr_request(const Device* device, uint32_t ipv4, uint32_t request_id) const {
-    auto it = sidr_requests_.find({device, ipv4, request_id});
-    if (it == sidr_requests_.end()) {
-        return nullptr;
-    }
-    Id* id = find(it->second);
-    return id && id->cm == CmState::kSidrReqRcvd && peer_key(*id) == it->first ? id : nullptr;
+    Id* id = indexed(sidr_requests_, {device, ipv4, request_id});
+    return id && id->cm == CmState::kSidrReqRcvd ? id : nullptr;
 }
 
 void IdTable::index_listener(Id& id) {

@@ -76,6 +76,7 @@ class IdTable {
     };
     using PeerIndex = std::unordered_map<PeerKey, uint32_t, PeerKeyHash>;
     static PeerKey peer_key(const Id& id);
+    Id* indexed(const PeerIndex& index, const PeerKey& key) const;
     void unindex(PeerIndex& index, const Id& id);
 
     std::map<uint32_t, std::unique_ptr<Id>> ids_;

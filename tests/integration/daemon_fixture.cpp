@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -229,6 +230,24 @@ std::map<std::string, ChildMain>& children() {
 bool register_child(const std::string& name, ChildMain main) {
     children()[name] = main;
     return true;
+}
+
+std::string read_line(int fd, std::chrono::steady_clock::duration timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string line;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd ready{fd, POLLIN, 0};
+        if (left.count() <= 0 || poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
+            return line;
+        }
+        char c;
+        if (read(fd, &c, 1) != 1 || c == '\n') {
+            return line;
+        }
+        line += c;
+    }
 }
 
 Child spawn_child(const std::string& name, const std::vector<std::string>& args) {

@@ -13,6 +13,7 @@
 #include <infiniband/verbs.h>
 #include <string.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -73,6 +74,9 @@ struct Child {
 };
 // Forks and execs the child; a test failure when it cannot.
 Child spawn_child(const std::string& name, const std::vector<std::string>& args);
+// The next line a child's output gives, without its newline; what came so
+// far at the deadline or the end.
+std::string read_line(int fd, std::chrono::steady_clock::duration timeout);
 
 // Object counts ("pd", "qp", ...) on the line of `device` in a status report;
 // empty when the device is not in the report.

@@ -190,23 +190,6 @@ std::string counters_text(const std::string& device) {
     return text.str();
 }
 
-// A line from `fd` by the deadline; empty otherwise.
-std::string read_line(int fd) {
-    std::string line;
-    const auto deadline = Clock::now() + kDeadline;
-    char c;
-    while (Clock::now() < deadline) {
-        pollfd ready{fd, POLLIN, 0};
-        if (::poll(&ready, 1, 100) == 1) {
-            if (read(fd, &c, 1) != 1 || c == '\n') {
-                break;
-            }
-            line += c;
-        }
-    }
-    return line;
-}
-
 // The peer process dies (SIGKILL) while WRITEs stream to it: the survivor
 // gets IBV_WC_RETRY_EXC_ERR and flushes, never a hang; the daemon stays
 // healthy and serves new QPs.
@@ -223,7 +206,7 @@ TEST_F(RcRecoveryTest, PeerKilledMidStreamLeavesRetryExceeded) {
     }
     const Child child = spawn_child("killed_peer", {std::to_string(a_.qpn()), gid.str()});
     ASSERT_GT(child.pid, 0);
-    const std::string line = read_line(child.output);
+    const std::string line = read_line(child.output, kDeadline);
     close(child.output);
     uint32_t peer_qpn = 0;
     unsigned long long peer_addr = 0;

@@ -604,24 +604,6 @@ std::vector<std::string> cm_id_lines(const std::string& status) {
 
 // ---- a peer in another process ---------------------------------------------
 
-// The next line `fd` gives, without its newline; what came so far at the
-// deadline or the end.
-std::string read_line(int fd, Clock::duration timeout) {
-    const auto deadline = Clock::now() + timeout;
-    std::string line;
-    for (;;) {
-        pollfd ready{fd, POLLIN, 0};
-        if (poll(&ready, 1, remaining_ms(deadline)) <= 0) {
-            return line;
-        }
-        char c;
-        if (read(fd, &c, 1) != 1 || c == '\n') {
-            return line;
-        }
-        line += c;
-    }
-}
-
 // Run by spawn_child: `client PORT MODE` connects to PORT of the server
 // address; `server PORT MODE` listens there ("listening" once it does) and
 // accepts one request. Prints "established" once connected; then with MODE

@@ -49,22 +49,6 @@ int hog_main(const std::vector<std::string>&) {
 
 [[maybe_unused]] const bool kHog = register_child("hog", hog_main);
 
-std::string read_line(int fd) {
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    char c;
-    while (std::chrono::steady_clock::now() < deadline) {
-        pollfd ready{fd, POLLIN, 0};
-        if (::poll(&ready, 1, 100) == 1) {
-            if (read(fd, &c, 1) != 1 || c == '\n') {
-                break;
-            }
-            line += c;
-        }
-    }
-    return line;
-}
-
 TEST(ClientShares, OneProgramAtItsShareLeavesTheOthersRoom) {
     ContextPtr context = open_device(kDevice);
     ASSERT_TRUE(context);
@@ -73,7 +57,7 @@ TEST(ClientShares, OneProgramAtItsShareLeavesTheOthersRoom) {
 
     const Child hog = spawn_child("hog", {});
     ASSERT_GT(hog.pid, 0);
-    const std::string line = read_line(hog.output);
+    const std::string line = read_line(hog.output, std::chrono::seconds(60));
     size_t pds = 0, channels = 0;
     int pd_errno = 0, channel_errno = 0;
     const int parsed = sscanf(line.c_str(), "pds %zu errno %d channels %zu errno %d", &pds,

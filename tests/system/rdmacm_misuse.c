@@ -54,6 +54,14 @@ static struct sockaddr_in ipv4(const char* ip, uint16_t port) {
     return address;
 }
 
+/* Holds what the process has until the test closes its stdin. */
+static void wait_for_stdin(void) {
+    char byte;
+    if (read(0, &byte, 1) < 0) {
+        fail("waiting for stdin");
+    }
+}
+
 /* An ID of `channel` with ADDR_RESOLVED waiting, not taken. */
 static struct rdma_cm_id* resolving_id(struct rdma_event_channel* channel) {
     struct rdma_cm_id* id;
@@ -212,10 +220,7 @@ static int efault(void) {
     rdma_ack_cm_event(event);
     printf("ids-held pid %d\n", getpid()); /* the test counts this process's IDs now */
     fflush(stdout);
-    char wait;
-    if (read(0, &wait, 1) < 0) {
-        fail("waiting for stdin");
-    }
+    wait_for_stdin();
     puts("ok");
     return 0;
 }
@@ -331,10 +336,7 @@ static int hold(void) {
     }
     printf("channels %ld errno %s\n", channels, strerrorname_np(errno));
     fflush(stdout);
-    char wait;
-    if (read(0, &wait, 1) < 0) {
-        fail("waiting for stdin");
-    }
+    wait_for_stdin();
     return 0;
 }
 
@@ -351,10 +353,7 @@ static int hold_ids(void) {
     }
     printf("ids %ld errno %s\n", ids, strerrorname_np(errno));
     fflush(stdout);
-    char wait;
-    if (read(0, &wait, 1) < 0) {
-        fail("waiting for stdin");
-    }
+    wait_for_stdin();
     return 0;
 }
 
