@@ -1902,7 +1902,19 @@ void ConnectionManager::on_sidr_rep(Id& id, const SidrRep& rep) {
 std::string ConnectionManager::status_text() const {
     std::string text;
     char line[400];
+    for (const auto& [pid, held] : ids_.clients()) {
+        snprintf(line, sizeof(line), "  cm client pid %d holds %zu IDs\n", pid, held);
+        text += line;
+    }
+    std::unordered_map<pid_t, size_t> shown;  // lines per client
+    std::unordered_map<pid_t, size_t> hidden;
     for (const auto& [handle, id] : ids_.all()) {
+        size_t& lines = shown[id->channel->pid];
+        if (lines >= kStatusLinesPerClient) {
+            ++hidden[id->channel->pid];
+            continue;
+        }
+        lines += 1 + id->multicasts.size();
         const char* ps = id->ps == RDMA_PS_TCP   ? "tcp"
                          : id->ps == RDMA_PS_UDP ? "udp"
                          : id->ps == RDMA_PS_IB  ? "ib"
@@ -1921,6 +1933,12 @@ std::string ConnectionManager::status_text() const {
                      mc.join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER ? " send-only" : "");
             text += line;
         }
+    }
+    for (const auto& [pid, more] : hidden) {
+        snprintf(line, sizeof(line),
+                 "  ... %zu more IDs of pid %d not shown (rdma res show cm_id lists them)\n", more,
+                 pid);
+        text += line;
     }
     return text;
 }

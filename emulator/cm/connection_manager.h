@@ -265,7 +265,11 @@ class ConnectionManager {
     size_t fill_path(const Id& id, rdma_ucm_query_path_resp& resp, ib_path_rec_data* paths,
                      size_t room) const;
 
-    // One line per ID, for `uroce status`.
+    // How many IDs each client holds, then one line per ID (and per join),
+    // for `uroce status`: about kStatusLinesPerClient of each client's, so
+    // that the report stays cheap and one program's thousands of IDs hide
+    // nobody else's.
+    static constexpr size_t kStatusLinesPerClient = 256;
     std::string status_text() const;
 
   private:

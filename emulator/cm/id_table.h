@@ -42,6 +42,7 @@ class IdTable {
     std::vector<uint32_t> of_channel(const Channel& channel) const;
     void move_to_channel(Id& id, Channel& to);
     size_t held_by(pid_t pid) const;
+    const std::unordered_map<pid_t, size_t>& clients() const { return per_client_; }
 
     // This side's communication ID: drawn at random (unguessable from
     // another connection's), never 0, unique among live IDs.

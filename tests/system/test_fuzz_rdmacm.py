@@ -275,7 +275,7 @@ class ExhaustionFuzzTest(harness.DaemonTestCase):
         for _ in range(SCALE):
             mode = rng.choice(("hold", "ids"))
             with StatusWatch(self.daemon) as watch:
-                rping = Rping(self.daemon, 20000)
+                rping = Rping(self.daemon, 5000)
                 holder = subprocess.Popen([misuse_program(), mode], env=self.daemon.env(),
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True)
