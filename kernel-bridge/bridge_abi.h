@@ -2,6 +2,8 @@
 // C-compatible: the provider and the preload library include it.
 #pragma once
 
+#include "uroce_abi.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,9 +30,9 @@ struct ibv_context;
 int uroce_comp_channel_create(struct ibv_context* ctx);
 int uroce_comp_channel_destroy(struct ibv_context* ctx, int fd);
 
-// The provider's library name, which the bridge looks for among those loaded
-// when it has no context to find the provider by.
-#define UROCE_PROVIDER_LIBRARY "liburoce-rdmav34.so"
+// The provider's library name (UROCE_PROVIDER_LIBRARY, uroce_abi.h) is what
+// the bridge looks for among those loaded when it has no context to find
+// the provider by.
 
 // ibv_import_device asks the kernel for the new context's async event fd
 // (UVERBS_METHOD_ASYNC_EVENT_ALLOC on the command fd). The bridge answers

@@ -255,7 +255,7 @@ const verbs_device_ops kDeviceOps = {
 };
 
 __attribute__((constructor)) void register_driver() {
-    verbs_register_driver_34(&kDeviceOps);
+    uroce_register_driver(&kDeviceOps);
 }
 
 }  // namespace

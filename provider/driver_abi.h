@@ -1,8 +1,16 @@
-// The part of rdma-core's provider ABI (IBVERBS_PRIVATE_34) that uroce uses.
+// The part of rdma-core's provider ABI (IBVERBS_PRIVATE_<N>) that uroce uses.
 //
 // rdma-core does not install libibverbs/driver.h, so the layouts are declared
-// here, member for member as in rdma-core v34..v56, and pinned by the
-// static_asserts at the end: libibverbs copies these structures by layout.
+// here, member for member as in the rdma-core release uroce is built
+// against, and pinned by the static_asserts at the end: libibverbs copies
+// these structures by layout. Configure (the top CMakeLists.txt) finds the
+// release's private ABI N and its verbs_context_ops layout in the installed
+// libibverbs and writes them to uroce_abi.h:
+//   UROCE_PABI        34 (rdma-core v36-v56), 57 (v57-v58), 59 (v59-v63),
+//                     64 (v64), 65 (v65)
+//   UROCE_OPS_LAYOUT  the release whose verbs_context_ops members it has:
+//                     36 (v36-v58), 59 (v59-v61), 62 (v62-v63), 64, 65
+// Every other structure here is the same from v36 to v65.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -11,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "uroce_abi.h"
 
 extern "C" {
 
@@ -123,11 +133,22 @@ struct verbs_cq {
     };
 };
 
-// Every member in rdma-core's order: verbs_set_ops() copies them one by one.
+// An op of a later release that uroce leaves to libibverbs' default: only
+// its place in the layout matters.
+typedef void (*uroce_default_op)(void);
+
+// Every member in rdma-core's order (sorted by name): verbs_set_ops() copies
+// each one that is set. Members later releases added are under their layout.
 struct verbs_context_ops {
     int (*advise_mr)(struct ibv_pd*, enum ibv_advise_mr_advice, uint32_t, struct ibv_sge*,
                      uint32_t);
+#if UROCE_OPS_LAYOUT >= 64
+    uroce_default_op alloc_buf;
+#endif
     struct ibv_dm* (*alloc_dm)(struct ibv_context*, struct ibv_alloc_dm_attr*);
+#if UROCE_OPS_LAYOUT >= 59
+    uroce_default_op alloc_dmah;
+#endif
     struct ibv_mw* (*alloc_mw)(struct ibv_pd*, enum ibv_mw_type);
     struct ibv_mr* (*alloc_null_mr)(struct ibv_pd*);
     struct ibv_pd* (*alloc_parent_domain)(struct ibv_context*, struct ibv_parent_domain_init_attr*);
@@ -141,6 +162,9 @@ struct verbs_context_ops {
     int (*close_xrcd)(struct ibv_xrcd*);
     void (*cq_event)(struct ibv_cq*);
     struct ibv_ah* (*create_ah)(struct ibv_pd*, struct ibv_ah_attr*);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op create_comp_cntr;
+#endif
     struct ibv_counters* (*create_counters)(struct ibv_context*, struct ibv_counters_init_attr*);
     struct ibv_cq* (*create_cq)(struct ibv_context*, int, struct ibv_comp_channel*, int);
     struct ibv_cq_ex* (*create_cq_ex)(struct ibv_context*, struct ibv_cq_init_attr_ex*);
@@ -154,11 +178,17 @@ struct verbs_context_ops {
     struct ibv_srq* (*create_srq)(struct ibv_pd*, struct ibv_srq_init_attr*);
     struct ibv_srq* (*create_srq_ex)(struct ibv_context*, struct ibv_srq_init_attr_ex*);
     struct ibv_wq* (*create_wq)(struct ibv_context*, struct ibv_wq_init_attr*);
+#if UROCE_OPS_LAYOUT >= 59
+    uroce_default_op dealloc_dmah;
+#endif
     int (*dealloc_mw)(struct ibv_mw*);
     int (*dealloc_pd)(struct ibv_pd*);
     int (*dealloc_td)(struct ibv_td*);
     int (*dereg_mr)(struct verbs_mr*);
     int (*destroy_ah)(struct ibv_ah*);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op destroy_comp_cntr;
+#endif
     int (*destroy_counters)(struct ibv_counters*);
     int (*destroy_cq)(struct ibv_cq*);
     int (*destroy_flow)(struct ibv_flow*);
@@ -168,12 +198,22 @@ struct verbs_context_ops {
     int (*destroy_srq)(struct ibv_srq*);
     int (*destroy_wq)(struct ibv_wq*);
     int (*detach_mcast)(struct ibv_qp*, const union ibv_gid*, uint16_t);
+#if UROCE_OPS_LAYOUT >= 62
+    uroce_default_op dm_export_dmabuf_fd;
+#endif
+#if UROCE_OPS_LAYOUT >= 64
+    uroce_default_op free_buf;
+#endif
     void (*free_context)(struct ibv_context*);
     int (*free_dm)(struct ibv_dm*);
     int (*get_srq_num)(struct ibv_srq*, uint32_t*);
     struct ibv_dm* (*import_dm)(struct ibv_context*, uint32_t);
     struct ibv_mr* (*import_mr)(struct ibv_pd*, uint32_t);
     struct ibv_pd* (*import_pd)(struct ibv_context*, uint32_t);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op inc_comp_cntr;
+    uroce_default_op inc_err_comp_cntr;
+#endif
     int (*modify_cq)(struct ibv_cq*, struct ibv_modify_cq_attr*);
     int (*modify_flow_action_esp)(struct ibv_flow_action*, struct ibv_flow_action_esp_attr*);
     int (*modify_qp)(struct ibv_qp*, struct ibv_qp_attr*, int);
@@ -187,29 +227,55 @@ struct verbs_context_ops {
     int (*post_send)(struct ibv_qp*, struct ibv_send_wr*, struct ibv_send_wr**);
     int (*post_srq_ops)(struct ibv_srq*, struct ibv_ops_wr*, struct ibv_ops_wr**);
     int (*post_srq_recv)(struct ibv_srq*, struct ibv_recv_wr*, struct ibv_recv_wr**);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op qp_attach_comp_cntr;
+    uroce_default_op query_comp_cntr_caps;
+#endif
     int (*query_device_ex)(struct ibv_context*, const struct ibv_query_device_ex_input*,
                            struct ibv_device_attr_ex*, size_t);
     int (*query_ece)(struct ibv_qp*, struct ibv_ece*);
     int (*query_port)(struct ibv_context*, uint8_t, struct ibv_port_attr*);
+#if UROCE_OPS_LAYOUT >= 62
+    uroce_default_op query_port_speed;
+#endif
     int (*query_qp)(struct ibv_qp*, struct ibv_qp_attr*, int, struct ibv_qp_init_attr*);
     int (*query_qp_data_in_order)(struct ibv_qp*, enum ibv_wr_opcode, uint32_t);
     int (*query_rt_values)(struct ibv_context*, struct ibv_values_ex*);
     int (*query_srq)(struct ibv_srq*, struct ibv_srq_attr*);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op read_comp_cntr;
+#endif
     int (*read_counters)(struct ibv_counters*, uint64_t*, uint32_t, uint32_t);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op read_err_comp_cntr;
+#endif
     struct ibv_mr* (*reg_dm_mr)(struct ibv_pd*, struct ibv_dm*, uint64_t, size_t, unsigned int);
     struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int);
     struct ibv_mr* (*reg_mr)(struct ibv_pd*, void*, size_t, uint64_t, int);
+#if UROCE_OPS_LAYOUT >= 59
+    uroce_default_op reg_mr_ex;
+#endif
     int (*req_notify_cq)(struct ibv_cq*, int);
     int (*rereg_mr)(struct verbs_mr*, int, struct ibv_pd*, void*, size_t, int);
     int (*resize_cq)(struct ibv_cq*, int);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op set_comp_cntr;
+#endif
     int (*set_ece)(struct ibv_qp*, struct ibv_ece*);
+#if UROCE_OPS_LAYOUT >= 65
+    uroce_default_op set_err_comp_cntr;
+#endif
     void (*unimport_dm)(struct ibv_dm*);
     void (*unimport_mr)(struct ibv_mr*);
     void (*unimport_pd)(struct ibv_pd*);
 };
 
-// Exported by libibverbs with symbol version IBVERBS_PRIVATE_34.
-void verbs_register_driver_34(const struct verbs_device_ops* ops);
+// Exported by libibverbs with symbol version IBVERBS_PRIVATE_<UROCE_PABI>:
+// verbs_register_driver_34, _57, ... (driver.h's own macro trick).
+#define UROCE_REGISTER_DRIVER_(abi) verbs_register_driver_##abi
+#define UROCE_REGISTER_DRIVER(abi) UROCE_REGISTER_DRIVER_(abi)
+#define uroce_register_driver UROCE_REGISTER_DRIVER(UROCE_PABI)
+void uroce_register_driver(const struct verbs_device_ops* ops);
 void* _verbs_init_and_alloc_context(struct ibv_device* device, int cmd_fd, size_t alloc_size,
                                     struct verbs_context* context_offset, uint32_t driver_id);
 void verbs_uninit_context(struct verbs_context* context);
@@ -222,7 +288,7 @@ enum { VERBS_LOG_ERR = 1, VERBS_LOG_WARN = 2, VERBS_LOG_INFO = 3, VERBS_LOG_DEBU
 
 }  // extern "C"
 
-// Layout pins, taken from rdma-core v44.0 on LP64 (identical from v36 to v56).
+// Layout pins, taken from rdma-core's driver.h of each layout on LP64.
 static_assert(sizeof(struct verbs_match_ent) == 24);
 static_assert(offsetof(struct verbs_sysfs_dev, sysfs_name) == 36);
 static_assert(offsetof(struct verbs_sysfs_dev, ibdev_name) == 112);
@@ -232,9 +298,23 @@ static_assert(offsetof(struct verbs_sysfs_dev, node_guid) == 944);
 static_assert(sizeof(struct verbs_sysfs_dev) == 992);
 static_assert(sizeof(struct verbs_device_ops) == 72);
 static_assert(offsetof(struct verbs_device, ops) == sizeof(struct ibv_device));
-static_assert(sizeof(struct verbs_context_ops) == 76 * sizeof(void*));
-static_assert(offsetof(struct verbs_context_ops, alloc_pd) == 5 * sizeof(void*));
-static_assert(offsetof(struct verbs_context_ops, query_port) == 60 * sizeof(void*));
-static_assert(offsetof(struct verbs_context_ops, unimport_pd) == 75 * sizeof(void*));
+// The ops' count and three members' places, in slots: (members, alloc_pd,
+// query_port, unimport_pd) of each layout.
+struct uroce_ops_pins {
+    size_t members, alloc_pd, query_port, unimport_pd;
+};
+constexpr uroce_ops_pins kOpsPins = UROCE_OPS_LAYOUT == 36   ? uroce_ops_pins{76, 5, 60, 75}
+                                    : UROCE_OPS_LAYOUT == 59 ? uroce_ops_pins{79, 6, 62, 78}
+                                    : UROCE_OPS_LAYOUT == 62 ? uroce_ops_pins{81, 6, 63, 80}
+                                    : UROCE_OPS_LAYOUT == 64 ? uroce_ops_pins{83, 7, 65, 82}
+                                                             : uroce_ops_pins{93, 7, 71, 92};
+static_assert(UROCE_OPS_LAYOUT == 36 || UROCE_OPS_LAYOUT == 59 || UROCE_OPS_LAYOUT == 62 ||
+              UROCE_OPS_LAYOUT == 64 || UROCE_OPS_LAYOUT == 65);
+static_assert(sizeof(struct verbs_context_ops) == kOpsPins.members * sizeof(void*));
+static_assert(offsetof(struct verbs_context_ops, alloc_pd) == kOpsPins.alloc_pd * sizeof(void*));
+static_assert(offsetof(struct verbs_context_ops, query_port) ==
+              kOpsPins.query_port * sizeof(void*));
+static_assert(offsetof(struct verbs_context_ops, unimport_pd) ==
+              kOpsPins.unimport_pd * sizeof(void*));
 static_assert(offsetof(struct verbs_mr, mr_type) == sizeof(struct ibv_mr));
 static_assert(offsetof(struct verbs_qp, comp_mask) == sizeof(struct ibv_qp_ex));

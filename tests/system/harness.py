@@ -199,6 +199,11 @@ def required_path(name):
     return value
 
 
+def provider_abi():
+    """The private provider ABI (N of liburoce-rdmav<N>.so) of the build under test."""
+    return re.search(r"-rdmav(\d+)\.so$", required_path("UROCE_PROVIDER_FILE")).group(1)
+
+
 def uroced_path():
     return required_path("UROCED")
 

@@ -76,8 +76,8 @@ const verbs_device_ops kOtherOps = {.name = "bridgetest",
                                     .uninit_device = uninit_device};
 
 __attribute__((constructor)) void register_drivers() {
-    verbs_register_driver_34(&kUroceOps);
-    verbs_register_driver_34(&kOtherOps);
+    uroce_register_driver(&kUroceOps);
+    uroce_register_driver(&kOtherOps);
 }
 
 }  // namespace

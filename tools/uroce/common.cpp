@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "uroce.h"
+#include "uroce_abi.h"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +19,7 @@ int usage_error(const std::string& why) {
 Locations locate() {
     const fs::path bin = fs::read_symlink("/proc/self/exe").parent_path();
     Locations where{bin / "uroced", bin.parent_path() / "lib" / "liburoce-bridge.so", {}};
-    if (fs::exists(bin.parent_path() / "lib" / "liburoce-rdmav34.so")) {
+    if (fs::exists(bin.parent_path() / "lib" / UROCE_PROVIDER_LIBRARY)) {
         where.provider = bin.parent_path() / "lib" / "liburoce";
     } else {
         where.bridge = UROCE_INSTALLED_BRIDGE;
