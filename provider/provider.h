@@ -87,9 +87,11 @@ struct ProviderWq {
     WorkQueue rq;
 };
 
+// ibv is ProviderContext's first member; offsetof within ProviderContext
+// itself, which is not standard-layout, is refused by g++ 16.
 inline ProviderContext* to_context(ibv_context* context) {
     return reinterpret_cast<ProviderContext*>(reinterpret_cast<char*>(context) -
-                                              offsetof(ProviderContext, ibv.context));
+                                              offsetof(verbs_context, context));
 }
 inline ControlClient& client_of(ibv_context* context) {
     return *to_context(context)->client;

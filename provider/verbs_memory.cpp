@@ -71,9 +71,20 @@ ibv_pd* alloc_pd(ibv_context* context) {
 
 // ibv_alloc_parent_domain(3). Thread domains cannot be allocated here, so
 // none can be given; the PD must be a protection domain of this context.
+// rdma-core v65's IBV_PARENT_DOMAIN_INIT_ATTR_ALLOW_CC_UNPROTECTED_ALLOC
+// (buffers shared with the host of a Confidential Computing guest) is a
+// feature the device lacks, EOPNOTSUPP as its tests expect; bits no release
+// defines are EINVAL.
 ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* attr) {
     constexpr uint32_t kKnown =
         IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    constexpr uint32_t kAllowCcUnprotectedAlloc = 1u << 2;
+    if ((attr->comp_mask & ~(kKnown | kAllowCcUnprotectedAlloc)) == 0 &&
+        (attr->comp_mask & kAllowCcUnprotectedAlloc)) {
+        refuse(context, "alloc_parent_domain", EOPNOTSUPP,
+               "unprotected allocation for Confidential Computing is not supported");
+        return nullptr;
+    }
     const char* wrong = !attr->pd                            ? "no protection domain"
                         : attr->pd->context != context       ? "a PD of another context"
                         : to_pd(attr->pd)->protection_domain ? "a parent domain as its PD"

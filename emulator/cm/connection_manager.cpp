@@ -1194,6 +1194,28 @@ Result ConnectionManager::notify(Id& id, uint32_t event) {
     return fail(EINVAL, "NOTIFY of event %u", event);
 }
 
+Result ConnectionManager::resolve_ib_service(Id& id) {
+    if (id.state != IdState::kAddrBound || !id.device) {
+        return fail(EINVAL, "RESOLVE_IB_SERVICE on an ID in state %s: it must be bound to a device",
+                    name(id.state));
+    }
+    return fail(EOPNOTSUPP, "RESOLVE_IB_SERVICE: RoCE has no subnet administrator to ask");
+}
+
+Result ConnectionManager::write_event(Id& id, uint32_t event, uint32_t status, uint64_t arg) {
+    Channel::Event entry{id.handle, 0, {}};
+    entry.resp.uid = id.uid;
+    entry.resp.id = id.handle;
+    entry.resp.event = event;
+    entry.resp.status = status;
+    memcpy(&entry.resp.param, &arg, sizeof(arg));  // param.arg32[2] in newer headers
+    if (!queue(*id.channel, entry)) {
+        return fail(ENOMEM, "WRITE_CM_EVENT: the channel holds %zu events nobody took",
+                    id.channel->events.size());
+    }
+    return ok();
+}
+
 // ---- INIT_QP_ATTR ------------------------------------------------------------
 
 Result ConnectionManager::init_qp_attr(Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr) {

@@ -245,6 +245,11 @@ class ConnectionManager {
     Result disconnect(Id& id);
     Result init_qp_attr(Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr);
     Result notify(Id& id, uint32_t event);
+    // rdma_resolve_addrinfo with RAI_SA: a service lookup at the subnet
+    // administrator, which RoCE has not (EOPNOTSUPP, as the kernel).
+    Result resolve_ib_service(Id& id);
+    // rdma_write_cm_event: an event the program puts on its own channel.
+    Result write_event(Id& id, uint32_t event, uint32_t status, uint64_t arg);
     Result set_option(Id& id, uint32_t level, uint32_t name, std::span<const uint8_t> value);
     Result migrate(Id& id, Channel& to, uint32_t& events_reported);
     Result join_multicast(Id& id, uint64_t uid, const Address& group, uint16_t join_flags,

@@ -9,6 +9,42 @@ namespace {
 
 constexpr uint32_t kMaxBacklog = 1024;  // ucma's max_backlog sysctl default
 
+// What rdma-core v55 (Linux 6.14) added for rdma_resolve_addrinfo and
+// rdma_write_cm_event; the headers of older releases lack them.
+constexpr uint32_t kCmdResolveIbService = 23;
+constexpr uint32_t kCmdWriteCmEvent = 24;
+constexpr uint32_t kQueryIbService = 3;
+constexpr uint32_t kEventUser = 18;      // RDMA_CM_EVENT_USER
+constexpr uint32_t kEventInternal = 19;  // RDMA_CM_EVENT_INTERNAL
+static_assert(RDMA_USER_CM_CMD_JOIN_MCAST + 1 == kCmdResolveIbService);
+static_assert(RDMA_USER_CM_QUERY_GID + 1 == kQueryIbService);
+
+struct ResolveIbServiceCommand {  // rdma_ucm_resolve_ib_service
+    uint32_t id;
+    uint32_t reserved;
+    uint64_t service_id;
+    uint8_t service_name[64];
+    uint32_t flags;
+    uint32_t reserved2;
+};
+
+struct WriteCmEventCommand {  // rdma_ucm_write_cm_event
+    uint32_t id;
+    uint32_t reserved;
+    uint32_t event;
+    uint32_t status;
+    union {
+        rdma_ucm_conn_param conn;
+        rdma_ucm_ud_param ud;
+        uint64_t arg;
+    } param;
+};
+
+struct QueryIbServiceResponse {  // rdma_ucm_query_ib_service_resp, no records
+    uint32_t num_service_recs;
+    uint32_t reserved;
+};
+
 // A command body as the kernel reads it: copy_from_user of the whole struct
 // whatever `in` says (the bytes past what was written read as zero here).
 template <class Command>
@@ -58,7 +94,7 @@ ConnParam conn_param_from(const rdma_ucm_conn_param& in) {
 
 }  // namespace
 
-// The ucma commands librdmacm v44 sends, by number.
+// The ucma commands librdmacm sends (up to v65), by number.
 Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmCommandRequest& request,
                     rpc::CmCommandReply& reply) {
     rdma_ucm_cmd_hdr header;
@@ -196,6 +232,15 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
                     room);
                 respond(reply, cmd.response, resp,
                         sizeof(rdma_ucm_query_path_resp) + paths * sizeof(ib_path_rec_data));
+                return ok();
+            }
+            if (cmd.option == kQueryIbService) {
+                // The service records RESOLVE_IB_SERVICE found: never any here.
+                const QueryIbServiceResponse resp{};
+                if (Result r = need_out(header, sizeof(resp)); !r) {
+                    return r;
+                }
+                respond(reply, cmd.response, resp);
                 return ok();
             }
             return fail(ENOSYS, "QUERY option %u is not one of rdma_cm's", cmd.option);
@@ -358,6 +403,24 @@ Result execute_ucma(ConnectionManager& cm, Channel& channel, const rpc::CmComman
             }
             respond(reply, cmd.response, resp);
             return ok();
+        }
+        case kCmdResolveIbService: {
+            const auto cmd = read_command<ResolveIbServiceCommand>(request);
+            if (Result r = cm.find(channel, cmd.id, id); !r) {
+                return r;
+            }
+            return cm.resolve_ib_service(*id);
+        }
+        case kCmdWriteCmEvent: {
+            const auto cmd = read_command<WriteCmEventCommand>(request);
+            if (cmd.event != kEventUser && cmd.event != kEventInternal) {
+                return fail(EINVAL, "WRITE_CM_EVENT of event %u: only USER and INTERNAL",
+                            cmd.event);
+            }
+            if (Result r = cm.find(channel, cmd.id, id); !r) {
+                return r;
+            }
+            return cm.write_event(*id, cmd.event, cmd.status, cmd.param.arg);
         }
         case RDMA_USER_CM_CMD_GET_OPTION:
             return fail(ENOSYS, "GET_OPTION has no handler in the kernel either");

@@ -1493,5 +1493,142 @@ TEST_F(RdmaCmTest, StatusListsConnectedIds) {
     }
 }
 
+
+// ---- the commands of librdmacm v55+ (rdma_resolve_addrinfo, rdma_write_cm_event)
+//
+// Written raw, as librdmacm writes them, so that the test runs whatever
+// librdmacm is installed: <rdma/rdma_user_cm.h>, which declares them from
+// v55 on, clashes with <rdma/rdma_cma.h>.
+namespace ucma {
+enum : uint32_t {
+    kCreateId = 0,
+    kDestroyId = 1,
+    kBindIp = 2,
+    kGetEvent = 12,
+    kResolveIbService = 23,
+    kWriteCmEvent = 24
+};
+enum : uint32_t { kEventUser = 18, kEventInternal = 19 };
+struct Header {
+    uint32_t cmd;
+    uint16_t in, out;
+};
+struct CreateId {
+    uint64_t uid, response;
+    uint16_t ps;
+    uint8_t qp_type, reserved[5];
+};
+struct DestroyId {
+    uint64_t response;
+    uint32_t id, reserved;
+};
+struct BindIp {
+    uint64_t response;
+    sockaddr_in6 addr;  // a sockaddr_in fits
+    uint32_t id;
+};
+struct ResolveIbService {
+    uint32_t id, reserved;
+    uint64_t service_id;
+    uint8_t service_name[64];
+    uint32_t flags, reserved2;
+};
+struct WriteCmEvent {
+    uint32_t id, reserved, event, status;
+    uint64_t arg;
+    uint8_t rest_of_param[176];  // the union holds a UD parameter of 184 bytes
+};
+struct GetEvent {
+    uint64_t response;
+};
+struct EventResponse {  // rdma_ucm_event_resp
+    uint64_t uid;
+    uint32_t id, event, status;
+    uint32_t arg32[2];
+    uint8_t rest[336 - 28];
+};
+
+// 0, or the errno of the write.
+template <class Body>
+int write_command(int fd, uint32_t cmd, const Body& body, uint16_t out = 0) {
+    uint8_t buffer[sizeof(Header) + sizeof(Body)];
+    const Header header{cmd, static_cast<uint16_t>(sizeof(Body)), out};
+    memcpy(buffer, &header, sizeof(header));
+    memcpy(buffer + sizeof(header), &body, sizeof(body));
+    return write(fd, buffer, sizeof(buffer)) == static_cast<ssize_t>(sizeof(buffer)) ? 0 : errno;
+}
+}  // namespace ucma
+
+// rdma_write_cm_event puts an event on the program's own channel: GET_EVENT
+// hands it back with the ID's context, the status and the argument, as the
+// kernel's ucma_write_cm_event; events other than USER and INTERNAL, and
+// IDs the channel does not hold, are refused. RESOLVE_IB_SERVICE (an
+// rdma_resolve_addrinfo with RAI_SA) wants a bound ID, and then finds no
+// subnet administrator on RoCE: EOPNOTSUPP.
+TEST_F(RdmaCmTest, WriteCmEventAndResolveIbServiceAsTheKernel) {
+    rdma_event_channel* channel = nonblocking_channel();
+    ASSERT_TRUE(channel) << strerror(errno);
+    const int fd = channel->fd;
+    uint32_t id = 0;
+    ASSERT_EQ(ucma::write_command(
+                  fd, ucma::kCreateId,
+                  ucma::CreateId{.uid = 77, .response = reinterpret_cast<uintptr_t>(&id),
+                                 .ps = RDMA_PS_TCP, .qp_type = IBV_QPT_RC},
+                  sizeof(id)),
+              0)
+        << daemon_log();
+
+    ucma::ResolveIbService service{};
+    service.id = id;
+    service.flags = 1;  // by service ID
+    EXPECT_EQ(ucma::write_command(fd, ucma::kResolveIbService, service), EINVAL)
+        << "an unbound ID" << daemon_log();
+    ucma::BindIp bind{};
+    bind.id = id;
+    const sockaddr_in source = ipv4(kClientIp, 0);
+    memcpy(&bind.addr, &source, sizeof(source));
+    ASSERT_EQ(ucma::write_command(fd, ucma::kBindIp, bind), 0) << daemon_log();
+    EXPECT_EQ(ucma::write_command(fd, ucma::kResolveIbService, service), EOPNOTSUPP)
+        << daemon_log();
+
+    ucma::WriteCmEvent written{};
+    written.id = id;
+    written.event = ucma::kEventUser;
+    written.status = 5;
+    written.arg = 0x1122334455667788;
+    ASSERT_EQ(ucma::write_command(fd, ucma::kWriteCmEvent, written), 0) << daemon_log();
+    ucma::WriteCmEvent wrong = written;
+    wrong.event = RDMA_CM_EVENT_ESTABLISHED;
+    EXPECT_EQ(ucma::write_command(fd, ucma::kWriteCmEvent, wrong), EINVAL) << daemon_log();
+    wrong = written;
+    wrong.id = id + 1000;
+    EXPECT_NE(ucma::write_command(fd, ucma::kWriteCmEvent, wrong), 0) << daemon_log();
+
+    pollfd ready{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&ready, 1, 5000), 1) << "the written event makes the channel readable";
+    ucma::EventResponse event{};
+    ASSERT_EQ(ucma::write_command(fd, ucma::kGetEvent,
+                                  ucma::GetEvent{reinterpret_cast<uintptr_t>(&event)},
+                                  sizeof(event)),
+              0)
+        << daemon_log();
+    EXPECT_EQ(event.uid, 77u);
+    EXPECT_EQ(event.id, id);
+    EXPECT_EQ(event.event, ucma::kEventUser);
+    EXPECT_EQ(event.status, 5u);
+    uint64_t arg;
+    memcpy(&arg, event.arg32, sizeof(arg));
+    EXPECT_EQ(arg, written.arg);
+    expect_no_event(channel, 100ms, "one event written, one taken");
+
+    uint32_t events_reported = 0;
+    EXPECT_EQ(ucma::write_command(fd, ucma::kDestroyId,
+                                  ucma::DestroyId{reinterpret_cast<uintptr_t>(&events_reported), id},
+                                  sizeof(events_reported)),
+              0);
+    EXPECT_EQ(events_reported, 1u);
+    rdma_destroy_event_channel(channel);
+}
+
 }  // namespace
 }  // namespace uroce::test

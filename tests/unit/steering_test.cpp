@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "steering/flow_rule.h"
@@ -663,8 +664,8 @@ TEST(SteeringRssHashTest, ShortKeysEndInZeros) {
     const RssVector& v = kIpv4Vectors[0];
     EXPECT_EQ(toeplitz_hash(std::span(kKey).first(12), hash_input(AF_INET, v, false)),
               v.addresses_only);
-    Bytes padded(kKey.begin(), kKey.begin() + 6);
-    padded.resize(40);
+    Bytes padded(40, 0);
+    std::copy_n(kKey.begin(), 6, padded.begin());
     EXPECT_EQ(toeplitz_hash(std::span(kKey).first(6), hash_input(AF_INET, v, true)),
               toeplitz_hash(padded, hash_input(AF_INET, v, true)));
 }
