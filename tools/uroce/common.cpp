@@ -16,13 +16,21 @@ int usage_error(const std::string& why) {
     return kExitUsage;
 }
 
+// Beside the uroce command: in a build tree, lib/ holds the bridge and the
+// provider; where it is installed, the prefix's libdir/uroce and
+// libdir/libibverbs (CMakeLists.txt). Both are found from where the
+// command is, whatever prefix it was installed under.
 Locations locate() {
     const fs::path bin = fs::read_symlink("/proc/self/exe").parent_path();
-    Locations where{bin / "uroced", bin.parent_path() / "lib" / "liburoce-bridge.so", {}};
-    if (fs::exists(bin.parent_path() / "lib" / UROCE_PROVIDER_LIBRARY)) {
-        where.provider = bin.parent_path() / "lib" / "liburoce";
-    } else {
-        where.bridge = UROCE_INSTALLED_BRIDGE;
+    const fs::path prefix = bin.parent_path();
+    Locations where{bin / "uroced", prefix / "lib" / "liburoce-bridge.so",
+                    prefix / "lib" / "liburoce"};
+    if (!fs::exists(where.bridge)) {
+        where.bridge = prefix / UROCE_BRIDGE_INSTALL_DIR / "liburoce-bridge.so";
+        where.provider = prefix / UROCE_PROVIDER_INSTALL_DIR / "liburoce";
+    }
+    if (!fs::exists(where.provider.native() + "-rdmav" + std::to_string(UROCE_PABI) + ".so")) {
+        where.provider.clear();  // only through uroce.driver, wherever libibverbs has it
     }
     return where;
 }

@@ -31,8 +31,9 @@ int usage_error(const std::string& why);
 struct Locations {
     std::filesystem::path uroced;
     std::filesystem::path bridge;
-    std::filesystem::path
-        provider;  // empty when installed: libibverbs finds it through uroce.driver
+    // For RDMAV_DRIVERS: the provider's path less "-rdmav<N>.so"; empty
+    // when it is not beside the tool (libibverbs finds it by uroce.driver).
+    std::filesystem::path provider;
 };
 Locations locate();
 
