@@ -2,9 +2,11 @@
 every byte checked, and an allreduce, across two ranks (mpi/
 pingpong_allreduce.c, built here with each implementation's compiler).
 
-- Open MPI 4.1 over UCX (its default PML where a verbs device exists) and
-  MPICH 4.0 (Debian builds it ch4:ucx) over UCX: one rank on uroce0, one on
-  uroce1, each naming its device (UCX_NET_DEVICES).
+- Open MPI 4.1 and 5.0 over UCX (its default PML where a verbs device
+  exists) and MPICH 4 (Debian builds it ch4:ucx) over UCX: one rank on
+  uroce0, one on uroce1, each naming its device (UCX_NET_DEVICES; Open MPI's
+  ranks through mpi/on_rank_device.sh, as Open MPI 5.0's mpirun crashes on
+  MPMD command lines).
 - Open MPI over libfabric (the OFI MTL, FI_PROVIDER=verbs): one rank on
   each device of a daemon whose devices sit on the two ends of a veth pair,
   in a network namespace of the test's own (mpi/over_veth.sh). libfabric's
@@ -31,6 +33,7 @@ from programs import DaemonPerTest, diagnostics, elapsed, require
 MPI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
 SOURCE = os.path.join(MPI_DIR, "pingpong_allreduce.c")
 OVER_VETH = os.path.join(MPI_DIR, "over_veth.sh")
+ON_RANK_DEVICE = os.path.join(MPI_DIR, "on_rank_device.sh")
 MPI_TIMEOUT = 180.0
 # 100 round trips of 1 MiB each way: at least this many packets of 4096
 # bytes from each device, whatever else UCX or libfabric sends.
@@ -91,11 +94,10 @@ class MpiPrograms(DaemonPerTest):
         self.assertEqual(lines[-1], "PASSED", context)
 
     def test_open_mpi_over_ucx_between_devices(self):
-        rank = lambda device: ["-np", "1", "-x", "UCX_TLS=" + UCX_DEVICES_ONLY,
-                               "-x", "UCX_NET_DEVICES=%s:1" % device, self.open_mpi]
         self.run_mpi("Open MPI over UCX",
                      [require("mpirun.openmpi"), "--oversubscribe", "--mca", "pml", "ucx",
-                      *rank("uroce0"), ":", *rank("uroce1")], ["uroce0", "uroce1"])
+                      "-np", "2", "-x", "UCX_TLS=" + UCX_DEVICES_ONLY, ON_RANK_DEVICE, "ucx",
+                      self.open_mpi], ["uroce0", "uroce1"])
 
     def test_mpich_over_ucx_between_devices(self):
         rank = lambda device: ["-np", "1", "-env", "UCX_TLS", UCX_DEVICES_ONLY,
@@ -117,12 +119,10 @@ class MpiPrograms(DaemonPerTest):
         env = harness.client_environment(runtime)
         env.update(UROCED=harness.uroced_path(), OMPI_ALLOW_RUN_AS_ROOT="1",
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        rank = lambda device: ["-np", "1", "-x", "FI_PROVIDER=verbs",
-                               "-x", "FI_VERBS_DEVICE_NAME=" + device, self.open_mpi]
         stats = [harness.tool_path() or require("uroce"), "stats"]
-        script = ("%s --oversubscribe --mca pml cm --mca mtl ofi %s : %s && %s" % (
-            require("mpirun.openmpi"), " ".join(rank("uroce0")), " ".join(rank("uroce1")),
-            " ".join(stats)))
+        script = ("%s --oversubscribe --mca pml cm --mca mtl ofi -np 2 -x FI_PROVIDER=verbs "
+                  "%s verbs %s && %s" % (require("mpirun.openmpi"), ON_RANK_DEVICE,
+                                         self.open_mpi, " ".join(stats)))
         argv = [require("unshare"), "--user", "--map-root-user", "--net", OVER_VETH, "bash", "-c",
                 script]
         started = time.monotonic()
