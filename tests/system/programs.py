@@ -137,8 +137,9 @@ ALL_SIZES = [1 << n for n in range(1, 24)]  # -a: 2 to 2^23 bytes
 ATOMIC_SIZE = 8
 MAX_SANE_LATENCY_USEC = 10e6  # no message waits seconds for its peer
 
-BW_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[MB/sec\]\s+BW average\[MB/sec\]"
-                       r"\s+MsgRate\[Mpps\]\s*$")
+# perftest 23.x reports MB/sec; 25.01 (6.24) MiB/sec.
+BW_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+BW peak\[(MB|MiB)/sec\]\s+"
+                       r"BW average\[(MB|MiB)/sec\]\s+MsgRate\[Mpps\]\s*$")
 LAT_HEADER = re.compile(r"^\s*#bytes\s+#iterations\s+t_min\[usec\]\s+t_max\[usec\]\s+"
                         r"t_typical\[usec\]\s+t_avg\[usec\]\s+t_stdev\[usec\]\s+"
                         r"99% percentile\[usec\]\s+99\.9% percentile\[usec\]\s*$")
@@ -149,8 +150,8 @@ NUMBER = r"(\d+(?:\.\d+)?)"
 class BwRow:
     size: int
     iters: int
-    peak: float  # MB/sec
-    average: float  # MB/sec
+    peak: float  # MB/sec or MiB/sec
+    average: float  # likewise
     msg_rate: float  # Mpps
 
 
