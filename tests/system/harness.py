@@ -182,8 +182,11 @@ def gid0_for(address):
 
 
 def gid0_groups_for(address):
-    """GID 0 as eight 4-digit groups (sysfs, pyverbs)."""
-    return ipaddress.IPv6Address("::ffff:" + address).exploded
+    """GID 0 as eight 4-digit groups (sysfs, pyverbs). Built by hand: from
+    Python 3.13 on, `exploded` writes an IPv4-mapped address's last 32 bits
+    as a dotted quad."""
+    packed = ipaddress.IPv6Address("::ffff:" + address).packed
+    return ":".join(packed[i:i + 2].hex() for i in range(0, 16, 2))
 
 
 DEFAULT_DEVICES = {"uroce0": "127.0.0.1", "uroce1": "127.0.0.2"}

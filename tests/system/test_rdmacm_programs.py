@@ -226,8 +226,11 @@ class RdmacmUtilsCases:
             ["cmtime", "-b", self.server_address, "-p", str(port), "-c", "20"],
             ["cmtime", "-s", self.server_address, "-p", str(port), "-c", "20"], port,
             server_exits=False)
-        for step in ("connect", "disconnect", "destroy"):
-            self.assertRegex(client, r"(?m)^%s\s+:" % step, context)
+        # Each step timed: "connect   : ..." lines up to rdma-core v50, a
+        # table of six numbers per step ("cm connect", "destroy id") after.
+        for step, row in (("connect", "cm connect"), ("disconnect", "disconnect"),
+                          ("destroy", "destroy id")):
+            self.assertRegex(client, r"(?m)^(%s\s+:|%s(\s+\d+){6}\s*$)" % (step, row), context)
 
 
 class RdmacmUtilsBetweenDevices(RdmacmUtilsCases, RdmaCmCase):

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs COMMAND with a uroce daemon whose devices sit on the two ends of a
 # veth pair, in a network namespace of its own (run it under
-# `unshare --user --map-root-user --net`): uroce0 on 10.0.0.1 (veth0),
+# `unshare --net`, with `--user --map-root-user` when not root): uroce0 on 10.0.0.1 (veth0),
 # uroce1 on 10.0.0.2 (veth1). Interfaces that are not loopback are what
 # libfabric's verbs provider needs to offer MSG and RDM endpoints on a
 # device. The environment names the daemon's runtime directory (what
