@@ -516,11 +516,11 @@ TEST_F(RawPacketTest, RssSpreadsFramesOverTheWqsByToeplitzHash) {
         const ibv_wc wc = RawSide::poll_one(b_.cq.get());
         ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
         EXPECT_EQ(wc.byte_len, frame.size());
-        std::vector<uint8_t> input = {10, 0, 0, 1, 10, 0, 0, 2};
-        input.push_back(static_cast<uint8_t>(sport >> 8));
-        input.push_back(static_cast<uint8_t>(sport));
-        input.push_back(4791 >> 8);
-        input.push_back(4791 & 0xff);
+        // The hash's input: source and destination address, then ports (4791 is 0x12b7).
+        const auto port_high = static_cast<uint8_t>(sport >> 8);
+        const auto port_low = static_cast<uint8_t>(sport);
+        const std::vector<uint8_t> input = {10, 0, 0,         1,        10,   0,
+                                            0,  2, port_high, port_low, 0x12, 0xb7};
         const uint32_t expected = table_wqs[toeplitz(key, input) & 3]->wq_num;
         EXPECT_EQ(wc.qp_num, expected) << "frame from port " << sport;
         used.insert(wc.qp_num);
