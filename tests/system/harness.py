@@ -955,7 +955,7 @@ class VerbsClient:
 
 def _verbs_client_main():
     """The child side of VerbsClient: one JSON command per line on stdin."""
-    import pyverbs.enums as e
+    from pyverbs_enums import e
     from pyverbs.cq import CQ, CompChannel
     from pyverbs.device import Context
     from pyverbs.mr import MR

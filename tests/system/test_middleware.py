@@ -15,7 +15,7 @@ import tempfile
 import time
 
 import harness
-from programs import DaemonPerTest, diagnostics, elapsed, require
+from programs import DaemonPerTest, diagnostics, elapsed, require, skip_unless_ucx_has_verbs
 
 PERFTEST_TIMEOUT = 60.0
 ITERATIONS = 1000
@@ -34,6 +34,7 @@ class UcxPerftest(DaemonPerTest):
     client on uroce0, one UCX transport each time (UCX_TLS)."""
 
     def perftest(self, transport):
+        skip_unless_ucx_has_verbs(self)
         port = harness.free_tcp_port()
         common = ["-t", "tag_lat", "-n", str(ITERATIONS), "-p", str(port),
                   *ucx_perftest_mode_options()]
@@ -87,6 +88,7 @@ class UcxReadsSysfs(DaemonPerTest):
     Every such read must find the uroce device's file."""
 
     def test_every_file_ucx_reads_is_there(self):
+        skip_unless_ucx_has_verbs(self)
         with tempfile.TemporaryDirectory() as tmp:
             trace = os.path.join(tmp, "trace")
             env = self.daemon.env()

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 import harness
-from programs import DaemonPerTest, diagnostics, elapsed, require
+from programs import DaemonPerTest, diagnostics, elapsed, require, skip_unless_ucx_has_verbs
 
 MPI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
 SOURCE = os.path.join(MPI_DIR, "pingpong_allreduce.c")
@@ -94,12 +94,14 @@ class MpiPrograms(DaemonPerTest):
         self.assertEqual(lines[-1], "PASSED", context)
 
     def test_open_mpi_over_ucx_between_devices(self):
+        skip_unless_ucx_has_verbs(self)
         self.run_mpi("Open MPI over UCX",
                      [require("mpirun.openmpi"), "--oversubscribe", "--mca", "pml", "ucx",
                       "-np", "2", "-x", "UCX_TLS=" + UCX_DEVICES_ONLY, ON_RANK_DEVICE, "ucx",
                       self.open_mpi], ["uroce0", "uroce1"])
 
     def test_mpich_over_ucx_between_devices(self):
+        skip_unless_ucx_has_verbs(self)
         rank = lambda device: ["-np", "1", "-env", "UCX_TLS", UCX_DEVICES_ONLY,
                                "-env", "UCX_NET_DEVICES", "%s:1" % device, self.mpich]
         self.run_mpi("MPICH over UCX",

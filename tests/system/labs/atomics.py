@@ -22,7 +22,7 @@ how many atomics are on the wire at once. uroce0's ACK timeout is 4.3 s
 import struct
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.wr import SGE, SendWR
 

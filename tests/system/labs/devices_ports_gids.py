@@ -9,7 +9,7 @@ entry's type. Compare with ibv_devinfo -v and `uroce status`.
 """
 
 from labkit import options, say
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.device import Context, get_device_list
 from pyverbs.utils import mtu_to_str
 

@@ -10,10 +10,14 @@ Run a program with the devices visible, from the top of the checkout:
 """
 
 import argparse
+import os
 import sys
 import time
 
-from pyverbs import enums as e
+# pyverbs_enums.py, one folder up: the enumerations of any pyverbs.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pyverbs_enums import ce, e  # noqa: E402,F401
+
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context

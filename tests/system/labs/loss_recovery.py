@@ -17,7 +17,7 @@ to act between the requester's retransmissions.
 import time
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, state, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.wr import SGE, RecvWR, SendWR
 

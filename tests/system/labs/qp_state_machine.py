@@ -13,7 +13,7 @@ VERBS_LOG_LEVEL=1 VERBS_LOG_FILE=/dev/stderr.
 import errno
 
 from labkit import QP_STATE, Side, options, pause, poll, say, state, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.mr import MR
 from pyverbs.pyverbs_error import PyverbsRDMAError

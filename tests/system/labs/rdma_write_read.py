@@ -16,7 +16,7 @@ immediate. Then uroce0 makes one mistake on purpose (--mistake):
 """
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, state, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.qp import QPAttr
 from pyverbs.wr import SGE, RecvWR, SendWR

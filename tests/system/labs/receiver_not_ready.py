@@ -18,7 +18,7 @@ min_rnr_timer is a code (IBA table 45): 0 is 655 ms, the longest; 1 is
 import time
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, state, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.wr import SGE, RecvWR, SendWR
 

@@ -10,7 +10,7 @@ and last, 5000 bytes into a 4096-byte receive, which fails.
 """
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, state, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.wr import SGE, RecvWR, SendWR
 

@@ -12,7 +12,7 @@ disarms the limit, and the program refills the SRQ.
 import threading
 
 from labkit import Side, connect, options, pause, poll, rc_qp, say, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.mr import MR
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR

@@ -14,7 +14,7 @@ Multicast is done with mckey in the lab (docs/labs/08-ud-address-handles-multica
 import ipaddress
 
 from labkit import Side, options, pause, poll, say, wc_text
-from pyverbs import enums as e
+from labkit import e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.mr import MR
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr

@@ -2,6 +2,11 @@
 message (non-zero exit), and a completion is waited for with a bound."""
 
 import sys
+import os
+
+# pyverbs_enums.py, one folder up: the enumerations of any pyverbs.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pyverbs_enums import ce, e  # noqa: E402,F401
 
 
 def check(condition, what):

@@ -12,7 +12,7 @@ Every byte is read back with ibv_memcpy_from_dm. Exits 0 and prints
 import struct
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import DM, AllocDmAttr, Context
 from pyverbs.mr import DMMR

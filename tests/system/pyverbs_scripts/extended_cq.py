@@ -11,7 +11,7 @@ import errno
 import time
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ, CQEX, CqInitAttrEx, PollCqAttr
 from pyverbs.device import Context
 from pyverbs.mr import MR

@@ -10,7 +10,7 @@ open parts of it to a:
 Exits 0 and prints "memory windows ok" when every check holds."""
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR, MW, MWBind, MWBindInfo

@@ -7,7 +7,7 @@ data checked. Exits 0 and prints "odp ok" when every check holds."""
 import ctypes
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR

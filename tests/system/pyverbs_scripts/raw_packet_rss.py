@@ -12,7 +12,7 @@ import socket
 import struct
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.flow import Flow, FlowAttr

@@ -2,7 +2,7 @@
 1024 bytes (so a few KiB make a multi-packet message), PSNs start at 0, and
 the peer is addressed by GID index 0 (RoCE v2)."""
 
-from pyverbs import enums as e
+from checks import e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 

@@ -9,8 +9,8 @@ other checks byte by byte. Prints 'rc ok' and 'ud ok'; any failure raises.
 import multiprocessing as mp
 import sys
 
-import pyverbs.cm_enums as ce
-import pyverbs.enums as e
+from checks import ce
+from checks import e
 from pyverbs.addr import AH
 from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID, ConnParam, UDParam
 from pyverbs.mr import MR

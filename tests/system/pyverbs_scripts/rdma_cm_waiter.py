@@ -3,7 +3,7 @@
 the event that ends the wait ('event N'), or the errno of the failure that
 does ('errno N'). For tests that take the daemon away meanwhile."""
 
-import pyverbs.cm_enums as ce
+from checks import ce
 from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID
 from pyverbs.pyverbs_error import PyverbsRDMAError
 

@@ -15,8 +15,8 @@ import json
 import os
 import sys
 
-import pyverbs.cm_enums as ce
-import pyverbs.enums as e
+from checks import ce
+from checks import e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cmid import AddrInfo, CMEvent, CMEventChannel, CMID
 from pyverbs.cq import CQ

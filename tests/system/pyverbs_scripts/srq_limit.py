@@ -10,7 +10,7 @@ holds."""
 import threading
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR

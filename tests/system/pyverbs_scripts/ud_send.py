@@ -4,7 +4,7 @@ QP, immediate, payload), then a reply through an address handle made from
 the completion (ibv_create_ah_from_wc). Exits 0 when every check holds."""
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context

@@ -9,7 +9,7 @@ import errno
 import random
 import sys
 
-from pyverbs import enums as e
+from checks import e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR

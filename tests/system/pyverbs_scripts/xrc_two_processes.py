@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from checks import check, poll
-from pyverbs import enums as e
+from checks import e
 from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
