@@ -227,14 +227,15 @@ class RdmacmUtilsCases:
         if "controller_address" in usage.stdout + usage.stderr:
             # rdma-core v65: a controller synchronises the peers (the server
             # here, started first), -L makes a server; both exit.
+            # -p is the controller's TCP port, what the client first needs.
             server = ["cmtime", "-C", self.server_address, "-b", self.server_address, "-L"]
             client = ["cmtime", "-C", self.server_address, "-b", self.client_address]
-            server_exits = True
+            server_exits, wait = True, "tcp"
         else:
             server = ["cmtime", "-b", self.server_address]
             client = ["cmtime", "-s", self.server_address]
-            server_exits = False
-        _, client, context = self.run_pair(server + common, client + common, port,
+            server_exits, wait = False, "listen"
+        _, client, context = self.run_pair(server + common, client + common, port, wait=wait,
                                            server_exits=server_exits)
         # Each step timed: "connect   : ..." lines up to rdma-core v50, a
         # table of six numbers per step ("cm connect", "destroy id") after.
