@@ -1493,7 +1493,6 @@ TEST_F(RdmaCmTest, StatusListsConnectedIds) {
     }
 }
 
-
 // ---- the commands of librdmacm v55+ (rdma_resolve_addrinfo, rdma_write_cm_event)
 //
 // Written raw, as librdmacm writes them, so that the test runs whatever
@@ -1570,11 +1569,12 @@ TEST_F(RdmaCmTest, WriteCmEventAndResolveIbServiceAsTheKernel) {
     ASSERT_TRUE(channel) << strerror(errno);
     const int fd = channel->fd;
     uint32_t id = 0;
-    ASSERT_EQ(ucma::write_command(
-                  fd, ucma::kCreateId,
-                  ucma::CreateId{.uid = 77, .response = reinterpret_cast<uintptr_t>(&id),
-                                 .ps = RDMA_PS_TCP, .qp_type = IBV_QPT_RC},
-                  sizeof(id)),
+    ASSERT_EQ(ucma::write_command(fd, ucma::kCreateId,
+                                  ucma::CreateId{.uid = 77,
+                                                 .response = reinterpret_cast<uintptr_t>(&id),
+                                                 .ps = RDMA_PS_TCP,
+                                                 .qp_type = IBV_QPT_RC},
+                                  sizeof(id)),
               0)
         << daemon_log();
 
@@ -1607,10 +1607,10 @@ TEST_F(RdmaCmTest, WriteCmEventAndResolveIbServiceAsTheKernel) {
     pollfd ready{fd, POLLIN, 0};
     ASSERT_EQ(poll(&ready, 1, 5000), 1) << "the written event makes the channel readable";
     ucma::EventResponse event{};
-    ASSERT_EQ(ucma::write_command(fd, ucma::kGetEvent,
-                                  ucma::GetEvent{reinterpret_cast<uintptr_t>(&event)},
-                                  sizeof(event)),
-              0)
+    ASSERT_EQ(
+        ucma::write_command(fd, ucma::kGetEvent,
+                            ucma::GetEvent{reinterpret_cast<uintptr_t>(&event)}, sizeof(event)),
+        0)
         << daemon_log();
     EXPECT_EQ(event.uid, 77u);
     EXPECT_EQ(event.id, id);
@@ -1622,10 +1622,11 @@ TEST_F(RdmaCmTest, WriteCmEventAndResolveIbServiceAsTheKernel) {
     expect_no_event(channel, 100ms, "one event written, one taken");
 
     uint32_t events_reported = 0;
-    EXPECT_EQ(ucma::write_command(fd, ucma::kDestroyId,
-                                  ucma::DestroyId{reinterpret_cast<uintptr_t>(&events_reported), id},
-                                  sizeof(events_reported)),
-              0);
+    EXPECT_EQ(
+        ucma::write_command(fd, ucma::kDestroyId,
+                            ucma::DestroyId{reinterpret_cast<uintptr_t>(&events_reported), id},
+                            sizeof(events_reported)),
+        0);
     EXPECT_EQ(events_reported, 1u);
     rdma_destroy_event_channel(channel);
 }
