@@ -76,26 +76,25 @@ ibv_pd* alloc_pd(ibv_context* context) {
 // feature the device lacks, EOPNOTSUPP as its tests expect; bits no release
 // defines are EINVAL.
 ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* attr) {
-    constexpr uint32_t kKnown =
-        IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
     constexpr uint32_t kAllowCcUnprotectedAlloc = 1u << 2;
-    if ((attr->comp_mask & ~(kKnown | kAllowCcUnprotectedAlloc)) == 0 &&
-        (attr->comp_mask & kAllowCcUnprotectedAlloc)) {
-        refuse(context, "alloc_parent_domain", EOPNOTSUPP,
-               "unprotected allocation for Confidential Computing is not supported");
-        return nullptr;
-    }
+    constexpr uint32_t kDefined = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+                                  IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT | kAllowCcUnprotectedAlloc;
     const char* wrong = !attr->pd                            ? "no protection domain"
                         : attr->pd->context != context       ? "a PD of another context"
                         : to_pd(attr->pd)->protection_domain ? "a parent domain as its PD"
                         : attr->td                           ? "a thread domain"
-                        : (attr->comp_mask & ~kKnown)        ? "unknown comp_mask bits"
+                        : (attr->comp_mask & ~kDefined)      ? "unknown comp_mask bits"
                         : ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) &&
                            (!attr->alloc || !attr->free))
                             ? "an allocator without its free"
                             : nullptr;
     if (wrong) {
         refuse(context, "alloc_parent_domain", EINVAL, wrong);
+        return nullptr;
+    }
+    if (attr->comp_mask & kAllowCcUnprotectedAlloc) {
+        refuse(context, "alloc_parent_domain", EOPNOTSUPP,
+               "unprotected allocation for Confidential Computing is not supported");
         return nullptr;
     }
     auto* parent = new (std::nothrow) ProviderPd;

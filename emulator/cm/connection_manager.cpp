@@ -316,6 +316,20 @@ Result ConnectionManager::destroy_id(Channel& channel, uint32_t handle, uint32_t
 
 // ---- events --------------------------------------------------------------
 
+namespace {
+
+// An event of `id` as GET_EVENT hands it out, its parameters still zero.
+Channel::Event event_of(const Id& id, uint32_t event, uint32_t status) {
+    Channel::Event entry{id.handle, 0, {}};
+    entry.resp.uid = id.uid;
+    entry.resp.id = id.handle;
+    entry.resp.event = event;
+    entry.resp.status = status;
+    return entry;
+}
+
+}  // namespace
+
 bool ConnectionManager::queue(Channel& channel, const Channel::Event& event) {
     if (channel.events.size() >= Channel::kMaxEvents) {
         log_warn("rdma_cm channel of pid %d holds %zu events nobody took: event %u lost",
@@ -332,11 +346,7 @@ bool ConnectionManager::report(Id& id, rdma_cm_event_type event, int32_t status,
     if (!id.reporting) {
         return false;  // a connection request's ID before ACCEPT (ucma drops these)
     }
-    Channel::Event entry{id.handle, 0, {}};
-    entry.resp.uid = id.uid;
-    entry.resp.id = id.handle;
-    entry.resp.event = event;
-    entry.resp.status = static_cast<uint32_t>(status);
+    Channel::Event entry = event_of(id, event, static_cast<uint32_t>(status));
     if (fill) {
         fill(entry.resp);
     }
@@ -1203,11 +1213,7 @@ Result ConnectionManager::resolve_ib_service(Id& id) {
 }
 
 Result ConnectionManager::write_event(Id& id, uint32_t event, uint32_t status, uint64_t arg) {
-    Channel::Event entry{id.handle, 0, {}};
-    entry.resp.uid = id.uid;
-    entry.resp.id = id.handle;
-    entry.resp.event = event;
-    entry.resp.status = status;
+    Channel::Event entry = event_of(id, event, status);
     memcpy(&entry.resp.param, &arg, sizeof(arg));  // param.arg32[2] in newer headers
     if (!queue(*id.channel, entry)) {
         return fail(ENOMEM, "WRITE_CM_EVENT: the channel holds %zu events nobody took",

@@ -29,7 +29,7 @@ Locations locate() {
         where.bridge = prefix / UROCE_BRIDGE_INSTALL_DIR / "liburoce-bridge.so";
         where.provider = prefix / UROCE_PROVIDER_INSTALL_DIR / "liburoce";
     }
-    if (!fs::exists(where.provider.native() + "-rdmav" + std::to_string(UROCE_PABI) + ".so")) {
+    if (!fs::exists(where.provider.parent_path() / UROCE_PROVIDER_LIBRARY)) {
         where.provider.clear();  // only through uroce.driver, wherever libibverbs has it
     }
     return where;
