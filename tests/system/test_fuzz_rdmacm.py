@@ -32,6 +32,7 @@ from test_fuzz import SCALE, rng_for
 from test_rdmacm_isolation import StatusWatch, misuse_program
 
 SERVER, CLIENT = "127.0.0.2", "127.0.0.1"  # uroce1, uroce0
+PINGS_BESIDE_FORGERIES = 10000
 
 
 def udp_port(daemon):
@@ -219,7 +220,9 @@ class ForgedCmMadFuzzTest(harness.DaemonTestCase):
         before = harness.parse_stats(self.daemon.stats_text())
         with self.daemon.raw_client() as tracer:
             pcap = self.trace_connection(tracer)
-            rping = Rping(self.daemon, 50000)
+            # Enough pings to outlast the forgeries several times over (a
+            # ping takes about 2.5 ms on a loaded 2-core machine), checked below.
+            rping = Rping(self.daemon, PINGS_BESIDE_FORGERIES)
             try:
                 harness.wait_for(rping.established, 15.0, "rping to connect", self.daemon.log)
                 mads = {a: m for a, m, _, _ in roce_wire.cm_mads_in_pcap(pcap)}
@@ -243,6 +246,8 @@ class ForgedCmMadFuzzTest(harness.DaemonTestCase):
                         forger.send(rng.choice((SERVER, CLIENT)),
                                     self.blind(rng, forger, rping.port))
                     time.sleep(0.01)
+                self.assertIsNone(rping.client.poll(),
+                                  "rping ended before the forgeries did: raise its count")
                 elapsed = rping.finish(self)
             finally:
                 for proc in (rping.client, rping.server):
@@ -261,7 +266,7 @@ class ForgedCmMadFuzzTest(harness.DaemonTestCase):
         # and count too), and none but the blind REQs and DREQs had an answer.
         self.assertGreaterEqual(received, sent, after)
         self.assertGreater(dropped, sent // 2, after)
-        print("rping 50000 pings in %.1f s beside %d forged MADs" % (elapsed, sent))
+        print("rping %d pings in %.1f s beside %d forged MADs" % (PINGS_BESIDE_FORGERIES, elapsed, sent))
         self.daemon.assert_alive(self)
 
 
