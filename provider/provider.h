@@ -194,8 +194,6 @@ int poll_cq(ibv_cq*, int, ibv_wc*);
 int req_notify_cq(ibv_cq*, int);
 // Sets the ibv_cq_ex polling functions.
 void set_cq_ex_ops(ibv_cq_ex*);
-// The opcodes post_send accepts on a QP of `type`, a bit (1 << ibv_wr_opcode) each.
-uint32_t send_opcodes_of(ibv_qp_type type);
 
 ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*);
 int destroy_ah(ibv_ah*);

@@ -6,29 +6,11 @@
 
 #include <algorithm>
 
+#include "protocol/work_requests.h"
 #include "provider.h"
 
 namespace uroce {
 namespace {
-
-constexpr uint32_t bit(ibv_wr_opcode opcode) {
-    return 1u << opcode;
-}
-
-constexpr uint32_t kUdOpcodes = bit(IBV_WR_SEND) | bit(IBV_WR_SEND_WITH_IMM);
-// UC has no reads or atomics, and no wire opcode for send with invalidate.
-constexpr uint32_t kUcOpcodes = kUdOpcodes | bit(IBV_WR_RDMA_WRITE) |
-                                bit(IBV_WR_RDMA_WRITE_WITH_IMM) | bit(IBV_WR_LOCAL_INV) |
-                                bit(IBV_WR_BIND_MW);
-constexpr uint32_t kRcOpcodes = kUcOpcodes | bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_READ) |
-                                bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD) |
-                                bit(IBV_WR_ATOMIC_WRITE);
-constexpr uint32_t kAtomicOpcodes =
-    bit(IBV_WR_ATOMIC_CMP_AND_SWP) | bit(IBV_WR_ATOMIC_FETCH_AND_ADD);
-// ibv_post_send(3): IBV_SEND_INLINE is valid for sends and RDMA writes only.
-constexpr uint32_t kInlineOpcodes = bit(IBV_WR_SEND) | bit(IBV_WR_SEND_WITH_IMM) |
-                                    bit(IBV_WR_SEND_WITH_INV) | bit(IBV_WR_RDMA_WRITE) |
-                                    bit(IBV_WR_RDMA_WRITE_WITH_IMM);
 
 // memcpy for lists that may be empty, and then null.
 void copy(std::byte* to, const void* from, size_t bytes) {
@@ -50,22 +32,22 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
     // Read as a number: a C caller may store any value in the enum.
     uint32_t value;
     memcpy(&value, &wr.opcode, sizeof(value));
-    const uint32_t opcode = value < 32 ? 1u << value : 0;
-    if (!(qp.send_opcodes & opcode) || wr.num_sge < 0 ||
+    const wr::OpcodeInfo* info = wr::opcode_info(value);
+    if (!info || !(qp.send_opcodes & (1u << value)) || wr.num_sge < 0 ||
         static_cast<uint32_t>(wr.num_sge) > qp.sq.max_sge) {
         return EINVAL;
     }
-    if ((opcode & kAtomicOpcodes) && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
+    if (info->kind == wr::Kind::kAtomic && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
         return EINVAL;
     }
     // IBA 1.5's atomic write: exactly 8 bytes to an 8-byte aligned address,
     // read from the gather list when posted (as rxe), and carried inline.
-    if (wr.opcode == IBV_WR_ATOMIC_WRITE && ((wr.wr.rdma.remote_addr & 7) || length != 8 ||
-                                             qp.sq.ring.entry_size() < queues::kSendWqeFixed + 8)) {
+    if (info->kind == wr::Kind::kAtomicWrite &&
+        ((wr.wr.rdma.remote_addr & 7) || length != 8 ||
+         qp.sq.ring.entry_size() < queues::kSendWqeFixed + 8)) {
         return EINVAL;
     }
-    if ((wr.send_flags & IBV_SEND_INLINE) &&
-        (!(opcode & kInlineOpcodes) || length > qp.sq.max_inline)) {
+    if ((wr.send_flags & IBV_SEND_INLINE) && (!info->inline_allowed || length > qp.sq.max_inline)) {
         return EINVAL;
     }
     if (qp.ibv.qp.qp_type == IBV_QPT_UD && !wr.wr.ud.ah) {
@@ -107,7 +89,8 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     wqe.opcode = wr.opcode;
     wqe.send_flags = wr.send_flags;
     wqe.imm_data = wr.imm_data;  // or invalidate_rkey, its union member
-    if (bit(wr.opcode) & kAtomicOpcodes) {
+    const wr::OpcodeInfo& info = *wr::opcode_info(wr.opcode);
+    if (info.kind == wr::Kind::kAtomic) {
         wqe.remote_addr = wr.wr.atomic.remote_addr;
         wqe.rkey = wr.wr.atomic.rkey;
         wqe.compare_add = wr.wr.atomic.compare_add;
@@ -138,7 +121,7 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
             break;
     }
     std::byte* data = slot + queues::kSendWqeFixed;
-    if (wr.opcode == IBV_WR_ATOMIC_WRITE) {
+    if (info.kind == wr::Kind::kAtomicWrite) {
         wqe.send_flags |= IBV_SEND_INLINE;
     }
     if (wqe.send_flags & IBV_SEND_INLINE) {
@@ -152,7 +135,7 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     } else {
         wqe.num_sge = static_cast<uint32_t>(wr.num_sge);
         copy(data, wr.sg_list, wr.num_sge * sizeof(ibv_sge));
-        if (bit(wr.opcode) & kInlineOpcodes) {
+        if (info.inline_allowed) {
             wqe.inline_length = prefetch(qp, wr, length, data + wr.num_sge * sizeof(ibv_sge));
         }
     }
@@ -330,22 +313,6 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
 }
 
 }  // namespace
-
-uint32_t send_opcodes_of(ibv_qp_type type) {
-    switch (type) {
-        case IBV_QPT_RC:
-        case IBV_QPT_XRC_SEND:
-            return kRcOpcodes;
-        case IBV_QPT_UC:
-            return kUcOpcodes;
-        case IBV_QPT_UD:
-            return kUdOpcodes;
-        case IBV_QPT_RAW_PACKET:
-            return bit(IBV_WR_SEND);
-        default:
-            return 0;
-    }
-}
 
 int post_one_send(ProviderQp& qp, const ibv_send_wr& wr) {
     const uint64_t length = total_length(wr);

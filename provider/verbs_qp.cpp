@@ -5,6 +5,7 @@
 
 #include <new>
 
+#include "protocol/work_requests.h"
 #include "provider.h"
 
 namespace uroce {
@@ -101,7 +102,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         report_ring(context, "create_qp", error);
         return nullptr;
     }
-    qp->send_opcodes = send_opcodes_of(attr->qp_type);
+    qp->send_opcodes = wr::allowed_mask(attr->qp_type);
     ibv_qp& ibqp = qp->ibv.qp;
     ibqp.context = context;
     ibqp.qp_context = attr->qp_context;

@@ -218,27 +218,4 @@ std::string check_qp_attr_values(const ibv_qp_attr& attr, int attr_mask, ibv_qp_
     return {};
 }
 
-bool send_opcode_allowed(ibv_qp_type type, uint32_t opcode) {
-    const bool reliable = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
-    switch (opcode) {
-        case IBV_WR_SEND:
-            return type != IBV_QPT_XRC_RECV;
-        case IBV_WR_SEND_WITH_IMM:  // Ethernet frames carry no immediate data
-            return type != IBV_QPT_XRC_RECV && type != IBV_QPT_RAW_PACKET;
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-        case IBV_WR_LOCAL_INV:
-        case IBV_WR_BIND_MW:
-            return reliable || type == IBV_QPT_UC;
-        case IBV_WR_SEND_WITH_INV:
-        case IBV_WR_RDMA_READ:
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-        case IBV_WR_ATOMIC_WRITE:
-            return reliable;
-        default:
-            return false;
-    }
-}
-
 }  // namespace uroce

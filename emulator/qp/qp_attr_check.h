@@ -26,10 +26,4 @@ struct QpAttrLimits {
 std::string check_qp_attr_values(const ibv_qp_attr& attr, int attr_mask, ibv_qp_type type,
                                  const QpAttrLimits& limits);
 
-// Whether a QP of `type` may post work requests of `opcode` (an
-// ibv_wr_opcode) on this device (ibv_post_send(3)): UD only sends, UC has
-// no READs, atomics or SEND with invalidate. The same bits name the
-// operations in send_ops_flags (IBV_QP_EX_WITH_*).
-bool send_opcode_allowed(ibv_qp_type type, uint32_t opcode);
-
 }  // namespace uroce

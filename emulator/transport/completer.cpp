@@ -293,7 +293,7 @@ bool Transport::flush(Device& device, Qp& qp) {
         ibv_wc wc{};
         wc.wr_id = w.wqe.wr_id;
         wc.status = IBV_WC_WR_FLUSH_ERR;
-        wc.opcode = wc_opcode(w.wqe.opcode);
+        wc.opcode = w.wc_opcode();
         wc.qp_num = qp.qpn;
         post_completion(*qp.send_cq.get(), wc, false);
         did = true;

@@ -19,28 +19,6 @@ void EventPipe::post(uint64_t element, uint32_t event_type) {
 
 namespace transport {
 
-ibv_wc_opcode wc_opcode(uint32_t wr_opcode) {
-    switch (wr_opcode) {
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            return IBV_WC_RDMA_WRITE;
-        case IBV_WR_RDMA_READ:
-            return IBV_WC_RDMA_READ;
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-            return IBV_WC_COMP_SWAP;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            return IBV_WC_FETCH_ADD;
-        case IBV_WR_ATOMIC_WRITE:
-            return IBV_WC_ATOMIC_WRITE;
-        case IBV_WR_LOCAL_INV:
-            return IBV_WC_LOCAL_INV;
-        case IBV_WR_BIND_MW:
-            return IBV_WC_BIND_MW;
-        default:
-            return IBV_WC_SEND;
-    }
-}
-
 void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
     const bool signaled = qp.sq_sig_all || (w.wqe.send_flags & IBV_SEND_SIGNALED);
     if (!signaled && status == IBV_WC_SUCCESS) {
@@ -49,7 +27,7 @@ void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
     ibv_wc wc{};
     wc.wr_id = w.wqe.wr_id;
     wc.status = status;
-    wc.opcode = wc_opcode(w.wqe.opcode);
+    wc.opcode = w.wc_opcode();
     wc.byte_len = static_cast<uint32_t>(w.length);
     wc.qp_num = qp.qpn;
     post_completion(*qp.send_cq.get(), wc, false);

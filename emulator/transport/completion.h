@@ -35,9 +35,6 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
 // moderation period.
 void signal_cq_event(Cq& cq);
 
-// The completion opcode of a send WQE's opcode.
-ibv_wc_opcode wc_opcode(uint32_t wr_opcode);
-
 // A receive WQE that completes with no data to report (a flush, an error).
 void complete_receive(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status);
 

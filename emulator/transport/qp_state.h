@@ -14,6 +14,7 @@
 
 #include "memory/regions.h"
 #include "protocol/queues.h"
+#include "protocol/work_requests.h"
 #include "transport/stage_pool.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
@@ -76,14 +77,15 @@ struct SendWork {
     bool oversize = false;
 
     uint32_t last_psn() const;
-    bool is_read_or_atomic() const {
-        return wqe.opcode == IBV_WR_RDMA_READ || wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-               wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    }
+    // The opcode's row; nullptr for a WQE the provider could not have
+    // written (it fails before it is sent).
+    const wr::OpcodeInfo* info() const { return wr::opcode_info(wqe.opcode); }
+    // A READ or an atomic: answered with data, holds a max_rd_atomic slot.
+    bool is_read_or_atomic() const { return info() && info()->uses_rd_atomic; }
     // Acts on the device's memory keys, not on the wire.
-    bool is_local_operation() const {
-        return wqe.opcode == IBV_WR_LOCAL_INV || wqe.opcode == IBV_WR_BIND_MW;
-    }
+    bool is_local_operation() const { return info() && info()->kind == wr::Kind::kLocal; }
+    // What its completion says; a WQE without a row completes as a send.
+    ibv_wc_opcode wc_opcode() const { return info() ? info()->wc_opcode : IBV_WC_SEND; }
     // Completes without a packet on the wire.
     bool sends_nothing() const { return is_local_operation() || oversize; }
 };

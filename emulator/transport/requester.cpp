@@ -7,7 +7,6 @@
 
 #include "memory/process_memory.h"
 #include "memory/windows.h"
-#include "qp/qp_attr_check.h"
 #include "transport/transport.h"
 #include "util/log.h"
 #include "wire/ipv4_gid.h"
@@ -40,43 +39,50 @@ uint32_t mtu_bytes(const Device& device, const Qp& qp) {
     return 128u << (qp.type == IBV_QPT_UD ? device.port_attr().active_mtu : qp.attr.path_mtu);
 }
 
+// A send's or a write's wire operations by the packet's place in the
+// message; the last (or only) packet carries the immediate data or the
+// rkey to invalidate.
+struct Positions {
+    Operation first, middle, last, only;
+};
+constexpr Positions kSendPositions{Operation::kSendFirst, Operation::kSendMiddle,
+                                   Operation::kSendLast, Operation::kSendOnly};
+constexpr Positions kSendImmPositions{Operation::kSendFirst, Operation::kSendMiddle,
+                                      Operation::kSendLastImm, Operation::kSendOnlyImm};
+constexpr Positions kSendInvPositions{Operation::kSendFirst, Operation::kSendMiddle,
+                                      Operation::kSendLastInv, Operation::kSendOnlyInv};
+constexpr Positions kWritePositions{Operation::kWriteFirst, Operation::kWriteMiddle,
+                                    Operation::kWriteLast, Operation::kWriteOnly};
+constexpr Positions kWriteImmPositions{Operation::kWriteFirst, Operation::kWriteMiddle,
+                                       Operation::kWriteLastImm, Operation::kWriteOnlyImm};
+
+const Positions& positions(const wr::OpcodeInfo& info) {
+    if (info.kind == wr::Kind::kSend) {
+        return info.immediate    ? kSendImmPositions
+               : info.invalidate ? kSendInvPositions
+                                 : kSendPositions;
+    }
+    return info.immediate ? kWriteImmPositions : kWritePositions;
+}
+
+// The wire operation of packet `index` of a WQE that goes on the wire.
 Operation send_operation(const SendWork& w, uint32_t index) {
-    const bool only = w.packets == 1;
-    const bool last = index + 1 == w.packets;
-    switch (w.wqe.opcode) {
-        case IBV_WR_SEND:
-            return only         ? Operation::kSendOnly
-                   : index == 0 ? Operation::kSendFirst
-                   : last       ? Operation::kSendLast
-                                : Operation::kSendMiddle;
-        case IBV_WR_SEND_WITH_IMM:
-            return only         ? Operation::kSendOnlyImm
-                   : index == 0 ? Operation::kSendFirst
-                   : last       ? Operation::kSendLastImm
-                                : Operation::kSendMiddle;
-        case IBV_WR_SEND_WITH_INV:
-            return only         ? Operation::kSendOnlyInv
-                   : index == 0 ? Operation::kSendFirst
-                   : last       ? Operation::kSendLastInv
-                                : Operation::kSendMiddle;
-        case IBV_WR_RDMA_WRITE:
-            return only         ? Operation::kWriteOnly
-                   : index == 0 ? Operation::kWriteFirst
-                   : last       ? Operation::kWriteLast
-                                : Operation::kWriteMiddle;
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            return only         ? Operation::kWriteOnlyImm
-                   : index == 0 ? Operation::kWriteFirst
-                   : last       ? Operation::kWriteLastImm
-                                : Operation::kWriteMiddle;
-        case IBV_WR_RDMA_READ:
+    const wr::OpcodeInfo& info = *w.info();
+    switch (info.kind) {
+        case wr::Kind::kRead:
             return Operation::kReadRequest;
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-            return Operation::kCompareSwap;
-        case IBV_WR_ATOMIC_WRITE:
+        case wr::Kind::kAtomic:
+            return w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ? Operation::kCompareSwap
+                                                             : Operation::kFetchAdd;
+        case wr::Kind::kAtomicWrite:
             return Operation::kAtomicWrite;
-        default:
-            return Operation::kFetchAdd;
+        default: {
+            const Positions& p = positions(info);
+            return w.packets == 1           ? p.only
+                   : index == 0             ? p.first
+                   : index + 1 == w.packets ? p.last
+                                            : p.middle;
+        }
     }
 }
 
@@ -149,7 +155,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
         const std::byte* data = entry.data() + queues::kSendWqeFixed;
         const size_t room = entry.size() - queues::kSendWqeFixed;
         const bool is_inline = w.wqe.send_flags & IBV_SEND_INLINE;
-        if (!send_opcode_allowed(qp.type, w.wqe.opcode) ||
+        if (!wr::allowed(qp.type, w.wqe.opcode) ||
             (is_inline
                  ? w.wqe.inline_length > room
                  : w.wqe.num_sge > qp.cap.max_send_sge || w.wqe.num_sge * sizeof(ibv_sge) > room)) {
@@ -166,14 +172,13 @@ bool Transport::take_work(Device& device, Qp& qp) {
             take_prefetched(w, data + w.sges.size() * sizeof(ibv_sge),
                             room - w.sges.size() * sizeof(ibv_sge));
         }
-        const bool atomic = w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                            w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+        const wr::OpcodeInfo* info = w.info();  // null: failed above
+        const bool atomic = info && info->kind == wr::Kind::kAtomic;
         if (!w.error && w.length > kMaxMessage) {
             w.error = IBV_WC_LOC_LEN_ERR;
         }
         // An atomic write carries its 8 bytes inline (the provider copies them).
-        const bool eight_bytes = atomic || w.wqe.opcode == IBV_WR_ATOMIC_WRITE;
-        if (!w.error && eight_bytes && (w.length != 8 || (w.wqe.remote_addr & 7))) {
+        if (!w.error && wr::eight_bytes(info->kind) && (w.length != 8 || (w.wqe.remote_addr & 7))) {
             w.error = w.length != 8 ? IBV_WC_LOC_LEN_ERR : IBV_WC_REM_INV_REQ_ERR;
         }
         if (!w.error && qp.type == IBV_QPT_UD && !address_datagram(qp, w)) {
@@ -296,11 +301,8 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
                 break;
             }
             if (!w.sends_nothing() && w.inline_data.empty()) {
-                const int access = w.wqe.opcode == IBV_WR_RDMA_READ ||
-                                           w.wqe.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                                           w.wqe.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD
-                                       ? IBV_ACCESS_LOCAL_WRITE
-                                       : 0;
+                // Reads and atomics write their answer into the gather list.
+                const int access = wr::returns_data(w.info()->kind) ? IBV_ACCESS_LOCAL_WRITE : 0;
                 if (resolve_local(device, qp.pd.get(), w.sges, access, w.source) !=
                     AccessFault::kNone) {
                     w.error = IBV_WC_LOC_PROT_ERR;

@@ -5,6 +5,7 @@
 
 #include <bit>
 
+#include "protocol/work_requests.h"
 #include "qp/qp_attr_check.h"
 #include "qp/qp_transitions.h"
 #include "transport/transport.h"
@@ -215,16 +216,11 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
         return fail(EOPNOTSUPP, "TSO is not supported");
     }
     for (uint64_t ops = req.send_ops_flags; ops; ops &= ops - 1) {
-        const auto bit = static_cast<uint32_t>(std::countr_zero(ops));
-        // Bits 0..9 are IBV_QP_EX_WITH_<opcode>; then TSO and FLUSH (not
-        // offered) and ATOMIC_WRITE.
-        const uint32_t opcode = (1ull << bit) == IBV_QP_EX_WITH_ATOMIC_WRITE
-                                    ? static_cast<uint32_t>(IBV_WR_ATOMIC_WRITE)
-                                : bit <= IBV_WR_SEND_WITH_INV ? bit
-                                                              : UINT32_MAX;
-        if (!send_opcode_allowed(type, opcode)) {
+        const uint64_t flag = ops & -ops;
+        const wr::OpcodeInfo* info = wr::opcode_of_send_ops_flag(flag);
+        if (!info || !wr::allowed(type, info->opcode)) {
             return fail(EOPNOTSUPP, "send_ops_flags bit 0x%llx is not supported on %s QPs",
-                        1ull << bit, qp_type_name(type));
+                        static_cast<unsigned long long>(flag), qp_type_name(type));
         }
     }
     if (req.create_flags) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "protocol/work_requests.h"
 #include "rc_pair.h"
 
 namespace uroce::test {
@@ -15,23 +16,7 @@ namespace {
 constexpr size_t kGuard = 64;
 
 bool is_send(ibv_wr_opcode opcode) {
-    return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
-}
-
-ibv_wc_opcode send_completion_opcode(ibv_wr_opcode opcode) {
-    switch (opcode) {
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-            return IBV_WC_RDMA_WRITE;
-        case IBV_WR_RDMA_READ:
-            return IBV_WC_RDMA_READ;
-        case IBV_WR_ATOMIC_CMP_AND_SWP:
-            return IBV_WC_COMP_SWAP;
-        case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            return IBV_WC_FETCH_ADD;
-        default:
-            return IBV_WC_SEND;
-    }
+    return wr::opcode_info(opcode)->kind == wr::Kind::kSend;
 }
 
 // The bytes the SGEs of `buffer` cover, in order.
@@ -68,7 +53,7 @@ class RcOperationsTest : public RcTest {
     void expect_sent(const ibv_wc& wc, uint64_t wr_id, ibv_wr_opcode opcode) const {
         EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
         EXPECT_EQ(wc.wr_id, wr_id);
-        EXPECT_EQ(wc.opcode, send_completion_opcode(opcode));
+        EXPECT_EQ(wc.opcode, wr::opcode_info(opcode)->wc_opcode);
         EXPECT_EQ(wc.qp_num, a_.qpn());
     }
     // Checks the responder's receive completion.
