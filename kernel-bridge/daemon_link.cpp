@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bridge_abi.h"
+#include "emulator/protocol/bridge_abi.h"
 #include "interpose.h"
 
 namespace uroce::bridge {

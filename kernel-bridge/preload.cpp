@@ -31,9 +31,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "bridge_abi.h"
+#include "emulator/protocol/bridge_abi.h"
+#include "emulator/protocol/driver_abi.h"
 #include "interpose.h"
-#include "provider/driver_abi.h"
 #include "rdma_netlink_socket.h"
 
 EXPORT int socket(int domain, int type, int protocol) noexcept {

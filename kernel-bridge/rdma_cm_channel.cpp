@@ -37,8 +37,8 @@
 
 #include <cstddef>
 
-#include "bridge_abi.h"
 #include "daemon_link.h"
+#include "emulator/protocol/bridge_abi.h"
 #include "emulator/protocol/messages.h"
 #include "interpose.h"
 #include "rdma_netlink_socket.h"

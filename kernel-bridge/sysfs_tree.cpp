@@ -14,7 +14,7 @@
 #include <set>
 #include <system_error>
 
-#include "bridge_abi.h"
+#include "emulator/protocol/bridge_abi.h"
 
 namespace uroce::bridge {
 namespace fs = std::filesystem;

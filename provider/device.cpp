@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "bridge_abi.h"
+#include "protocol/bridge_abi.h"
 #include "provider.h"
 
 namespace uroce {

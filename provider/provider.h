@@ -7,9 +7,9 @@
 
 #include <atomic>
 
-#include "driver_abi.h"
 #include "local_memory.h"
 #include "protocol/client.h"
+#include "protocol/driver_abi.h"
 #include "queue.h"
 
 namespace uroce {

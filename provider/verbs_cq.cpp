@@ -5,7 +5,7 @@
 
 #include <new>
 
-#include "bridge_abi.h"
+#include "protocol/bridge_abi.h"
 #include "provider.h"
 
 namespace uroce {

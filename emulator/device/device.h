@@ -19,8 +19,8 @@
 #include "net/fault_injector.h"
 #include "net/pcap_writer.h"
 #include "net/step_gate.h"
+#include "objects/unpolled_cqs.h"
 #include "queues/doorbell.h"
-#include "transport/unpolled_cqs.h"
 #include "util/result.h"
 
 namespace uroce {

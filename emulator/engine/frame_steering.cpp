@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "objects/objects.h"
 #include "steering/frame.h"
 #include "steering/rss_hash.h"
 #include "transport/transport.h"
-#include "verbs/objects.h"
 
 namespace uroce {
 namespace {

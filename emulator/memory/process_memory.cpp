@@ -52,4 +52,22 @@ int write_process(pid_t pid, std::span<const std::byte> from, std::span<const Se
     return transfer(pid, to, const_cast<std::byte*>(from.data()), from.size(), process_vm_writev);
 }
 
+std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length) {
+    std::vector<Segment> part;
+    for (const Segment& s : extent.segments) {
+        if (length == 0) {
+            break;
+        }
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        const uint64_t take = std::min(length, s.length - offset);
+        part.push_back({s.addr + offset, take});
+        offset = 0;
+        length -= take;
+    }
+    return part;
+}
+
 }  // namespace uroce

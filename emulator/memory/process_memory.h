@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <span>
+#include <vector>
 
 namespace uroce {
 
@@ -14,6 +15,16 @@ struct Segment {
     uint64_t addr;  // in the application
     uint64_t length;
 };
+
+// Where a byte range of one application lives.
+struct Extent {
+    pid_t pid = 0;
+    std::vector<Segment> segments;
+    uint64_t length = 0;  // sum of the segments
+};
+
+// The part [offset, offset + length) of an extent, as segments.
+std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length);
 
 // Reads the segments, in order, into `to` (as many bytes as they hold).
 // Returns 0 or an errno (EFAULT: the application no longer maps them).

@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "bridge_abi.h"
 #include "cm/connection_manager.h"
 #include "device/device.h"
+#include "protocol/bridge_abi.h"
 #include "verbs/context.h"
 
 namespace uroce::netlink {

@@ -6,9 +6,9 @@
 #include <optional>
 #include <span>
 
-#include "memory/regions.h"
+#include "keys/regions.h"
 
-#include "verbs/objects.h"
+#include "objects/objects.h"
 
 namespace uroce::transport {
 

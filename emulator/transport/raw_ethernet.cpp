@@ -2,8 +2,8 @@
 // emulated Ethernet segment that joins the daemon's devices; each frame that
 // steering gives a QP (or, through an RSS QP, a WQ) fills one receive WQE.
 // Nothing is acknowledged or retried: a frame without a receive WQE is lost.
+#include "keys/regions.h"
 #include "memory/process_memory.h"
-#include "memory/regions.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "transport/transport.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "device/device.h"
-#include "verbs/objects.h"
+#include "objects/objects.h"
 
 namespace uroce::transport {
 

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 
+#include "keys/regions.h"
+#include "keys/windows.h"
 #include "memory/process_memory.h"
-#include "memory/windows.h"
 #include "transport/transport.h"
 #include "util/log.h"
 #include "wire/ipv4_gid.h"

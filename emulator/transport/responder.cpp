@@ -4,8 +4,8 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "keys/windows.h"
 #include "memory/process_memory.h"
-#include "memory/windows.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "transport/transport.h"

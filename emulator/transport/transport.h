@@ -13,8 +13,8 @@
 
 #include "device/device.h"
 #include "memory/write_batch.h"
-#include "transport/qp_state.h"
-#include "verbs/objects.h"
+#include "objects/objects.h"
+#include "objects/qp_state.h"
 #include "wire/packet.h"
 
 namespace uroce::transport {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "device/device.h"
+#include "objects/handle_table.h"
+#include "objects/objects.h"
 #include "protocol/messages.h"
 #include "util/descriptor_ledger.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
-#include "verbs/handle_table.h"
-#include "verbs/objects.h"
 
 namespace uroce {
 

@@ -1,7 +1,7 @@
 // Protection domains, memory regions, device memory and memory windows.
 #include <sys/mman.h>
 
-#include "memory/regions.h"
+#include "keys/regions.h"
 #include "verbs/context.h"
 
 namespace uroce {

@@ -10,8 +10,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "kernel-bridge/bridge_abi.h"
-#include "provider/driver_abi.h"
+#include "emulator/protocol/bridge_abi.h"
+#include "emulator/protocol/driver_abi.h"
 
 // The cq_handle of the event each new uroce channel starts with.
 constexpr uint64_t kFirstEventHandle = 0x1234abcd;

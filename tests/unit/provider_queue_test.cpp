@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "device/device.h"
+#include "objects/objects.h"
 #include "queues/doorbell.h"
 #include "queues/ring.h"
-#include "verbs/objects.h"
 
 namespace uroce {
 namespace {

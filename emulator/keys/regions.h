@@ -24,13 +24,6 @@ enum class AccessFault { kNone, kInvalidKey, kWrongPd, kWrongQp, kNoPermission, 
 
 const char* access_fault_text(AccessFault fault);
 
-// Where a byte range of one application lives.
-struct Extent {
-    pid_t pid = 0;
-    std::vector<Segment> segments;
-    uint64_t length = 0;  // sum of the segments
-};
-
 // [va, va + length) through `rkey`, for a remote request on `qp`, whose
 // memory is that of `pd` (the QP's, or for XRC the SRQ's).
 AccessFault resolve_remote(const Device& device, const Qp& qp, const Pd* pd, uint32_t rkey,
@@ -40,8 +33,5 @@ AccessFault resolve_remote(const Device& device, const Qp& qp, const Pd* pd, uin
 // `access` is IBV_ACCESS_LOCAL_WRITE when the device writes the buffers.
 AccessFault resolve_local(const Device& device, const Pd* pd, std::span<const ibv_sge> sges,
                           int access, Extent& out);
-
-// The part [offset, offset + length) of an extent, as segments.
-std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length);
 
 }  // namespace uroce

@@ -1,8 +1,8 @@
-#include "transport/unpolled_cqs.h"
+#include "objects/unpolled_cqs.h"
 
 #include <algorithm>
 
-#include "verbs/objects.h"
+#include "objects/objects.h"
 
 namespace uroce {
 

@@ -1,10 +1,10 @@
-#include "memory/windows.h"
+#include "keys/windows.h"
 
 #include <infiniband/verbs.h>
 
 #include "device/device.h"
+#include "objects/objects.h"
 #include "protocol/queues.h"
-#include "verbs/objects.h"
 
 namespace uroce {
 namespace {

@@ -1,7 +1,7 @@
-#include "memory/regions.h"
+#include "keys/regions.h"
 
 #include "device/device.h"
-#include "verbs/objects.h"
+#include "objects/objects.h"
 
 namespace uroce {
 namespace {
@@ -118,24 +118,6 @@ AccessFault resolve_local(const Device& device, const Pd* pd, std::span<const ib
         out.length += sge.length;
     }
     return AccessFault::kNone;
-}
-
-std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length) {
-    std::vector<Segment> part;
-    for (const Segment& s : extent.segments) {
-        if (length == 0) {
-            break;
-        }
-        if (offset >= s.length) {
-            offset -= s.length;
-            continue;
-        }
-        const uint64_t take = std::min(length, s.length - offset);
-        part.push_back({s.addr + offset, take});
-        offset = 0;
-        length -= take;
-    }
-    return part;
 }
 
 }  // namespace uroce

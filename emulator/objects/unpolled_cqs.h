@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "transport/qp_state.h"
+#include "objects/qp_state.h"
 
 namespace uroce {
 

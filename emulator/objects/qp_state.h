@@ -12,10 +12,10 @@
 #include <optional>
 #include <vector>
 
-#include "memory/regions.h"
+#include "memory/process_memory.h"
+#include "memory/stage_pool.h"
 #include "protocol/queues.h"
 #include "protocol/work_requests.h"
-#include "transport/stage_pool.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
 

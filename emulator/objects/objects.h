@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "objects/handle_table.h"
+#include "objects/qp_journal.h"
+#include "objects/qp_state.h"
+#include "objects/unpolled_cqs.h"
 #include "queues/ring.h"
 #include "steering/flow_rule.h"
-#include "transport/qp_journal.h"
-#include "transport/qp_state.h"
-#include "transport/unpolled_cqs.h"
 #include "util/client_pipe.h"
 #include "util/unique_fd.h"
-#include "verbs/handle_table.h"
 
 namespace uroce {
 

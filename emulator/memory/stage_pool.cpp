@@ -1,4 +1,4 @@
-#include "transport/stage_pool.h"
+#include "memory/stage_pool.h"
 
 namespace uroce::transport {
 
