@@ -41,14 +41,6 @@ bool is_multicast(uint32_t ipv4) {
     return IN_MULTICAST(ntohl(ipv4));
 }
 
-// Whether a UD QP joined the group of RoCE v2 multicast address `group_ipv4`
-// (its GID ::ffff:a.b.c.d, any LID).
-bool joined(const Qp& qp, uint32_t group_ipv4) {
-    const auto gid = wire::ipv4_mapped_gid(group_ipv4);
-    const auto it = qp.mcast_groups.lower_bound({gid, 0});
-    return it != qp.mcast_groups.end() && it->first == gid;
-}
-
 // Whether a packet (its BTH first) is for QP1.
 bool to_gsi(std::span<const uint8_t> packet) {
     return packet.size() >= wire::kBthBytes &&
@@ -57,7 +49,7 @@ bool to_gsi(std::span<const uint8_t> packet) {
 
 bool has_member(Device& device, uint32_t group_ipv4) {
     for (const auto& [qpn, qp] : device.qp_table()) {
-        if (joined(*qp, group_ipv4)) {
+        if (transport::joined(*qp, group_ipv4)) {
             return true;
         }
     }
@@ -317,62 +309,19 @@ bool Engine::release_held(Clock::time_point now) {
 
 void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                      uint32_t dest_ipv4, bool from_udp, uint16_t src_port, Clock::time_point now) {
-    ++to.stats().rcvd_pkts;
-    to.trace().record(bytes, src_ipv4, dest_ipv4, src_port, network_.port());
-    wire::ParsedPacket packet;
-    const wire::ParseError error =
-        from_udp ? wire::parse_packet(bytes,
-                                      wire::IcrcAddresses::v4(bytes_of(src_ipv4),
-                                                              bytes_of(to.config().address.s_addr),
-                                                              src_port, network_.port()),
-                                      packet)
-                 : wire::parse_headers(bytes, packet);
-    if (error != wire::ParseError::kOk) {
-        ++(error == wire::ParseError::kIcrcMismatch ? to.stats().rcvd_icrc_err
-                                                    : to.stats().rcvd_malformed);
-        return;
-    }
-    const wire::Transport transport = packet.info->transport();
-    if (transport != wire::Transport::kRc && transport != wire::Transport::kUc &&
-        transport != wire::Transport::kUd && transport != wire::Transport::kXrc) {
-        ++to.stats().rcvd_malformed;
-        return;
-    }
-    // rxe's check_keys: one partition, the default, whose members may
-    // be full or limited.
-    if ((packet.hdr.bth.pkey & 0x7fff) != (wire::kDefaultPkey & 0x7fff)) {
-        to.note_bad_pkey();
-        return;
-    }
-    if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
-        receive_multicast(to, packet, src_ipv4, dest_ipv4, now);
-        return;
-    }
-    if (packet.hdr.bth.dest_qp == wire::kGsiQpn) {
-        // QP1 takes only GSI datagrams, with the well-known Q_Key.
-        if (transport == wire::Transport::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
-            to.note_bad_qkey();
-        } else if (transport == wire::Transport::kUd && mad_receiver_) {
-            mad_receiver_(to, src_ipv4, packet.payload);
-        } else {
-            ++to.stats().rcvd_unknown_qp;
-        }
-        return;
-    }
-    auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
-    if (it == to.qp_table().end() || transport::wire_transport(it->second->type) != transport) {
+    transport_.receive(to, bytes, {src_ipv4, dest_ipv4, src_port, network_.port(), from_udp, now},
+                       *this);
+}
+
+void Engine::receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) {
+    if (mad_receiver_) {
+        mad_receiver_(to, src_ipv4, mad);
+    } else {
         ++to.stats().rcvd_unknown_qp;
-        return;
     }
-    Qp& qp = *it->second;
-    // A connected QP listens only to its peer.
-    const bool connected = qp.type != IBV_QPT_UD;
-    if (qp.attr.qp_state < IBV_QPS_RTR ||
-        (connected && transport::destination_ipv4(qp) != src_ipv4)) {
-        ++to.stats().rcvd_dropped;
-        return;
-    }
-    transport_.receive(to, qp, packet, src_ipv4, dest_ipv4, now);
+}
+
+void Engine::qp_touched(const Qp& qp) {
     activate_if_busy(qp);
 }
 
@@ -389,23 +338,6 @@ void Engine::activate_if_busy(const Qp& qp) {
 
 void Engine::note_timer(const Qp& qp) {
     timers_due_ = std::min(timers_due_, transport::Transport::next_deadline(qp));
-}
-
-// A datagram to a multicast group goes to every UD QP of the device that
-// joined it.
-void Engine::receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                               uint32_t group_ipv4, Clock::time_point now) {
-    bool delivered = false;
-    for (auto& [qpn, qp] : to.qp_table()) {
-        if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR && joined(*qp, group_ipv4)) {
-            transport_.receive(to, *qp, packet, src_ipv4, group_ipv4, now);
-            activate_if_busy(*qp);
-            delivered = true;
-        }
-    }
-    if (!delivered) {
-        ++to.stats().rcvd_unknown_qp;
-    }
 }
 
 bool Engine::deliver_local(Clock::time_point now) {

@@ -33,7 +33,7 @@ struct EngineOptions {
     bool shortcut = true;
 };
 
-class Engine : public transport::PacketOutput {
+class Engine : public transport::PacketOutput, public transport::ReceiveSink {
   public:
     Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
            const EngineOptions& options);
@@ -127,10 +127,12 @@ class Engine : public transport::PacketOutput {
     // receive_datagram, leaving the responder's writes queued for the turn's end.
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, transport::Clock::time_point now);
+    // Hands a packet to the transport's receive path (transport/receive.cpp).
     void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,
                  bool from_udp, uint16_t src_port, transport::Clock::time_point now);
-    void receive_multicast(Device& to, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                           uint32_t group_ipv4, transport::Clock::time_point now);
+    // transport::ReceiveSink: MADs to the connection manager, QPs to turns.
+    void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) override;
+    void qp_touched(const Qp& qp) override;
     bool signal_due_cq_events(transport::Clock::time_point now);
     // Tells the pollers whether some CQ holds completions its program has
     // not taken (queues::DoorbellPage::completions_waiting).

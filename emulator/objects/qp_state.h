@@ -33,6 +33,12 @@ constexpr bool is_reliable(ibv_qp_type type) {
     return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
 }
 
+// The states in which a QP's responder takes requests.
+constexpr bool takes_requests(ibv_qp_state state) {
+    return state == IBV_QPS_RTR || state == IBV_QPS_RTS || state == IBV_QPS_SQD ||
+           state == IBV_QPS_SQE;
+}
+
 // The opcode space a QP type's packets use (nullopt: no IBA transport).
 constexpr std::optional<wire::Transport> wire_transport(ibv_qp_type type) {
     switch (type) {

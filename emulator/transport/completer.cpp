@@ -148,7 +148,7 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
             fail_qp(device, qp, IBV_WC_BAD_RESP_ERR);
             return;
         }
-        const uint32_t mtu = 128u << qp.attr.path_mtu;
+        const uint32_t mtu = mtu_bytes(device, qp);
         const uint32_t expected =
             wire::psn_add(w.first_psn, static_cast<uint32_t>(w.received / mtu));
         if (psn != expected) {

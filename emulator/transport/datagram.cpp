@@ -18,8 +18,8 @@ constexpr uint8_t kHopLimit = 64;
 
 }  // namespace
 
-void Transport::receive_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                                 uint32_t src_ipv4, uint32_t dest_ipv4) {
+void Transport::on_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                            uint32_t src_ipv4, uint32_t dest_ipv4) {
     // rxe's check_keys(): a wrong Q_Key is dropped and counted.
     if (packet.hdr.deth.qkey != qp.attr.qkey) {
         device.note_bad_qkey();

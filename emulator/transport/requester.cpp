@@ -34,12 +34,6 @@ bool in_window(const RequesterState& r, uint32_t psn) {
     return wire::psn_diff(psn, r.unacked_psn) < static_cast<int32_t>(kMaxUnackedPsns);
 }
 
-// The largest payload of a packet: the path MTU, or for UD (which has no
-// path) the port's.
-uint32_t mtu_bytes(const Device& device, const Qp& qp) {
-    return 128u << (qp.type == IBV_QPT_UD ? device.port_attr().active_mtu : qp.attr.path_mtu);
-}
-
 // A send's or a write's wire operations by the packet's place in the
 // message; the last (or only) packet carries the immediate data or the
 // rkey to invalidate.

@@ -22,28 +22,17 @@ using wire::Position;
 // (receiving, above all): pacing that keeps a long READ from overflowing the
 // requester's socket.
 constexpr uint32_t kReplyBurst = 32;
-// Requests that may wait behind a READ response. A requester keeps at most
-// 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
-constexpr size_t kMaxWaiting = 512;
-
-bool takes_requests(ibv_qp_state state) {
-    return state == IBV_QPS_RTR || state == IBV_QPS_RTS || state == IBV_QPS_SQD ||
-           state == IBV_QPS_SQE;
-}
-
 bool starts_message(Position p) {
     return p == Position::kFirst || p == Position::kOnly;
 }
 bool ends_message(Position p) {
     return p == Position::kLast || p == Position::kOnly;
 }
-uint32_t mtu_bytes(const Qp& qp) {
-    return 128u << qp.attr.path_mtu;
-}
 
 // A READ of `reth` starting at `psn`: its responses take one PSN each.
-ResponderResource read_request(const Qp& qp, uint32_t psn, const wire::Reth& reth) {
-    const uint64_t mtu = mtu_bytes(qp);
+ResponderResource read_request(const Device& device, const Qp& qp, uint32_t psn,
+                               const wire::Reth& reth) {
+    const uint64_t mtu = mtu_bytes(device, qp);
     const auto packets =
         static_cast<uint32_t>(std::max<uint64_t>(1, (reth.dma_length + mtu - 1) / mtu));
     return {psn, wire::psn_add(psn, packets - 1), false, reth, 0};
@@ -129,9 +118,9 @@ uint8_t answer_opcode(const Qp& qp, Operation op) {
 // the QP failed instead: a queued write of it could not be made when the
 // batch had to be flushed to take this one.
 bool Transport::place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
-                      wire::NakCode code, uint32_t src_ipv4) {
+                      RequestError error, uint32_t src_ipv4) {
     const InboundMessage& m = qp.responder.message;
-    return payload.empty() || queue_write({&device, &qp, psn, code, src_ipv4, false}, m.target.pid,
+    return payload.empty() || queue_write({&device, &qp, psn, error, src_ipv4, false}, m.target.pid,
                                           payload, slice(m.target, m.offset, payload.size()));
 }
 
@@ -195,7 +184,7 @@ void Transport::placement_failed(const Placement& p) {
         }
         m = {};
     }
-    responder_error(*p.device, qp, p.psn, p.code, IBV_EVENT_QP_ACCESS_ERR, p.src_ipv4);
+    responder_error(*p.device, qp, p.psn, p.error, p.src_ipv4);
 }
 
 void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth,
@@ -212,6 +201,18 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
+    output_.send(device, qp, dest_ipv4, h, {});
+}
+
+// An atomic's answer: the value before the operation, with the MSN now.
+void Transport::atomic_acknowledge(Device& device, Qp& qp, uint32_t psn, uint64_t original,
+                                   uint32_t dest_ipv4) {
+    wire::PacketHeaders h{};
+    h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
+    h.bth.dest_qp = qp.attr.dest_qp_num;
+    h.bth.psn = psn;
+    h.aeth = wire::Aeth::ack(qp.responder.msn);
+    h.atomic_ack_eth.original = original;
     output_.send(device, qp, dest_ipv4, h, {});
 }
 
@@ -232,76 +233,31 @@ void Transport::rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4
 // Application memory the responder could not reach. A client that is gone
 // (ESRCH) gets silence, as a host whose QP vanished would give: its peer
 // times out. Otherwise the request fails with `code`.
-bool Transport::memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
+bool Transport::memory_failed(Device& device, Qp& qp, int error, uint32_t psn, RequestError failure,
                               uint32_t dest_ipv4) {
     if (error == 0) {
         return false;
     }
     if (error != ESRCH) {
-        responder_error(device, qp, psn, code, IBV_EVENT_QP_ACCESS_ERR, dest_ipv4);
+        responder_error(device, qp, psn, failure, dest_ipv4);
     }
     return true;
 }
 
-// A request the responder cannot execute: NAK it, report the event on the
-// QP and move it to ERR (IBA class B/C/D errors).
-void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
-                                ibv_event_type event, uint32_t dest_ipv4) {
+// A request the responder cannot execute: the one place its errors take
+// effect, as kRequestErrors says.
+void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, RequestError error,
+                                uint32_t dest_ipv4) {
     if (!is_reliable(qp.type)) {
         drop_message(device, qp);  // UC: the message is lost, the QP stays (IBA class E)
         return;
     }
+    const wire::NakCode code = info(error).nak;
     acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
-    qp.post_event(event);
+    qp.post_event(info(error).event);
     qp.move_to(IBV_QPS_ERR, 0,
                std::string("responder: NAK ") + wire::nak_code_name(static_cast<uint8_t>(code)) +
                    " sent for PSN " + std::to_string(psn));
-}
-
-void Transport::receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                        uint32_t dest_ipv4, Clock::time_point now) {
-    if (qp.type == IBV_QPT_UD) {
-        if (takes_requests(qp.attr.qp_state)) {
-            receive_datagram(device, qp, packet, src_ipv4, dest_ipv4);
-        } else {
-            ++device.stats().rcvd_dropped;
-        }
-        return;
-    }
-    const bool is_response = packet.info->direction() == wire::Direction::kResponse;
-    // An XRC_INI QP only sends requests; an XRC_TGT QP only answers them.
-    if ((qp.type == IBV_QPT_XRC_SEND && !is_response) ||
-        (qp.type == IBV_QPT_XRC_RECV && is_response)) {
-        ++device.stats().rcvd_dropped;
-        return;
-    }
-    if (is_response) {
-        if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
-            on_response(device, qp, packet, now);
-        }
-        return;
-    }
-    const ibv_qp_state state = qp.attr.qp_state;
-    if (!takes_requests(state)) {
-        ++device.stats().rcvd_dropped;
-        return;
-    }
-    ResponderState& s = qp.responder;
-    if (state == IBV_QPS_RTR && !s.comm_established) {
-        s.comm_established = true;
-        qp.post_event(IBV_EVENT_COMM_EST);
-    }
-    if (s.reply || !s.waiting.empty()) {
-        if (s.waiting.size() == kMaxWaiting) {
-            ++device.stats().rcvd_backlog_full;
-            return;
-        }
-        s.waiting.push_back({packet.info, packet.hdr,
-                             std::vector<uint8_t>(packet.payload.begin(), packet.payload.end()),
-                             src_ipv4});
-        return;
-    }
-    on_request(device, qp, packet, src_ipv4);
 }
 
 bool Transport::responder_busy(const Qp& qp) {
@@ -338,8 +294,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     if (qp.type == IBV_QPT_XRC_RECV &&
         !select_xrc_srq(device, qp, packet.hdr.xrceth.xrc_srq & wire::kQpnMask)) {
         ++device.stats().rcvd_xrc_srq_err;
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     const int32_t distance = wire::psn_diff(psn, s.expected_psn);
@@ -365,8 +320,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     const bool continuing = position == Position::kMiddle || position == Position::kLast;
     if (continuing != s.message.active ||
         (continuing && s.message.is_send != (packet.info->family == wire::Family::kSend))) {
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     // The QP's own access flags gate RDMA and atomics before any key is
@@ -379,8 +333,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
                             : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
                                                                    : 0;
     if ((qp.attr.qp_access_flags & needed) != needed) {
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     switch (family) {
@@ -392,11 +345,11 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
             break;
         case wire::Family::kReadRequest: {
             if (qp.attr.max_dest_rd_atomic == 0) {
-                responder_error(device, qp, psn, wire::NakCode::kInvalidRequest,
-                                IBV_EVENT_QP_REQ_ERR, src_ipv4);
+                responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
                 return;
             }
-            execute_read(device, qp, packet, src_ipv4, read_request(qp, psn, packet.hdr.reth));
+            execute_read(device, qp, packet, src_ipv4,
+                         read_request(device, qp, psn, packet.hdr.reth));
             break;
         }
         case wire::Family::kAtomic:
@@ -406,8 +359,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
             execute_atomic_write(device, qp, packet, src_ipv4);
             break;
         default:
-            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                            src_ipv4);
+            responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
     }
 }
 
@@ -428,8 +380,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                           m.target) != AccessFault::kNone) {
             complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
-            responder_error(device, qp, psn, wire::NakCode::kRemoteOperationalError,
-                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+            responder_error(device, qp, psn, RequestError::kRemoteOperational, src_ipv4);
             return;
         }
     }
@@ -441,8 +392,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         m.offset += payload.size();
         complete_receive(qp, m, packet, IBV_WC_LOC_LEN_ERR);
         m = {};
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     // A message of one packet may travel in its completion instead.
@@ -451,8 +401,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         starts_message(packet.info->position) && ends_message(packet.info->position) && cq
             ? carried_data(*cq, m.target, payload)
             : std::nullopt;
-    if (!carried &&
-        !place(device, qp, payload, psn, wire::NakCode::kRemoteOperationalError, src_ipv4)) {
+    if (!carried && !place(device, qp, payload, psn, RequestError::kRemoteOperational, src_ipv4)) {
         return;
     }
     m.offset += payload.size();
@@ -466,8 +415,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_receive(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
             m = {};
-            responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                            src_ipv4);
+            responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
             return;
         }
     }
@@ -495,19 +443,17 @@ void Transport::execute_atomic_write(Device& device, Qp& qp, const wire::ParsedP
         return;  // in order after the writes before it
     }
     if (packet.payload.size() != 8 || reth.dma_length != 8 || (reth.va & 7)) {
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     Extent target;
     if (resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
                        target) != AccessFault::kNone) {
-        responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
         return;
     }
     if (const int error = write_process(target.pid, std::as_bytes(packet.payload), target.segments);
-        memory_failed(device, qp, error, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
+        memory_failed(device, qp, error, psn, RequestError::kRemoteAccess, src_ipv4)) {
         return;
     }
     s.expected_psn = wire::psn_add(psn, 1);
@@ -535,19 +481,17 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
             resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                            IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
             m = {};
-            responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError,
-                            IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+            responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
             return;
         }
     }
     const auto payload = std::as_bytes(packet.payload);
     if (m.offset + payload.size() > m.target.length) {
         m = {};
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
-    if (!place(device, qp, payload, psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
+    if (!place(device, qp, payload, psn, RequestError::kRemoteAccess, src_ipv4)) {
         return;
     }
     m.offset += payload.size();
@@ -578,8 +522,7 @@ void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& p
     if (reth.dma_length &&
         resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                        IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
-        responder_error(device, qp, packet.hdr.bth.psn, wire::NakCode::kRemoteAccessError,
-                        IBV_EVENT_QP_ACCESS_ERR, src_ipv4);
+        responder_error(device, qp, packet.hdr.bth.psn, RequestError::kRemoteAccess, src_ipv4);
         return;
     }
     const bool repeated = wire::psn_before(request.psn, s.expected_psn);
@@ -604,7 +547,7 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
     ReadReply& reply = *s.reply;
     const ResponderResource& request = reply.request;
     const uint64_t length = request.reth.dma_length;
-    const uint32_t mtu = mtu_bytes(qp);
+    const uint32_t mtu = mtu_bytes(device, qp);
     const uint32_t packets = wire::psn_diff(request.last_psn, request.psn) + 1;
     if (!reply_stage_) {
         reply_stage_ = stages_.take();
@@ -626,7 +569,7 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
                     read_process(reply.source.pid,
                                  slice(reply.source, staged_from, staged_to - staged_from),
                                  {reply_stage_.get(), staged_to - staged_from}),
-                    request.psn, wire::NakCode::kRemoteAccessError, reply.dest_ipv4)) {
+                    request.psn, RequestError::kRemoteAccess, reply.dest_ipv4)) {
                 s.reply.reset();
                 return;
             }
@@ -657,15 +600,13 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
         return;  // in order after the writes before it
     }
     if (qp.attr.max_dest_rd_atomic == 0 || (a.va & 7)) {
-        responder_error(device, qp, psn, wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
     }
     Extent target;
     if (resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
                        IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
-        responder_error(device, qp, psn, wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR,
-                        src_ipv4);
+        responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
         return;
     }
     // The data plane is one thread: atomics are serialised per device.
@@ -675,7 +616,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     if (memory_failed(device, qp,
                       read_process(target.pid, target.segments,
                                    std::as_writable_bytes(std::span(&original, 1))),
-                      psn, wire::NakCode::kRemoteAccessError, src_ipv4)) {
+                      psn, RequestError::kRemoteAccess, src_ipv4)) {
         return;
     }
     const uint64_t result =
@@ -684,7 +625,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
         memory_failed(
             device, qp,
             write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments), psn,
-            wire::NakCode::kRemoteAccessError, src_ipv4)) {
+            RequestError::kRemoteAccess, src_ipv4)) {
         return;
     }
     s.resources.push_back({psn, psn, true, {}, original});
@@ -693,13 +634,7 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
     }
     s.expected_psn = wire::psn_add(psn, 1);
     s.msn = wire::psn_add(s.msn, 1);
-    wire::PacketHeaders h{};
-    h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
-    h.bth.dest_qp = qp.attr.dest_qp_num;
-    h.bth.psn = psn;
-    h.aeth = wire::Aeth::ack(s.msn);
-    h.atomic_ack_eth.original = original;
-    output_.send(device, qp, src_ipv4, h, {});
+    atomic_acknowledge(device, qp, psn, original, src_ipv4);
 }
 
 // A request seen before: answer again without executing it again.
@@ -716,19 +651,14 @@ void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacke
                                     wire::psn_in_range(psn, r.psn, r.last_psn);
             const bool atomic_match = r.atomic && family == wire::Family::kAtomic && r.psn == psn;
             if (read_match) {
-                execute_read(device, qp, packet, src_ipv4, read_request(qp, psn, packet.hdr.reth));
+                execute_read(device, qp, packet, src_ipv4,
+                             read_request(device, qp, psn, packet.hdr.reth));
                 return;
             }
             if (!atomic_match) {
                 continue;
             }
-            wire::PacketHeaders h{};
-            h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
-            h.bth.dest_qp = qp.attr.dest_qp_num;
-            h.bth.psn = psn;
-            h.aeth = wire::Aeth::ack(s.msn);
-            h.atomic_ack_eth.original = r.original;
-            output_.send(device, qp, src_ipv4, h, {});
+            atomic_acknowledge(device, qp, psn, r.original, src_ipv4);
             return;
         }
         return;  // older than the responder resources remember

@@ -2,7 +2,8 @@
 // requester turns send WQEs into request packets (requester.cpp), the
 // completer turns acknowledgements and responses into completions and
 // retransmissions (completer.cpp), the responder executes incoming requests
-// and answers them (responder.cpp; UD's datagrams in datagram.cpp). RAW_PACKET
+// and answers them (responder.cpp; UD's datagrams in datagram.cpp); every
+// packet reaches them through the checks of receive.cpp. RAW_PACKET
 // QPs send and receive whole Ethernet frames (raw_ethernet.cpp). All of it
 // runs on the data-plane thread.
 #pragma once
@@ -31,6 +32,48 @@ class PacketOutput {
     virtual void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) = 0;
 };
 
+// Where the receive path hands what is not the transport's: MADs for the
+// connection manager, and each QP a packet gave work, for the engine to
+// schedule.
+class ReceiveSink {
+  public:
+    virtual ~ReceiveSink() = default;
+    virtual void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) = 0;
+    virtual void qp_touched(const Qp& qp) = 0;
+};
+
+// The errors a responder finds in a request (IBA 9.7.5.2.4 to 9.7.5.2.6,
+// classes B to D), and what each does: on RC and XRC the NAK it sends and
+// the event the QP reports as it moves to ERR; on UC the message is dropped
+// and the QP stays (class E). responder_error applies them, nothing else.
+enum class RequestError : uint8_t { kInvalidRequest, kRemoteAccess, kRemoteOperational };
+
+struct RequestErrorInfo {
+    wire::NakCode nak;
+    ibv_event_type event;
+};
+
+inline constexpr RequestErrorInfo kRequestErrors[] = {
+    /* kInvalidRequest */ {wire::NakCode::kInvalidRequest, IBV_EVENT_QP_REQ_ERR},
+    /* kRemoteAccess */ {wire::NakCode::kRemoteAccessError, IBV_EVENT_QP_ACCESS_ERR},
+    // A receive buffer the responder cannot write: rxe reports it so too.
+    /* kRemoteOperational */ {wire::NakCode::kRemoteOperationalError, IBV_EVENT_QP_ACCESS_ERR},
+};
+
+constexpr const RequestErrorInfo& info(RequestError error) {
+    return kRequestErrors[static_cast<size_t>(error)];
+}
+
+// How a packet reached a device.
+struct Arrival {
+    uint32_t src_ipv4;   // network order
+    uint32_t dest_ipv4;  // the device's address, or a multicast group
+    uint16_t src_port;   // UDP, host order
+    uint16_t dest_port;  // the daemon's RoCE port
+    bool from_udp;       // over a socket, with an ICRC; a local delivery has none
+    Clock::time_point now;
+};
+
 // The emulated Ethernet segment carries frames of a 14-byte header up to a
 // 9000-byte (jumbo) MTU with one VLAN tag.
 inline constexpr uint64_t kMinFrame = 14;
@@ -50,10 +93,11 @@ class Transport {
     bool run_responder(Device& device, Qp& qp);
     // Retransmission and RNR timers that are due.
     void run_timers(Device& device, Qp& qp, Clock::time_point now);
-    // An incoming packet for `qp`, already parsed and checked, sent from
-    // `src_ipv4` to `dest_ipv4` (the device's address, or a multicast group).
-    void receive(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                 uint32_t dest_ipv4, Clock::time_point now);
+    // A packet that arrived for device `to` (receive.cpp): checked in order
+    // and handed to the completer, the responder or the datagram receiver of
+    // its QP, or to the sink.
+    void receive(Device& to, std::span<const uint8_t> bytes, const Arrival& arrival,
+                 ReceiveSink& sink);
     // A RAW_PACKET QP's send queue: each WQE one frame onto the segment;
     // flushes a QP in ERR. Returns whether it did anything.
     bool run_raw_sender(Device& device, Qp& qp);
@@ -70,6 +114,8 @@ class Transport {
     void finish_placements();
 
   private:
+    // receive.cpp
+    void deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet, const Arrival& arrival);
     // requester.cpp
     bool take_work(Device& device, Qp& qp);
     // Packet `index` of the work; `ask_ack`: it asks for an acknowledgement
@@ -100,10 +146,12 @@ class Transport {
     void answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                           uint32_t src_ipv4);
     void acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth, uint32_t dest_ipv4);
-    void responder_error(Device& device, Qp& qp, uint32_t psn, wire::NakCode code,
-                         ibv_event_type event, uint32_t dest_ipv4);
+    void atomic_acknowledge(Device& device, Qp& qp, uint32_t psn, uint64_t original,
+                            uint32_t dest_ipv4);
+    void responder_error(Device& device, Qp& qp, uint32_t psn, RequestError error,
+                         uint32_t dest_ipv4);
     void rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4);
-    bool memory_failed(Device& device, Qp& qp, int error, uint32_t psn, wire::NakCode code,
+    bool memory_failed(Device& device, Qp& qp, int error, uint32_t psn, RequestError failure,
                        uint32_t dest_ipv4);
     // A write into application memory, queued (memory/write_batch.h), and
     // how its request fails should the write fail: the responder's with a
@@ -113,12 +161,12 @@ class Transport {
         Device* device;
         Qp* qp;
         uint32_t psn;
-        wire::NakCode code;
+        RequestError error;
         uint32_t src_ipv4;
         bool read_response;
     };
     bool place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
-               wire::NakCode code, uint32_t src_ipv4);
+               RequestError error, uint32_t src_ipv4);
     bool queue_write(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
                      std::span<const Segment> to);
     // Makes the queued writes; false when one of `qp`'s responder failed
@@ -126,8 +174,8 @@ class Transport {
     bool placed(const Qp* qp);
     void placement_failed(const Placement& placement);
     // datagram.cpp
-    void receive_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                          uint32_t src_ipv4, uint32_t dest_ipv4);
+    void on_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
+                     uint32_t dest_ipv4);
 
     PacketOutput& output_;
     std::vector<std::byte> scratch_;  // a WQE, or a datagram, on its way
@@ -150,5 +198,15 @@ void prepare_transport(Qp& qp, ibv_qp_state from, int mask);
 
 // The IPv4 address (network order) of the QP's destination GID.
 uint32_t destination_ipv4(const Qp& qp);
+
+// The largest payload of a QP's packet: its path MTU, or for UD (which has
+// no path) the port's.
+inline uint32_t mtu_bytes(const Device& device, const Qp& qp) {
+    return 128u << (qp.type == IBV_QPT_UD ? device.port_attr().active_mtu : qp.attr.path_mtu);
+}
+
+// Whether a UD QP joined the group of RoCE v2 multicast address `group_ipv4`
+// (its GID ::ffff:a.b.c.d, any LID).
+bool joined(const Qp& qp, uint32_t group_ipv4);
 
 }  // namespace uroce::transport

@@ -1,0 +1,169 @@
+// The receive path, in one place and in order, as the kernel's rxe_recv.c:
+// every check between "a datagram arrived for a device" and "the
+// completer, the responder or the datagram receiver takes it". A packet
+// that fails a check is counted where `uroce stats` shows it and goes no
+// further.
+#include <arpa/inet.h>
+#include <string.h>
+
+#include <array>
+
+#include "transport/transport.h"
+#include "wire/ipv4_gid.h"
+
+namespace uroce::transport {
+namespace {
+
+// Requests that may wait behind a READ response. A requester keeps at most
+// 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
+constexpr size_t kMaxWaiting = 512;
+
+std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
+    std::array<uint8_t, 4> b;
+    memcpy(b.data(), &ipv4, 4);
+    return b;
+}
+
+bool is_iba_transport(wire::Transport transport) {
+    return transport == wire::Transport::kRc || transport == wire::Transport::kUc ||
+           transport == wire::Transport::kUd || transport == wire::Transport::kXrc;
+}
+
+}  // namespace
+
+bool joined(const Qp& qp, uint32_t group_ipv4) {
+    const auto gid = wire::ipv4_mapped_gid(group_ipv4);
+    const auto it = qp.mcast_groups.lower_bound({gid, 0});
+    return it != qp.mcast_groups.end() && it->first == gid;
+}
+
+void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arrival& arrival,
+                        ReceiveSink& sink) {
+    // 1. Every packet is counted and traced as it arrived.
+    ++to.stats().rcvd_pkts;
+    to.trace().record(bytes, arrival.src_ipv4, arrival.dest_ipv4, arrival.src_port,
+                      arrival.dest_port);
+    // 2. Headers, and the ICRC of what came over UDP (a local delivery has none).
+    wire::ParsedPacket packet;
+    const wire::ParseError error =
+        arrival.from_udp
+            ? wire::parse_packet(bytes,
+                                 wire::IcrcAddresses::v4(bytes_of(arrival.src_ipv4),
+                                                         bytes_of(to.config().address.s_addr),
+                                                         arrival.src_port, arrival.dest_port),
+                                 packet)
+            : wire::parse_headers(bytes, packet);
+    if (error != wire::ParseError::kOk) {
+        ++(error == wire::ParseError::kIcrcMismatch ? to.stats().rcvd_icrc_err
+                                                    : to.stats().rcvd_malformed);
+        return;
+    }
+    // 3. An IBA transport uroce implements (no RD, CNP or manufacturer opcodes).
+    const wire::Transport transport = packet.info->transport();
+    if (!is_iba_transport(transport)) {
+        ++to.stats().rcvd_malformed;
+        return;
+    }
+    // 4. rxe's check_keys: one partition, the default, whose members may be
+    // full or limited.
+    if ((packet.hdr.bth.pkey & 0x7fff) != (wire::kDefaultPkey & 0x7fff)) {
+        to.note_bad_pkey();
+        return;
+    }
+    // 5. A multicast datagram goes to every UD QP of the device that joined
+    // the group.
+    if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
+        bool delivered = false;
+        for (auto& [qpn, qp] : to.qp_table()) {
+            if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR &&
+                joined(*qp, arrival.dest_ipv4)) {
+                deliver(to, *qp, packet, arrival);
+                sink.qp_touched(*qp);
+                delivered = true;
+            }
+        }
+        if (!delivered) {
+            ++to.stats().rcvd_unknown_qp;
+        }
+        return;
+    }
+    // 6. QP1 takes only GSI datagrams, with the well-known Q_Key: MADs for
+    // the connection manager.
+    if (packet.hdr.bth.dest_qp == wire::kGsiQpn) {
+        if (transport == wire::Transport::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
+            to.note_bad_qkey();
+        } else if (transport == wire::Transport::kUd) {
+            sink.receive_mad(to, arrival.src_ipv4, packet.payload);
+        } else {
+            ++to.stats().rcvd_unknown_qp;
+        }
+        return;
+    }
+    // 7. A QP of the device, of the packet's transport.
+    auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
+    if (it == to.qp_table().end() || wire_transport(it->second->type) != transport) {
+        ++to.stats().rcvd_unknown_qp;
+        return;
+    }
+    Qp& qp = *it->second;
+    // 8. Receiving, and for a connected QP, from its peer only.
+    const bool connected = qp.type != IBV_QPT_UD;
+    if (qp.attr.qp_state < IBV_QPS_RTR || (connected && destination_ipv4(qp) != arrival.src_ipv4)) {
+        ++to.stats().rcvd_dropped;
+        return;
+    }
+    deliver(to, qp, packet, arrival);
+    sink.qp_touched(qp);
+}
+
+// 9. To the part of the QP that takes the packet.
+void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                        const Arrival& arrival) {
+    if (qp.type == IBV_QPT_UD) {
+        if (takes_requests(qp.attr.qp_state)) {
+            on_datagram(device, qp, packet, arrival.src_ipv4, arrival.dest_ipv4);
+        } else {
+            ++device.stats().rcvd_dropped;
+        }
+        return;
+    }
+    const bool is_response = packet.info->direction() == wire::Direction::kResponse;
+    // An XRC_INI QP only sends requests; an XRC_TGT QP only answers them.
+    if ((qp.type == IBV_QPT_XRC_SEND && !is_response) ||
+        (qp.type == IBV_QPT_XRC_RECV && is_response)) {
+        ++device.stats().rcvd_dropped;
+        return;
+    }
+    // Responses go to the completer while the send queue is live.
+    if (is_response) {
+        if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
+            on_response(device, qp, packet, arrival.now);
+        }
+        return;
+    }
+    // Requests go to the responder, in order behind a READ response it is
+    // still sending.
+    const ibv_qp_state state = qp.attr.qp_state;
+    if (!takes_requests(state)) {
+        ++device.stats().rcvd_dropped;
+        return;
+    }
+    ResponderState& s = qp.responder;
+    if (state == IBV_QPS_RTR && !s.comm_established) {
+        s.comm_established = true;
+        qp.post_event(IBV_EVENT_COMM_EST);
+    }
+    if (s.reply || !s.waiting.empty()) {
+        if (s.waiting.size() == kMaxWaiting) {
+            ++device.stats().rcvd_backlog_full;
+            return;
+        }
+        s.waiting.push_back({packet.info, packet.hdr,
+                             std::vector<uint8_t>(packet.payload.begin(), packet.payload.end()),
+                             arrival.src_ipv4});
+        return;
+    }
+    on_request(device, qp, packet, arrival.src_ipv4);
+}
+
+}  // namespace uroce::transport
