@@ -133,71 +133,93 @@ void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& pa
     }
     const wire::Family family = packet.info->family;
     if (family == wire::Family::kReadResponse || family == wire::Family::kAtomicAck) {
-        // The oldest READ or atomic not yet answered is the one answered now.
-        auto it = std::find_if(r.window.begin(), r.window.end(), [](const SendWork& w) {
-            return w.started && w.is_read_or_atomic() && !w.done;
-        });
-        if (it == r.window.end()) {
-            return;
-        }
-        SendWork& w = *it;
-        const bool atomic_answer = family == wire::Family::kAtomicAck;
-        if (atomic_answer != (w.wqe.opcode != IBV_WR_RDMA_READ)) {
-            // The wrong kind of answer: the WQE fails, as rxe's check_ack() does.
-            complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
-            fail_qp(device, qp, IBV_WC_BAD_RESP_ERR);
-            return;
-        }
-        const uint32_t mtu = mtu_bytes(device, qp);
-        const uint32_t expected =
-            wire::psn_add(w.first_psn, static_cast<uint32_t>(w.received / mtu));
-        if (psn != expected) {
-            ++device.stats().rcvd_seq_err;
-            if (wire::psn_before(expected, psn)) {
-                retry(device, qp, w.first_psn);  // a response was lost
-            }
-            return;
-        }
-        // Everything sent before the READ is acknowledged by its response.
+        on_data_response(device, qp, packet, now);
+    } else {
+        on_acknowledgement(device, qp, packet, now);
+    }
+}
+
+// A READ response or an atomic's answer: data for the oldest READ or
+// atomic not yet answered, which acknowledges everything sent before it.
+void Transport::on_data_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                                 Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    const uint32_t psn = packet.hdr.bth.psn;
+    auto it = std::find_if(r.window.begin(), r.window.end(), [](const SendWork& w) {
+        return w.started && w.is_read_or_atomic() && !w.done;
+    });
+    if (it == r.window.end()) {
+        return;
+    }
+    SendWork& w = *it;
+    const bool atomic_answer = packet.info->family == wire::Family::kAtomicAck;
+    if (atomic_answer != (w.wqe.opcode != IBV_WR_RDMA_READ)) {
+        // The wrong kind of answer: the WQE fails, as rxe's check_ack() does.
         complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
-        if (family == wire::Family::kAtomicAck) {
-            const uint64_t original = packet.hdr.atomic_ack_eth.original;
-            if (write_process(w.source.pid, std::as_bytes(std::span(&original, 1)),
-                              w.source.segments) != 0) {
-                w.error = IBV_WC_LOC_PROT_ERR;
-            }
-            w.done = true;
-        } else {
-            const auto payload = std::as_bytes(packet.payload);
-            const auto position = packet.info->position;
-            const bool last =
-                position == wire::Position::kLast || position == wire::Position::kOnly;
-            // Every response but the last is a full MTU, and the last ends
-            // the message: a short one was not the responder's (which
-            // sends what was asked) and must not complete the READ.
-            if (last ? w.received + payload.size() < w.length : payload.size() != mtu) {
-                ++device.stats().rcvd_malformed;
-                return;
-            }
-            if (w.received + payload.size() > w.length) {
-                w.error = IBV_WC_LOC_LEN_ERR;
-            } else if (!payload.empty()) {
-                queue_write({&device, &qp, w.first_psn, {}, 0, true}, w.source.pid, payload,
-                            slice(w.source, w.received, payload.size()));
-            }
-            w.received += payload.size();
-            w.done = last;
-        }
-        if (w.done) {
-            r.unacked_psn = wire::psn_add(w.last_psn(), 1);
-        }
-        made_progress(qp, now);
-        if (w.done) {
-            complete_acknowledged(device, qp, w.last_psn());
+        fail_qp(device, qp, IBV_WC_BAD_RESP_ERR);
+        return;
+    }
+    const uint32_t mtu = mtu_bytes(device, qp);
+    const uint32_t expected = wire::psn_add(w.first_psn, static_cast<uint32_t>(w.received / mtu));
+    if (psn != expected) {
+        ++device.stats().rcvd_seq_err;
+        if (wire::psn_before(expected, psn)) {
+            retry(device, qp, w.first_psn);  // a response was lost
         }
         return;
     }
+    // Everything sent before the READ is acknowledged by its response.
+    complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
+    if (atomic_answer) {
+        const uint64_t original = packet.hdr.atomic_ack_eth.original;
+        if (write_process(w.source.pid, std::as_bytes(std::span(&original, 1)),
+                          w.source.segments) != 0) {
+            w.error = IBV_WC_LOC_PROT_ERR;
+        }
+        w.done = true;
+    } else if (!take_read_response(device, qp, w, packet, mtu)) {
+        return;
+    }
+    if (w.done) {
+        r.unacked_psn = wire::psn_add(w.last_psn(), 1);
+    }
+    made_progress(qp, now);
+    if (w.done) {
+        complete_acknowledged(device, qp, w.last_psn());
+    }
+}
 
+// Queues a READ response's payload for the READ's gather list; false when
+// the response is malformed (and ignored).
+bool Transport::take_read_response(Device& device, Qp& qp, SendWork& w,
+                                   const wire::ParsedPacket& packet, uint32_t mtu) {
+    const auto payload = std::as_bytes(packet.payload);
+    const auto position = packet.info->position;
+    const bool last = position == wire::Position::kLast || position == wire::Position::kOnly;
+    // Every response but the last is a full MTU, and the last ends the
+    // message: a short one was not the responder's (which sends what was
+    // asked) and must not complete the READ.
+    if (last ? w.received + payload.size() < w.length : payload.size() != mtu) {
+        ++device.stats().rcvd_malformed;
+        return false;
+    }
+    if (w.received + payload.size() > w.length) {
+        w.error = IBV_WC_LOC_LEN_ERR;
+    } else if (!payload.empty()) {
+        queue_write({&device, &qp, w.first_psn, {}, 0, true}, w.source.pid, payload,
+                    slice(w.source, w.received, payload.size()));
+    }
+    w.received += payload.size();
+    w.done = last;
+    return true;
+}
+
+// An ACK, an RNR NAK or a NAK: completes what it acknowledges, then
+// retries, waits or fails the QP.
+void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                                   Clock::time_point now) {
+    RequesterState& r = qp.requester;
+    const uint32_t psn = packet.hdr.bth.psn;
     const wire::Aeth aeth = packet.hdr.aeth;
     if (aeth.type() == wire::AethType::kRnrNak || aeth.type() == wire::AethType::kNak) {
         qp.journal.last_nak = {now, false, aeth.type() == wire::AethType::kRnrNak, aeth.value(),

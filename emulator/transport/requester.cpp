@@ -34,6 +34,12 @@ bool in_window(const RequesterState& r, uint32_t psn) {
     return wire::psn_diff(psn, r.unacked_psn) < static_cast<int32_t>(kMaxUnackedPsns);
 }
 
+// The request packets of a WQE: a READ or an atomic asks once, whatever
+// the responses that answer it.
+uint32_t request_packets(const SendWork& w) {
+    return w.is_read_or_atomic() ? 1 : w.packets;
+}
+
 // A send's or a write's wire operations by the packet's place in the
 // message; the last (or only) packet carries the immediate data or the
 // rkey to invalidate.
@@ -263,6 +269,77 @@ void Transport::release_stage(SendWork& w) {
     w.staged_size = 0;
 }
 
+// Starts the next WQE when the ordering rules let it (max_rd_atomic,
+// fences, the PSN window): its gather list resolved, a local operation
+// run, its PSNs assigned. False when it must wait, or failed (w.error: it
+// completes in order, then fails the QP).
+bool Transport::start_work(Device& device, Qp& qp, SendWork& w) {
+    RequesterState& r = qp.requester;
+    const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
+    if (w.is_read_or_atomic() && r.reads_in_flight >= max_reads) {
+        return false;
+    }
+    if ((w.wqe.send_flags & IBV_SEND_FENCE) && r.reads_in_flight) {
+        return false;
+    }
+    if (is_reliable(qp.type) && !w.sends_nothing() && !in_window(r, r.next_psn)) {
+        return false;
+    }
+    if (!w.sends_nothing() && w.inline_data.empty()) {
+        // Reads and atomics write their answer into the gather list.
+        const int access = wr::returns_data(w.info()->kind) ? IBV_ACCESS_LOCAL_WRITE : 0;
+        if (resolve_local(device, qp.pd.get(), w.sges, access, w.source) != AccessFault::kNone) {
+            w.error = IBV_WC_LOC_PROT_ERR;
+            return false;
+        }
+    }
+    if (w.is_local_operation() && (w.error = run_local_operation(device, qp, w.wqe)).has_value()) {
+        return false;
+    }
+    w.started = true;
+    if (w.oversize) {
+        ++device.stats().ud_oversize;
+    }
+    if (w.sends_nothing()) {
+        return true;
+    }
+    w.first_psn = r.next_psn;
+    r.next_psn = wire::psn_add(r.next_psn, w.packets);
+    ++device.stats().rdma_sends;
+    if (w.is_read_or_atomic()) {
+        ++r.reads_in_flight;
+    }
+    return true;
+}
+
+// Sends the started WQE's request packets while the budget and the PSN
+// window allow (a READ or an atomic is one request). Whether it sent any.
+bool Transport::send_requests(Device& device, Qp& qp, SendWork& w, uint32_t& budget) {
+    RequesterState& r = qp.requester;
+    const bool reliable = is_reliable(qp.type);
+    bool did = false;
+    while (w.sent < request_packets(w) && !w.error && budget > 0 &&
+           (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
+        const uint32_t index = w.sent++;
+        // The packet after which the requester stops for now (the turn's
+        // budget or the window is used up) asks for an ACK: what it sent is
+        // not left unacknowledged, its retransmission timer running, until
+        // the QP's next turn, which may come long after when many QPs share
+        // the budget.
+        const bool stopping =
+            reliable && (budget == 1 || !in_window(r, wire::psn_add(w.first_psn, w.sent)));
+        send_packet(device, qp, w, index, stopping);
+        const uint32_t newest =
+            w.is_read_or_atomic() ? w.last_psn() : wire::psn_add(w.first_psn, w.sent - 1);
+        if (!wire::psn_before(newest, r.sent_psn_end)) {
+            r.sent_psn_end = wire::psn_add(newest, 1);
+        }
+        --budget;
+        did = true;
+    }
+    return did;
+}
+
 bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
                               uint32_t& turn_budget) {
     RequesterState& r = qp.requester;
@@ -276,75 +353,21 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
     if (r.rnr_resume_at != kNever && now < r.rnr_resume_at) {
         return did;  // waiting out an RNR NAK
     }
-    const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
     const bool reliable = is_reliable(qp.type);
     const uint32_t given = reliable ? turn_budget : std::min(turn_budget, kUnreliableBurst);
     uint32_t budget = given;
     while (r.next_to_send < r.window.size() && budget > 0) {
         SendWork& w = r.window[r.next_to_send];
-        if (w.error) {
-            break;  // completes in order, then fails the QP
+        if (w.error || (!w.started && !start_work(device, qp, w))) {
+            break;
         }
-        if (!w.started) {
-            if (w.is_read_or_atomic() && r.reads_in_flight >= max_reads) {
-                break;
-            }
-            if ((w.wqe.send_flags & IBV_SEND_FENCE) && r.reads_in_flight) {
-                break;
-            }
-            if (reliable && !w.sends_nothing() && !in_window(r, r.next_psn)) {
-                break;
-            }
-            if (!w.sends_nothing() && w.inline_data.empty()) {
-                // Reads and atomics write their answer into the gather list.
-                const int access = wr::returns_data(w.info()->kind) ? IBV_ACCESS_LOCAL_WRITE : 0;
-                if (resolve_local(device, qp.pd.get(), w.sges, access, w.source) !=
-                    AccessFault::kNone) {
-                    w.error = IBV_WC_LOC_PROT_ERR;
-                    break;
-                }
-            }
-            if (w.is_local_operation() &&
-                (w.error = run_local_operation(device, qp, w.wqe)).has_value()) {
-                break;
-            }
-            w.started = true;
-            if (w.oversize) {
-                ++device.stats().ud_oversize;
-            }
-            if (w.sends_nothing()) {
-                w.done = true;
-                ++r.next_to_send;
-                continue;
-            }
-            w.first_psn = r.next_psn;
-            r.next_psn = wire::psn_add(r.next_psn, w.packets);
-            ++device.stats().rdma_sends;
-            if (w.is_read_or_atomic()) {
-                ++r.reads_in_flight;
-            }
+        if (w.sends_nothing()) {
+            w.done = true;
+            ++r.next_to_send;
+            continue;
         }
-        const uint32_t request_packets = w.is_read_or_atomic() ? 1 : w.packets;
-        while (w.sent < request_packets && !w.error && budget > 0 &&
-               (!reliable || in_window(r, wire::psn_add(w.first_psn, w.sent)))) {
-            const uint32_t index = w.sent++;
-            // The packet after which the requester stops for now (the
-            // turn's budget or the window is used up) asks for an ACK:
-            // what it sent is not left unacknowledged, its retransmission
-            // timer running, until the QP's next turn, which may come long
-            // after when many QPs share the budget.
-            const bool stopping =
-                reliable && (budget == 1 || !in_window(r, wire::psn_add(w.first_psn, w.sent)));
-            send_packet(device, qp, w, index, stopping);
-            const uint32_t newest =
-                w.is_read_or_atomic() ? w.last_psn() : wire::psn_add(w.first_psn, w.sent - 1);
-            if (!wire::psn_before(newest, r.sent_psn_end)) {
-                r.sent_psn_end = wire::psn_add(newest, 1);
-            }
-            --budget;
-            did = true;
-        }
-        if (w.error || w.sent < request_packets) {
+        did |= send_requests(device, qp, w, budget);
+        if (w.error || w.sent < request_packets(w)) {
             break;  // the rest when acknowledgements open the window, or next turn
         }
         release_stage(w);

@@ -118,6 +118,8 @@ class Transport {
     void deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet, const Arrival& arrival);
     // requester.cpp
     bool take_work(Device& device, Qp& qp);
+    bool start_work(Device& device, Qp& qp, SendWork& work);
+    bool send_requests(Device& device, Qp& qp, SendWork& work, uint32_t& budget);
     // Packet `index` of the work; `ask_ack`: it asks for an acknowledgement
     // whatever its place in the message.
     void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index, bool ask_ack);
@@ -128,6 +130,12 @@ class Transport {
     // completer.cpp
     void on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                      Clock::time_point now);
+    void on_data_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                          Clock::time_point now);
+    bool take_read_response(Device& device, Qp& qp, SendWork& work,
+                            const wire::ParsedPacket& packet, uint32_t mtu);
+    void on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPacket& packet,
+                            Clock::time_point now);
     void complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn);
     void complete_front(Device& device, Qp& qp, ibv_wc_status status);
     void fail_qp(Device& device, Qp& qp, ibv_wc_status status);
