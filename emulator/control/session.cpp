@@ -113,100 +113,91 @@ void Session::on_readable() {
     server_.end(shared_from_this());
 }
 
-void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_fds, int lost_fds) {
-    std::vector<UniqueFd> fds;
-    for (int fd : raw_fds) {
-        fds.emplace_back(fd);
-    }
-    rpc::RequestHeader header{};
-    if (!admitted_) {
-        memcpy(&header, message.data(), std::min(message.size(), sizeof(header)));
-        reply(header, admitted_, {});
-        ending_ = true;
-        return;
-    }
+// The header of a request: size, magic, version, length, and the
+// descriptors it came with. `header` is filled as far as the message allows.
+Result Session::check_request(std::span<const std::byte> message, int lost_fds,
+                              rpc::RequestHeader& header) const {
     if (message.size() < sizeof(header)) {
-        reply(header,
-              fail(EPROTO, "malformed request: %zu bytes, shorter than a header", message.size()),
-              {});
-        return;
+        return fail(EPROTO, "malformed request: %zu bytes, shorter than a header", message.size());
     }
     memcpy(&header, message.data(), sizeof(header));
     if (header.magic != rpc::kMagic) {
-        reply(header, fail(EPROTO, "malformed request: bad magic 0x%08x", header.magic), {});
-        return;
+        return fail(EPROTO, "malformed request: bad magic 0x%08x", header.magic);
     }
     if (header.version != rpc::kVersion) {
-        reply(header,
-              fail(EPROTO, "protocol version %u is not this daemon's %u", header.version,
-                   rpc::kVersion),
-              {});
-        return;
+        return fail(EPROTO, "protocol version %u is not this daemon's %u", header.version,
+                    rpc::kVersion);
     }
     if (header.length != message.size()) {
-        reply(header,
-              fail(EPROTO, "malformed request: length field %u, message %zu bytes", header.length,
-                   message.size()),
-              {});
-        return;
+        return fail(EPROTO, "malformed request: length field %u, message %zu bytes", header.length,
+                    message.size());
     }
     if (lost_fds) {
-        reply(header,
-              fail(lost_fds, lost_fds == EMFILE
-                                 ? "uroced has no file descriptors left to receive the request's"
-                                 : "the request carries more descriptors than the protocol allows"),
-              {});
-        return;
+        return fail(lost_fds,
+                    lost_fds == EMFILE
+                        ? "uroced has no file descriptors left to receive the request's"
+                        : "the request carries more descriptors than the protocol allows");
     }
-    const auto body = message.subspan(sizeof(header));
-    if (header.op == rpc::Op::kHello) {
-        rpc::HelloReply hello_reply{};
-        const Result result = hello(body, fds, hello_reply);
-        if (!result) {
-            log_refusal("hello", result);
+    return ok();
+}
+
+// Requests of the session itself rather than of a device context: hello,
+// attach, status, rdma_cm, netlink and the tool's. False for a verb.
+bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                                std::vector<UniqueFd>& fds) {
+    switch (header.op) {
+        case rpc::Op::kHello: {
+            rpc::HelloReply hello_reply{};
+            const Result result = hello(body, fds, hello_reply);
+            if (!result) {
+                log_refusal("hello", result);
+            }
+            // A device's client gets the doorbell; the tool needs none.
+            const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
+            reply(header, result,
+                  result ? std::as_bytes(std::span(&hello_reply, 1)) : std::span<const std::byte>{},
+                  result && context_ ? std::span<const int>(doorbell) : std::span<const int>{});
+            return true;
         }
-        // A device's client gets the doorbell; the tool needs none.
-        const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
-        reply(header, result,
-              result ? std::as_bytes(std::span(&hello_reply, 1)) : std::span<const std::byte>{},
-              result && context_ ? std::span<const int>(doorbell) : std::span<const int>{});
-        return;
+        case rpc::Op::kAttach: {
+            // The doorbell goes along, as with hello: an imported context
+            // needs it (a forked child has it already and closes these).
+            const Result result = attach(body);
+            const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
+            reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{},
+                  result ? std::span<const int>(doorbell) : std::span<const int>{});
+            return true;
+        }
+        case rpc::Op::kStatus:
+        case rpc::Op::kQpSnapshot:
+        case rpc::Op::kWireSnapshot:
+            report_page(header, body);
+            return true;
+        case rpc::Op::kCmOpen:
+            cm_open(header, body, fds);
+            return true;
+        case rpc::Op::kCmAttach:
+            cm_attach(header, body);
+            return true;
+        case rpc::Op::kCmCommand:
+            cm_command(header, body);
+            return true;
+        case rpc::Op::kNetlinkOpen:
+            netlink_open(header, body);
+            return true;
+        default:
+            if (is_tool_op(header.op)) {
+                const Answer answer = tool_request(header.op, body, fds);
+                reply(header, answer.result, answer.body);
+                return true;
+            }
+            return false;
     }
-    if (header.op == rpc::Op::kAttach) {
-        // The doorbell goes along, as with hello: an imported context needs it
-        // (a forked child has it already and closes these).
-        const Result result = attach(body);
-        const int doorbell[] = {server_.doorbell().eventfd(), server_.doorbell().page_fd()};
-        reply(header, result, result ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{},
-              result ? std::span<const int>(doorbell) : std::span<const int>{});
-        return;
-    }
-    if (header.op == rpc::Op::kStatus || header.op == rpc::Op::kQpSnapshot ||
-        header.op == rpc::Op::kWireSnapshot) {
-        report_page(header, body);
-        return;
-    }
-    if (header.op == rpc::Op::kCmOpen) {
-        cm_open(header, body, fds);
-        return;
-    }
-    if (header.op == rpc::Op::kCmAttach) {
-        cm_attach(header, body);
-        return;
-    }
-    if (header.op == rpc::Op::kCmCommand) {
-        cm_command(header, body);
-        return;
-    }
-    if (header.op == rpc::Op::kNetlinkOpen) {
-        netlink_open(header, body);
-        return;
-    }
-    if (is_tool_op(header.op)) {
-        const Answer answer = tool_request(header.op, body, fds);
-        reply(header, answer.result, answer.body);
-        return;
-    }
+}
+
+// A verb on the session's device context.
+void Session::handle_verb(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                          std::vector<UniqueFd>& fds) {
     if (!context_) {
         reply(header,
               device_gone_ ? fail(EIO, "the device was removed (rdma link delete)")
@@ -234,6 +225,28 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         fds_out.push_back(fd.get());
     }
     reply(header, answer.result, answer.body, fds_out);
+}
+
+void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_fds, int lost_fds) {
+    std::vector<UniqueFd> fds;
+    for (int fd : raw_fds) {
+        fds.emplace_back(fd);
+    }
+    rpc::RequestHeader header{};
+    if (!admitted_) {
+        memcpy(&header, message.data(), std::min(message.size(), sizeof(header)));
+        reply(header, admitted_, {});
+        ending_ = true;
+        return;
+    }
+    if (Result r = check_request(message, lost_fds, header); !r) {
+        reply(header, r, {});
+        return;
+    }
+    const auto body = message.subspan(sizeof(header));
+    if (!handle_session_op(header, body, fds)) {
+        handle_verb(header, body, fds);
+    }
 }
 
 void Session::log_refusal(const char* what, const Result& result) {

@@ -50,6 +50,12 @@ class Session : public std::enable_shared_from_this<Session> {
     // `lost_fds`: EMFILE or ETOOMANYREFS when not all of the message's
     // descriptors arrived (the request is refused with it), else 0.
     void handle(std::span<const std::byte> message, std::vector<int>& fds, int lost_fds);
+    Result check_request(std::span<const std::byte> message, int lost_fds,
+                         rpc::RequestHeader& header) const;
+    bool handle_session_op(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                           std::vector<UniqueFd>& fds);
+    void handle_verb(const rpc::RequestHeader& header, std::span<const std::byte> body,
+                     std::vector<UniqueFd>& fds);
     void reply(const rpc::RequestHeader& request, const Result& result,
                std::span<const std::byte> body, std::span<const int> fds = {});
     Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,

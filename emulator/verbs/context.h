@@ -114,6 +114,19 @@ class Context {
                            uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                            rpc::RegMrReply& reply);
     Result check_ah_attr(const ibv_ah_attr& attr) const;
+    // create_qp's steps: the request's own values, the objects it names,
+    // then the QP.
+    struct QpObjects {
+        std::shared_ptr<Pd> pd;
+        std::shared_ptr<Xrcd> xrcd;
+        std::shared_ptr<Cq> send_cq;
+        std::shared_ptr<Cq> recv_cq;
+        std::shared_ptr<Srq> srq;
+    };
+    Result check_qp_init(const rpc::CreateQpRequest& req) const;
+    Result find_qp_objects(const rpc::CreateQpRequest& req, QpObjects& found) const;
+    Result build_qp(const rpc::CreateQpRequest& req, const QpObjects& objects,
+                    const ibv_qp_cap& cap, Qp& qp);
     Result create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply);
     // Gives the QP's doorbell slot back (queues::DoorbellBits).
     void detach_doorbell(Qp& qp);

@@ -195,8 +195,10 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
     return ok();
 }
 
-Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply,
-                          ReplyFds& fds) {
+// What ibv_create_qp_ex asks for that uroce does not offer or the caller
+// may not have, before any object is looked at (rxe_qp_chk_init's first
+// half).
+Result Context::check_qp_init(const rpc::CreateQpRequest& req) const {
     const auto type = static_cast<ibv_qp_type>(req.qp_type);
     switch (type) {
         case IBV_QPT_RC:
@@ -230,87 +232,103 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     if (type == IBV_QPT_RAW_PACKET && !has_capability(pid_, CAP_NET_RAW)) {
         return fail(EPERM, "only a process with CAP_NET_RAW creates RAW_PACKET QPs");
     }
-    if ((req.comp_mask & IBV_QP_INIT_ATTR_RX_HASH) || req.rwq_ind_tbl) {
-        return create_rss_qp(req, reply);
-    }
+    return ok();
+}
 
-    std::shared_ptr<Pd> pd;
-    std::shared_ptr<Xrcd> xrcd;
+// The objects a new QP names, each of the caller's and fit for the QP's
+// type (rxe_qp_chk_init's second half).
+Result Context::find_qp_objects(const rpc::CreateQpRequest& req, QpObjects& found) const {
+    const auto type = static_cast<ibv_qp_type>(req.qp_type);
     if (type == IBV_QPT_XRC_RECV) {
-        xrcd = xrcds_.find(req.xrcd);
-        if (!xrcd) {
+        found.xrcd = xrcds_.find(req.xrcd);
+        if (!found.xrcd) {
             return fail(EINVAL, "an XRC_TGT QP needs a valid XRC domain (handle %u)", req.xrcd);
         }
-    } else {
-        pd = pds_.find(req.pd);
-        if (!pd) {
-            return fail(EINVAL, "no PD with handle %u", req.pd);
-        }
+    } else if (!(found.pd = pds_.find(req.pd))) {
+        return fail(EINVAL, "no PD with handle %u", req.pd);
     }
-    std::shared_ptr<Cq> send_cq;
-    std::shared_ptr<Cq> recv_cq;
-    if (type != IBV_QPT_XRC_RECV) {
-        send_cq = cqs_.find(req.send_cq);
-        if (!send_cq) {
-            return fail(EINVAL, "send CQ handle %u is not a CQ", req.send_cq);
-        }
+    if (type != IBV_QPT_XRC_RECV && !(found.send_cq = cqs_.find(req.send_cq))) {
+        return fail(EINVAL, "send CQ handle %u is not a CQ", req.send_cq);
     }
-    if (type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND) {
-        recv_cq = cqs_.find(req.recv_cq);
-        if (!recv_cq) {
-            return fail(EINVAL, "receive CQ handle %u is not a CQ", req.recv_cq);
-        }
+    if (type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND &&
+        !(found.recv_cq = cqs_.find(req.recv_cq))) {
+        return fail(EINVAL, "receive CQ handle %u is not a CQ", req.recv_cq);
     }
-    std::shared_ptr<Srq> srq;
-    if (req.srq) {
-        if (type != IBV_QPT_RC && type != IBV_QPT_UD && type != IBV_QPT_XRC_RECV) {
-            return fail(EINVAL, "%s QPs cannot use an SRQ (only RC, UD and XRC_TGT)",
-                        qp_type_name(type));
-        }
-        srq = srqs_.find(req.srq);
-        if (!srq) {
-            return fail(EINVAL, "no SRQ with handle %u", req.srq);
-        }
-        if (srq->type != IBV_SRQT_BASIC && type != IBV_QPT_XRC_RECV) {
-            return fail(EINVAL, "an XRC SRQ cannot serve a %s QP", qp_type_name(type));
-        }
+    if (!req.srq) {
+        return ok();
     }
-    ibv_qp_cap cap{};
-    if (type == IBV_QPT_XRC_RECV) {
-        cap = {};  // no queues of its own: receives go to XRC SRQs
-    } else if (Result r = check_qp_caps(req, cap); !r) {
-        return r;
+    if (type != IBV_QPT_RC && type != IBV_QPT_UD && type != IBV_QPT_XRC_RECV) {
+        return fail(EINVAL, "%s QPs cannot use an SRQ (only RC, UD and XRC_TGT)",
+                    qp_type_name(type));
     }
-    auto qp = std::make_shared<Qp>();
+    found.srq = srqs_.find(req.srq);
+    if (!found.srq) {
+        return fail(EINVAL, "no SRQ with handle %u", req.srq);
+    }
+    if (found.srq->type != IBV_SRQT_BASIC && type != IBV_QPT_XRC_RECV) {
+        return fail(EINVAL, "an XRC SRQ cannot serve a %s QP", qp_type_name(type));
+    }
+    return ok();
+}
+
+// The QP itself, in RESET, with the rings its queues need (rxe_qp_from_init).
+Result Context::build_qp(const rpc::CreateQpRequest& req, const QpObjects& objects,
+                         const ibv_qp_cap& cap, Qp& qp) {
+    const auto type = static_cast<ibv_qp_type>(req.qp_type);
     if (type != IBV_QPT_XRC_RECV) {
         if (Result r = Ring::create(
                 device_.name() + "-sq", std::bit_ceil(std::max(cap.max_send_wr, 1u)),
-                queues::send_wqe_size(cap.max_send_sge, cap.max_inline_data), 0, qp->send_queue);
+                queues::send_wqe_size(cap.max_send_sge, cap.max_inline_data), 0, qp.send_queue);
             !r) {
             return r;
         }
     }
-    if (!srq && type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND) {
+    if (!objects.srq && type != IBV_QPT_XRC_RECV && type != IBV_QPT_XRC_SEND) {
         if (Result r =
                 Ring::create(device_.name() + "-rq", std::bit_ceil(std::max(cap.max_recv_wr, 1u)),
-                             queues::recv_wqe_size(cap.max_recv_sge), 0, qp->recv_queue);
+                             queues::recv_wqe_size(cap.max_recv_sge), 0, qp.recv_queue);
             !r) {
             return r;
         }
     }
-    qp->type = type;
-    qp->sq_sig_all = req.sq_sig_all != 0;
-    qp->cap = cap;
-    qp->attr.qp_state = IBV_QPS_RESET;
-    qp->attr.cur_qp_state = IBV_QPS_RESET;
-    qp->attr.cap = cap;
-    qp->pd = Ref<Pd>(pd);
-    qp->send_cq = Ref<Cq>(send_cq);
-    qp->recv_cq = Ref<Cq>(recv_cq);
-    qp->srq = Ref<Srq>(srq);
-    qp->xrc_domain = xrcd ? xrcd->domain : nullptr;
-    qp->ahs = type == IBV_QPT_UD ? &ahs_ : nullptr;
-    if (Result r = add_qp(qp, req.user_handle, xrcd); !r) {
+    qp.type = type;
+    qp.sq_sig_all = req.sq_sig_all != 0;
+    qp.cap = cap;
+    qp.attr.qp_state = IBV_QPS_RESET;
+    qp.attr.cur_qp_state = IBV_QPS_RESET;
+    qp.attr.cap = cap;
+    qp.pd = Ref<Pd>(objects.pd);
+    qp.send_cq = Ref<Cq>(objects.send_cq);
+    qp.recv_cq = Ref<Cq>(objects.recv_cq);
+    qp.srq = Ref<Srq>(objects.srq);
+    qp.xrc_domain = objects.xrcd ? objects.xrcd->domain : nullptr;
+    qp.ahs = type == IBV_QPT_UD ? &ahs_ : nullptr;
+    return ok();
+}
+
+Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& reply,
+                          ReplyFds& fds) {
+    if (Result r = check_qp_init(req); !r) {
+        return r;
+    }
+    if ((req.comp_mask & IBV_QP_INIT_ATTR_RX_HASH) || req.rwq_ind_tbl) {
+        return create_rss_qp(req, reply);
+    }
+    QpObjects objects;
+    if (Result r = find_qp_objects(req, objects); !r) {
+        return r;
+    }
+    ibv_qp_cap cap{};  // XRC_TGT has no queues of its own: receives go to XRC SRQs
+    if (req.qp_type != IBV_QPT_XRC_RECV) {
+        if (Result r = check_qp_caps(req, cap); !r) {
+            return r;
+        }
+    }
+    auto qp = std::make_shared<Qp>();
+    if (Result r = build_qp(req, objects, cap, *qp); !r) {
+        return r;
+    }
+    if (Result r = add_qp(qp, req.user_handle, objects.xrcd); !r) {
         return r;
     }
     reply = {qp->handle,
