@@ -45,6 +45,76 @@ int map_queues(const rpc::CreateQpReply& reply, const ReceivedFds& received, Pro
     return 0;
 }
 
+// The daemon's request for `attr`, the QP's address as its user handle;
+// false when the RSS hash key cannot be carried.
+bool create_qp_request(const ibv_qp_init_attr_ex& attr, const ProviderQp& qp,
+                       rpc::CreateQpRequest& request) {
+    const uint32_t mask = attr.comp_mask;
+    const ibv_pd* pd = (mask & IBV_QP_INIT_ATTR_PD) ? attr.pd : nullptr;
+    ibv_xrcd* xrcd = (mask & IBV_QP_INIT_ATTR_XRCD) ? attr.xrcd : nullptr;
+    request.user_handle = reinterpret_cast<uintptr_t>(&qp.ibv.qp);
+    request.qp_type = attr.qp_type;
+    request.sq_sig_all = attr.sq_sig_all;
+    request.pd = pd ? pd->handle : rpc::kNoHandle;
+    request.send_cq = handle_of(attr.send_cq);
+    request.recv_cq = handle_of(attr.recv_cq);
+    request.srq = attr.srq ? attr.srq->handle : rpc::kNoHandle;
+    request.xrcd = xrcd ? reinterpret_cast<verbs_xrcd*>(xrcd)->handle : rpc::kNoHandle;
+    request.rwq_ind_tbl = ((mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr.rwq_ind_tbl)
+                              ? attr.rwq_ind_tbl->ind_tbl_handle
+                              : rpc::kNoHandle;
+    request.cap = attr.cap;
+    request.comp_mask = mask;
+    request.create_flags = (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr.create_flags : 0;
+    request.max_tso_header = (mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) ? attr.max_tso_header : 0;
+    request.source_qpn = attr.source_qpn;
+    request.send_ops_flags = (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr.send_ops_flags : 0;
+    if (mask & IBV_QP_INIT_ATTR_RX_HASH) {
+        const ibv_rx_hash_conf& hash = attr.rx_hash_conf;
+        if (hash.rx_hash_key_len > sizeof(request.rx_hash_key) ||
+            (hash.rx_hash_key_len && !hash.rx_hash_key)) {
+            return false;
+        }
+        request.rx_hash_function = hash.rx_hash_function;
+        request.rx_hash_key_len = hash.rx_hash_key_len;
+        if (hash.rx_hash_key_len) {
+            memcpy(request.rx_hash_key, hash.rx_hash_key, hash.rx_hash_key_len);
+        }
+        request.rx_hash_fields_mask = hash.rx_hash_fields_mask;
+    }
+    return true;
+}
+
+// The ibv_qp libibverbs hands out, from what the daemon created.
+void fill_qp(ibv_context* context, const ibv_qp_init_attr_ex& attr, const rpc::CreateQpReply& reply,
+             ProviderQp& qp) {
+    const uint32_t mask = attr.comp_mask;
+    qp.send_opcodes = wr::allowed_mask(attr.qp_type);
+    ibv_qp& ibqp = qp.ibv.qp;
+    ibqp.context = context;
+    ibqp.qp_context = attr.qp_context;
+    ibqp.pd = (mask & IBV_QP_INIT_ATTR_PD) ? attr.pd : nullptr;
+    ibqp.send_cq = attr.send_cq;
+    ibqp.recv_cq = attr.recv_cq;
+    ibqp.srq = attr.srq;
+    ibqp.handle = reply.handle;
+    ibqp.qp_num = reply.qpn;
+    ibqp.state = IBV_QPS_RESET;
+    ibqp.qp_type = attr.qp_type;
+    pthread_mutex_init(&ibqp.mutex, nullptr);
+    pthread_cond_init(&ibqp.cond, nullptr);
+    if ((mask & IBV_QP_INIT_ATTR_XRCD) && attr.xrcd) {
+        qp.ibv.comp_mask |= VERBS_QP_XRCD;
+        qp.ibv.xrcd = reinterpret_cast<verbs_xrcd*>(attr.xrcd);
+    }
+    if (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+        qp.ibv.comp_mask |= VERBS_QP_EX;
+        set_qp_ex_ops(&qp.ibv.qp_ex);
+        qp.batch.sges.reserve(reply.cap.max_send_sge);
+        qp.batch.inline_data.reserve(reply.cap.max_inline_data);
+    }
+}
+
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
@@ -53,41 +123,11 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         errno = ENOMEM;
         return nullptr;
     }
-    const uint32_t mask = attr->comp_mask;
-    ibv_pd* pd = (mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
-    ibv_xrcd* xrcd = (mask & IBV_QP_INIT_ATTR_XRCD) ? attr->xrcd : nullptr;
     rpc::CreateQpRequest request{};
-    request.user_handle = reinterpret_cast<uintptr_t>(&qp->ibv.qp);
-    request.qp_type = attr->qp_type;
-    request.sq_sig_all = attr->sq_sig_all;
-    request.pd = pd ? pd->handle : rpc::kNoHandle;
-    request.send_cq = handle_of(attr->send_cq);
-    request.recv_cq = handle_of(attr->recv_cq);
-    request.srq = attr->srq ? attr->srq->handle : rpc::kNoHandle;
-    request.xrcd = xrcd ? reinterpret_cast<verbs_xrcd*>(xrcd)->handle : rpc::kNoHandle;
-    request.rwq_ind_tbl = ((mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr->rwq_ind_tbl)
-                              ? attr->rwq_ind_tbl->ind_tbl_handle
-                              : rpc::kNoHandle;
-    request.cap = attr->cap;
-    request.comp_mask = mask;
-    request.create_flags = (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
-    request.max_tso_header = (mask & IBV_QP_INIT_ATTR_MAX_TSO_HEADER) ? attr->max_tso_header : 0;
-    request.source_qpn = attr->source_qpn;
-    request.send_ops_flags = (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? attr->send_ops_flags : 0;
-    if (mask & IBV_QP_INIT_ATTR_RX_HASH) {
-        const ibv_rx_hash_conf& hash = attr->rx_hash_conf;
-        if (hash.rx_hash_key_len > sizeof(request.rx_hash_key) ||
-            (hash.rx_hash_key_len && !hash.rx_hash_key)) {
-            delete qp;
-            errno = EINVAL;
-            return nullptr;
-        }
-        request.rx_hash_function = hash.rx_hash_function;
-        request.rx_hash_key_len = hash.rx_hash_key_len;
-        if (hash.rx_hash_key_len) {
-            memcpy(request.rx_hash_key, hash.rx_hash_key, hash.rx_hash_key_len);
-        }
-        request.rx_hash_fields_mask = hash.rx_hash_fields_mask;
+    if (!create_qp_request(*attr, *qp, request)) {
+        delete qp;
+        errno = EINVAL;
+        return nullptr;
     }
     rpc::CreateQpReply reply;
     ReceivedFds received;
@@ -102,32 +142,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         report_ring(context, "create_qp", error);
         return nullptr;
     }
-    qp->send_opcodes = wr::allowed_mask(attr->qp_type);
-    ibv_qp& ibqp = qp->ibv.qp;
-    ibqp.context = context;
-    ibqp.qp_context = attr->qp_context;
-    ibqp.pd = pd;
-    ibqp.send_cq = attr->send_cq;
-    ibqp.recv_cq = attr->recv_cq;
-    ibqp.srq = attr->srq;
-    ibqp.handle = reply.handle;
-    ibqp.qp_num = reply.qpn;
-    ibqp.state = IBV_QPS_RESET;
-    ibqp.qp_type = attr->qp_type;
-    pthread_mutex_init(&ibqp.mutex, nullptr);
-    pthread_cond_init(&ibqp.cond, nullptr);
-    if (xrcd) {
-        qp->ibv.comp_mask |= VERBS_QP_XRCD;
-        qp->ibv.xrcd = reinterpret_cast<verbs_xrcd*>(xrcd);
-    }
-    if (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-        qp->ibv.comp_mask |= VERBS_QP_EX;
-        set_qp_ex_ops(&qp->ibv.qp_ex);
-        qp->batch.sges.reserve(reply.cap.max_send_sge);
-        qp->batch.inline_data.reserve(reply.cap.max_inline_data);
-    }
+    fill_qp(context, *attr, reply, *qp);
     attr->cap = reply.cap;
-    return &ibqp;
+    return &qp->ibv.qp;
 }
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {

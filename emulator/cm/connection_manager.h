@@ -312,6 +312,7 @@ class ConnectionManager {
     void on_retry_timer(uint32_t handle);
     void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
     void on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req);
+    void on_repeated_req(Id& id, Device& to, uint32_t src_ipv4, uint64_t tid);
     void on_rep(Id& id, const Rep& rep);
     void on_rtu(Id& id);
     void on_rej(Id& id, const Rej& rej);

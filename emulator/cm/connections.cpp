@@ -298,79 +298,90 @@ Result ConnectionManager::write_event(Id& id, uint32_t event, uint32_t status, u
 
 // ---- INIT_QP_ATTR ------------------------------------------------------------
 
+namespace {
+
+// cma_ib_init_qp_attr: what INIT needs, whatever the state asked, for a UD
+// ID or one without a connection.
+void init_attr_without_cm(const Id& id, ib_uverbs_qp_attr& attr) {
+    attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+    attr.pkey_index = 0;
+    attr.port_num = 1;
+    if (is_ud(id)) {
+        attr.qkey = id.qkey ? id.qkey : kUdpQkey;
+        attr.qp_attr_mask |= IBV_QP_QKEY;
+    } else {
+        attr.qp_access_flags = 0;
+        attr.qp_attr_mask |= IBV_QP_ACCESS_FLAGS;
+    }
+}
+
+// What a connection's QP needs for each state, once its REQ and REP gave
+// the values (cm_init_qp_init_attr, _rtr_attr, _rts_attr).
+Result connected_qp_attr(const Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr) {
+    const bool answered = id.cm != CmState::kIdle && id.cm != CmState::kReqSent &&
+                          id.cm != CmState::kDreqSent && id.cm != CmState::kDreqRcvd &&
+                          id.cm != CmState::kTimewait;
+    switch (qp_state) {
+        case IBV_QPS_INIT:
+            if (id.cm == CmState::kIdle || id.cm == CmState::kTimewait) {
+                return fail(EINVAL, "INIT_QP_ATTR(INIT) while the connection is %s", name(id.cm));
+            }
+            attr.qp_attr_mask =
+                IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+            attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+            if (id.responder_resources) {
+                attr.qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+            }
+            attr.pkey_index = 0;
+            attr.port_num = 1;
+            return ok();
+        case IBV_QPS_RTR: {
+            if (!answered) {
+                return fail(EINVAL, "INIT_QP_ATTR(RTR) while the connection is %s", name(id.cm));
+            }
+            attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+            const Gid dgid = gid_of(id.peer_ipv4);
+            memcpy(attr.ah_attr.grh.dgid, dgid.data(), sizeof(attr.ah_attr.grh.dgid));
+            attr.ah_attr.grh.sgid_index = 0;
+            attr.ah_attr.grh.hop_limit = kHopLimit;
+            attr.ah_attr.grh.traffic_class = id.tos;
+            attr.ah_attr.is_global = 1;
+            attr.ah_attr.port_num = 1;
+            attr.path_mtu = id.path_mtu;
+            attr.dest_qp_num = id.remote_qpn;
+            attr.max_dest_rd_atomic = id.responder_resources;
+            attr.min_rnr_timer = 0;
+            return ok();
+        }
+        case IBV_QPS_RTS:
+            if (!answered) {
+                return fail(EINVAL, "INIT_QP_ATTR(RTS) while the connection is %s", name(id.cm));
+            }
+            attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT;
+            attr.sq_psn = id.sq_psn;
+            attr.retry_cnt = id.retry_count;
+            attr.rnr_retry = id.rnr_retry_count;
+            attr.max_rd_atomic = id.initiator_depth;
+            attr.timeout = kAckTimeout;
+            return ok();
+        default:
+            return fail(EINVAL, "INIT_QP_ATTR for QP state %u of a connection", qp_state);
+    }
+}
+
+}  // namespace
+
 Result ConnectionManager::init_qp_attr(Id& id, uint32_t qp_state, ib_uverbs_qp_attr& attr) {
     if (!id.device) {
         return fail(EINVAL, "INIT_QP_ATTR on an ID with no device yet");
     }
     attr.qp_state = qp_state;
     if (!id.has_cm || is_ud(id)) {
-        // cma_ib_init_qp_attr: what INIT needs, whatever the state asked.
-        attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-        attr.pkey_index = 0;
-        attr.port_num = 1;
-        if (is_ud(id)) {
-            attr.qkey = id.qkey ? id.qkey : kUdpQkey;
-            attr.qp_attr_mask |= IBV_QP_QKEY;
-        } else {
-            attr.qp_access_flags = 0;
-            attr.qp_attr_mask |= IBV_QP_ACCESS_FLAGS;
-        }
-    } else {
-        const bool answered = id.cm != CmState::kIdle && id.cm != CmState::kReqSent &&
-                              id.cm != CmState::kDreqSent && id.cm != CmState::kDreqRcvd &&
-                              id.cm != CmState::kTimewait;
-        switch (qp_state) {
-            case IBV_QPS_INIT:
-                if (id.cm == CmState::kIdle || id.cm == CmState::kTimewait) {
-                    return fail(EINVAL, "INIT_QP_ATTR(INIT) while the connection is %s",
-                                name(id.cm));
-                }
-                attr.qp_attr_mask =
-                    IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-                attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-                if (id.responder_resources) {
-                    attr.qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-                }
-                attr.pkey_index = 0;
-                attr.port_num = 1;
-                break;
-            case IBV_QPS_RTR: {
-                if (!answered) {
-                    return fail(EINVAL, "INIT_QP_ATTR(RTR) while the connection is %s",
-                                name(id.cm));
-                }
-                attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                    IBV_QP_MIN_RNR_TIMER;
-                const Gid dgid = gid_of(id.peer_ipv4);
-                memcpy(attr.ah_attr.grh.dgid, dgid.data(), sizeof(attr.ah_attr.grh.dgid));
-                attr.ah_attr.grh.sgid_index = 0;
-                attr.ah_attr.grh.hop_limit = kHopLimit;
-                attr.ah_attr.grh.traffic_class = id.tos;
-                attr.ah_attr.is_global = 1;
-                attr.ah_attr.port_num = 1;
-                attr.path_mtu = id.path_mtu;
-                attr.dest_qp_num = id.remote_qpn;
-                attr.max_dest_rd_atomic = id.responder_resources;
-                attr.min_rnr_timer = 0;
-                break;
-            }
-            case IBV_QPS_RTS:
-                if (!answered) {
-                    return fail(EINVAL, "INIT_QP_ATTR(RTS) while the connection is %s",
-                                name(id.cm));
-                }
-                attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT |
-                                    IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT;
-                attr.sq_psn = id.sq_psn;
-                attr.retry_cnt = id.retry_count;
-                attr.rnr_retry = id.rnr_retry_count;
-                attr.max_rd_atomic = id.initiator_depth;
-                attr.timeout = kAckTimeout;
-                break;
-            default:
-                return fail(EINVAL, "INIT_QP_ATTR for QP state %u of a connection", qp_state);
-        }
+        init_attr_without_cm(id, attr);
+    } else if (Result r = connected_qp_attr(id, qp_state, attr); !r) {
+        return r;
     }
     if (qp_state == IBV_QPS_RTR) {
         attr.rq_psn = id.seq_num;  // rdma_init_qp_attr: this side's own starting PSN

@@ -326,17 +326,43 @@ Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uin
     return wildcard;
 }
 
+namespace {
+
+// The CONNECT_REQUEST event a listener's channel gets for a REQ.
+Channel::Event connect_request(const Id& listener, const Id& id, const Req& req) {
+    Channel::Event event{listener.handle, id.handle, {}};
+    event.resp.uid = listener.uid;
+    event.resp.id = id.handle;
+    event.resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
+    rdma_ucm_conn_param& conn = event.resp.param.conn;
+    copy_conn_private(conn, std::span(req.private_data).subspan(kUserPrivateOffset));
+    conn.responder_resources = id.responder_resources;
+    conn.initiator_depth = id.initiator_depth;
+    conn.flow_control = req.end_to_end_flow_control;
+    conn.retry_count = req.retry_count;
+    conn.rnr_retry_count = req.rnr_retry_count;
+    conn.srq = req.srq;
+    conn.qp_num = req.local_qpn;
+    return event;
+}
+
+}  // namespace
+
+// A REQ again (cm_dup_req_handler): while the program decides, an MRA says
+// so; in timewait the connection is stale; otherwise nothing.
+void ConnectionManager::on_repeated_req(Id& id, Device& to, uint32_t src_ipv4, uint64_t tid) {
+    if (id.cm == CmState::kMraReqSent) {
+        send_mra(id, Answered::kReq);
+    } else if (id.cm == CmState::kTimewait) {
+        send_reply(to, src_ipv4, tid, rej_of(id, RejectReason::kStaleConnection));
+    } else {
+        ++to.stats().cm_mads_dropped;
+    }
+}
+
 void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req) {
-    // A REQ again (cm_dup_req_handler): while the program decides, an MRA
-    // says so; in timewait the connection is stale; otherwise nothing.
     if (Id* id = ids_.by_peer(&to, src_ipv4, req.local_comm_id)) {
-        if (id->cm == CmState::kMraReqSent) {
-            send_mra(*id, Answered::kReq);
-        } else if (id->cm == CmState::kTimewait) {
-            send_reply(to, src_ipv4, tid, rej_of(*id, RejectReason::kStaleConnection));
-        } else {
-            ++to.stats().cm_mads_dropped;
-        }
+        on_repeated_req(*id, to, src_ipv4, tid);
         return;
     }
     const auto header = decode_ip_cm_header(req.private_data);
@@ -390,20 +416,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     id.rnr_retry_count = req.rnr_retry_count;
     id.tos = req.primary.traffic_class;
 
-    Channel::Event event{listener->handle, id.handle, {}};
-    event.resp.uid = listener->uid;
-    event.resp.id = id.handle;
-    event.resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
-    rdma_ucm_conn_param& conn = event.resp.param.conn;
-    copy_conn_private(conn, std::span(req.private_data).subspan(kUserPrivateOffset));
-    conn.responder_resources = id.responder_resources;
-    conn.initiator_depth = id.initiator_depth;
-    conn.flow_control = req.end_to_end_flow_control;
-    conn.retry_count = req.retry_count;
-    conn.rnr_retry_count = req.rnr_retry_count;
-    conn.srq = req.srq;
-    conn.qp_num = req.local_qpn;
-    if (!queue(*listener->channel, event)) {
+    if (!queue(*listener->channel, connect_request(*listener, id, req))) {
         abandon_connection(id);
         erase(id);
         return;

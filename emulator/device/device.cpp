@@ -44,21 +44,13 @@ uint64_t guid_from_address(in_addr address) {
            uint64_t{0xff} << 32 | uint64_t{0xfe} << 24 | (ip & 0xffffff);
 }
 
-}  // namespace
-
-Device::Device(const DeviceConfig& config, uint32_t index)
-    : config_(config),
-      index_(index),
-      node_guid_(guid_from_address(config.address)),
-      qpns_(kFirstQpn, (1u << 24) - 1),
-      key_indexes_(1, (1u << 24) - 1),
-      srq_nums_(1, (1u << 24) - 1),
-      wq_nums_(1, (1u << 24) - 1),
-      ind_table_nums_(1, (1u << 24) - 1) {
-    ibv_device_attr& a = attr_.orig_attr;
+// What ibv_query_device_ex reports.
+ibv_device_attr_ex device_attributes(uint64_t node_guid) {
+    ibv_device_attr_ex attr{};
+    ibv_device_attr& a = attr.orig_attr;
     snprintf(a.fw_ver, sizeof(a.fw_ver), "0.1.0");
-    a.node_guid = htobe64(node_guid_);
-    a.sys_image_guid = htobe64(node_guid_);
+    a.node_guid = htobe64(node_guid);
+    a.sys_image_guid = htobe64(node_guid);
     a.max_mr_size = UINT64_MAX;
     a.page_size_cap = 0xfffff000;
     a.vendor_id = 0xffffff;
@@ -90,59 +82,84 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     a.max_srq_sge = kMaxSge;
     a.max_pkeys = 1;
     a.local_ca_ack_delay = 15;
-    a.phys_port_cnt = kPortCount;
+    a.phys_port_cnt = Device::kPortCount;
     // Registration never pins memory: the daemon reaches application memory
     // only when an operation touches it, so every MR is on-demand, for every
     // operation of every transport, and one MR may cover the whole address
     // space (implicit ODP).
-    attr_.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    attr.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
     constexpr uint32_t kSendRecv = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
     constexpr uint32_t kRdmaAtomic =
         IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC;
-    attr_.odp_caps.per_transport_caps.rc_odp_caps =
+    attr.odp_caps.per_transport_caps.rc_odp_caps =
         kSendRecv | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV;
-    attr_.odp_caps.per_transport_caps.uc_odp_caps = kSendRecv | IBV_ODP_SUPPORT_WRITE;
-    attr_.odp_caps.per_transport_caps.ud_odp_caps = kSendRecv | IBV_ODP_SUPPORT_SRQ_RECV;
-    attr_.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV;
-    attr_.max_wq_type_rq = kMaxWq;
-    attr_.rss_caps.max_rwq_indirection_tables = kMaxWq;
-    attr_.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;
-    attr_.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
-    attr_.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
-    attr_.rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 |
-                                         IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 |
-                                         IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
-                                         IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
-    attr_.phys_port_cnt_ex = kPortCount;
-    attr_.completion_timestamp_mask = UINT64_MAX;
-    attr_.hca_core_clock = queues::kDeviceClockKhz;
-    attr_.max_dm_size = kMaxDmSize;
-    attr_.cq_mod_caps = {UINT16_MAX, kMaxCqPeriodUs};
+    attr.odp_caps.per_transport_caps.uc_odp_caps = kSendRecv | IBV_ODP_SUPPORT_WRITE;
+    attr.odp_caps.per_transport_caps.ud_odp_caps = kSendRecv | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | kRdmaAtomic | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr.max_wq_type_rq = kMaxWq;
+    attr.rss_caps.max_rwq_indirection_tables = kMaxWq;
+    attr.rss_caps.max_rwq_indirection_table_size = kMaxRwqIndTableSize;
+    attr.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+    attr.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    attr.rss_caps.rx_hash_fields_mask = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 |
+                                        IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 |
+                                        IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                        IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
+    attr.phys_port_cnt_ex = Device::kPortCount;
+    attr.completion_timestamp_mask = UINT64_MAX;
+    attr.hca_core_clock = queues::kDeviceClockKhz;
+    attr.max_dm_size = kMaxDmSize;
+    attr.cq_mod_caps = {UINT16_MAX, kMaxCqPeriodUs};
+    return attr;
+}
 
-    port_attr_.state = IBV_PORT_ACTIVE;
-    port_attr_.max_mtu = IBV_MTU_4096;
-    port_attr_.active_mtu = IBV_MTU_4096;
-    port_attr_.port_cap_flags = IBV_PORT_CM_SUP;
-    port_attr_.max_msg_sz = 1u << 31;
-    port_attr_.pkey_tbl_len = 1;
-    port_attr_.max_vl_num = 1;
-    port_attr_.active_width = 1;   // 1X
-    port_attr_.active_speed = 32;  // 25 Gb/s (EDR lane)
-    port_attr_.phys_state = 5;     // LinkUp
-    port_attr_.link_layer = IBV_LINK_LAYER_ETHERNET;
+// What ibv_query_port reports of port 1.
+ibv_port_attr port_attributes() {
+    ibv_port_attr port{};
+    port.state = IBV_PORT_ACTIVE;
+    port.max_mtu = IBV_MTU_4096;
+    port.active_mtu = IBV_MTU_4096;
+    port.port_cap_flags = IBV_PORT_CM_SUP;
+    port.max_msg_sz = 1u << 31;
+    port.pkey_tbl_len = 1;
+    port.max_vl_num = 1;
+    port.active_width = 1;   // 1X
+    port.active_speed = 32;  // 25 Gb/s (EDR lane)
+    port.phys_state = 5;     // LinkUp
+    port.link_layer = IBV_LINK_LAYER_ETHERNET;
+    // A kernel's GID table has a fixed length with empty slots (rxe's has
+    // 1024); querying an empty one is ENODATA.
+    port.gid_tbl_len = kGidTableLen;
+    return port;
+}
 
+// The GIDs the port starts with.
+std::vector<ibv_gid> initial_gids(in_addr address, uint64_t node_guid) {
     // GID 0: the RoCEv2 IPv4-mapped address; GID 1: the IPv6 link-local
     // address built from the node GUID.
     ibv_gid v4{};
-    const auto mapped = wire::ipv4_mapped_gid(config.address.s_addr);
+    const auto mapped = wire::ipv4_mapped_gid(address.s_addr);
     memcpy(v4.raw, mapped.data(), mapped.size());
     ibv_gid link_local{};
     link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
-    link_local.global.interface_id = htobe64(node_guid_);
-    gids_ = {v4, link_local};
-    // A kernel's GID table has a fixed length with empty slots (rxe's has
-    // 1024); querying an empty one is ENODATA.
-    port_attr_.gid_tbl_len = kGidTableLen;
+    link_local.global.interface_id = htobe64(node_guid);
+    return {v4, link_local};
+}
+
+}  // namespace
+
+Device::Device(const DeviceConfig& config, uint32_t index)
+    : config_(config),
+      index_(index),
+      node_guid_(guid_from_address(config.address)),
+      qpns_(kFirstQpn, (1u << 24) - 1),
+      key_indexes_(1, (1u << 24) - 1),
+      srq_nums_(1, (1u << 24) - 1),
+      wq_nums_(1, (1u << 24) - 1),
+      ind_table_nums_(1, (1u << 24) - 1) {
+    attr_ = device_attributes(node_guid_);
+    port_attr_ = port_attributes();
+    gids_ = initial_gids(config.address, node_guid_);
 }
 
 Result Device::admit(pid_t client, int ObjectCounts::*kind, int max, const char* what) const {

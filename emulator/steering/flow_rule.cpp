@@ -144,18 +144,14 @@ bool spec_matches(const ibv_flow_spec_tcp_udp& s, const FrameFields& f) {
            same(f.dst_port, s.val.dst_port, s.mask.dst_port);
 }
 
-}  // namespace
-
-ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
-    ibv_flow_attr attr;
+// The attribute before the specs: known fields and values only. `type` is
+// read as the integer it may be: an application can put any value there.
+ParsedRule check_flow_attr(std::span<const std::byte> bytes, ibv_flow_attr& attr, uint32_t& type) {
     if (bytes.size() < sizeof(attr)) {
         return failed(EINVAL, "the flow attribute is " + std::to_string(bytes.size()) +
                                   " bytes, shorter than ibv_flow_attr");
     }
     memcpy(&attr, bytes.data(), sizeof(attr));
-    // The enums' fields are read as the integers they may be: an
-    // application can put any value there.
-    uint32_t type;
     memcpy(&type, bytes.data() + offsetof(ibv_flow_attr, type), sizeof(type));
     if (attr.comp_mask) {
         return failed(EINVAL, "unknown flow comp_mask bits");
@@ -174,9 +170,91 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
         case IBV_FLOW_ATTR_ALL_DEFAULT:
         case IBV_FLOW_ATTR_MC_DEFAULT:
         case IBV_FLOW_ATTR_SNIFFER:
-            break;
+            return {};
         default:
             return failed(EINVAL, "flow type " + std::to_string(type) + " is not a type");
+    }
+}
+
+// The header of spec `index` at `offset`: a supported type whose layout fits
+// its size and the bytes given.
+ParsedRule check_spec(std::span<const std::byte> bytes, size_t offset, unsigned index,
+                      unsigned count, SpecHeader& head) {
+    if (offset + sizeof(head) > bytes.size()) {
+        return failed(EINVAL, "the flow names " + std::to_string(count) +
+                                  " specs, the bytes given hold " + std::to_string(index));
+    }
+    memcpy(&head, bytes.data() + offset, sizeof(head));
+    const std::string which = spec_name(index, head.type);
+    if (head.type & IBV_FLOW_SPEC_INNER) {
+        return failed(EOPNOTSUPP, which + ": inner (tunnelled) headers are not supported");
+    }
+    const int size = spec_size(head.type);
+    if (size < 0) {
+        return failed(EINVAL, which + " is not a flow spec type");
+    }
+    if (size == 0) {
+        return failed(EOPNOTSUPP, which + " is not supported");
+    }
+    if (head.size < size) {
+        return failed(EINVAL, which + " is " + std::to_string(head.size) +
+                                  " bytes, shorter than its " + std::to_string(size) +
+                                  "-byte layout");
+    }
+    if (offset + head.size > bytes.size()) {
+        return failed(EINVAL, which + " is " + std::to_string(head.size) + " bytes from byte " +
+                                  std::to_string(offset) + ", past the end of the " +
+                                  std::to_string(bytes.size()) + "-byte flow");
+    }
+    return {};
+}
+
+// Adds the checked spec at `at` to the rule.
+ParsedRule add_spec(const std::byte* at, const SpecHeader& head, const std::string& which,
+                    FlowRule& rule) {
+    switch (head.type) {
+        case IBV_FLOW_SPEC_ETH:
+            rule.specs.emplace_back(read_spec<ibv_flow_spec_eth>(at));
+            return {};
+        case IBV_FLOW_SPEC_IPV4:
+            rule.specs.emplace_back(widen(read_spec<ibv_flow_spec_ipv4>(at)));
+            return {};
+        case IBV_FLOW_SPEC_IPV4_EXT: {
+            const auto spec = read_sized_spec<ibv_flow_spec_ipv4_ext>(
+                at, head.size, sizeof(ibv_flow_ipv4_ext_filter));
+            if (!spec) {
+                return failed(EOPNOTSUPP, which + " masks fields this device does not know");
+            }
+            rule.specs.emplace_back(*spec);
+            return {};
+        }
+        case IBV_FLOW_SPEC_IPV6: {
+            // Known up to hop_limit: libibverbs counts the padding after it as unknown.
+            const auto spec = read_sized_spec<ibv_flow_spec_ipv6>(
+                at, head.size, offsetof(ibv_flow_ipv6_filter, hop_limit) + 1);
+            if (!spec) {
+                return failed(EOPNOTSUPP, which + " masks fields this device does not know");
+            }
+            rule.specs.emplace_back(*spec);
+            return {};
+        }
+        case IBV_FLOW_SPEC_TCP:
+        case IBV_FLOW_SPEC_UDP:
+            rule.specs.emplace_back(read_spec<ibv_flow_spec_tcp_udp>(at));
+            return {};
+        default:  // IBV_FLOW_SPEC_ACTION_DROP
+            rule.drop = true;
+            return {};
+    }
+}
+
+}  // namespace
+
+ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
+    ibv_flow_attr attr;
+    uint32_t type = 0;
+    if (ParsedRule refused = check_flow_attr(bytes, attr, type); refused.error) {
+        return refused;
     }
     ParsedRule parsed;
     FlowRule& rule = parsed.rule;
@@ -186,66 +264,14 @@ ParsedRule parse_flow_rule(std::span<const std::byte> bytes) {
     size_t offset = sizeof(attr);
     for (unsigned i = 0; i < attr.num_of_specs; ++i) {
         SpecHeader head;
-        if (offset + sizeof(head) > bytes.size()) {
-            return failed(EINVAL, "the flow names " + std::to_string(attr.num_of_specs) +
-                                      " specs, the bytes given hold " + std::to_string(i));
+        if (ParsedRule refused = check_spec(bytes, offset, i, attr.num_of_specs, head);
+            refused.error) {
+            return refused;
         }
-        memcpy(&head, bytes.data() + offset, sizeof(head));
-        const std::string which = spec_name(i, head.type);
-        if (head.type & IBV_FLOW_SPEC_INNER) {
-            return failed(EOPNOTSUPP, which + ": inner (tunnelled) headers are not supported");
-        }
-        const int size = spec_size(head.type);
-        if (size < 0) {
-            return failed(EINVAL, which + " is not a flow spec type");
-        }
-        if (size == 0) {
-            return failed(EOPNOTSUPP, which + " is not supported");
-        }
-        if (head.size < size) {
-            return failed(EINVAL, which + " is " + std::to_string(head.size) +
-                                      " bytes, shorter than its " + std::to_string(size) +
-                                      "-byte layout");
-        }
-        if (offset + head.size > bytes.size()) {
-            return failed(EINVAL, which + " is " + std::to_string(head.size) + " bytes from byte " +
-                                      std::to_string(offset) + ", past the end of the " +
-                                      std::to_string(bytes.size()) + "-byte flow");
-        }
-        const std::byte* at = bytes.data() + offset;
-        switch (head.type) {
-            case IBV_FLOW_SPEC_ETH:
-                rule.specs.emplace_back(read_spec<ibv_flow_spec_eth>(at));
-                break;
-            case IBV_FLOW_SPEC_IPV4:
-                rule.specs.emplace_back(widen(read_spec<ibv_flow_spec_ipv4>(at)));
-                break;
-            case IBV_FLOW_SPEC_IPV4_EXT: {
-                const auto spec = read_sized_spec<ibv_flow_spec_ipv4_ext>(
-                    at, head.size, sizeof(ibv_flow_ipv4_ext_filter));
-                if (!spec) {
-                    return failed(EOPNOTSUPP, which + " masks fields this device does not know");
-                }
-                rule.specs.emplace_back(*spec);
-                break;
-            }
-            case IBV_FLOW_SPEC_IPV6: {
-                // Known up to hop_limit: libibverbs counts the padding after it as unknown.
-                const auto spec = read_sized_spec<ibv_flow_spec_ipv6>(
-                    at, head.size, offsetof(ibv_flow_ipv6_filter, hop_limit) + 1);
-                if (!spec) {
-                    return failed(EOPNOTSUPP, which + " masks fields this device does not know");
-                }
-                rule.specs.emplace_back(*spec);
-                break;
-            }
-            case IBV_FLOW_SPEC_TCP:
-            case IBV_FLOW_SPEC_UDP:
-                rule.specs.emplace_back(read_spec<ibv_flow_spec_tcp_udp>(at));
-                break;
-            default:  // IBV_FLOW_SPEC_ACTION_DROP
-                rule.drop = true;
-                break;
+        if (ParsedRule refused =
+                add_spec(bytes.data() + offset, head, spec_name(i, head.type), rule);
+            refused.error) {
+            return refused;
         }
         offset += head.size;
     }
