@@ -4,6 +4,7 @@
 
 #include "console/http_connection.h"
 #include "console/page_connection.h"
+#include "device/stats.h"
 #include "qp/qp_transitions.h"
 #include "util/log.h"
 
@@ -225,10 +226,16 @@ json Console::hello() const {
         }
         transitions[qp_type_name(type)] = std::move(pairs);
     }
+    // What each counter counts, from the one list the daemon keeps.
+    json counters = json::object();
+#define UROCE_COUNTER_TEXT(name, text) counters[#name] = text;
+    UROCE_DEVICE_COUNTERS(UROCE_COUNTER_TEXT)
+#undef UROCE_COUNTER_TEXT
     return {{"type", "hello"},
             {"read_only", read_only_},
             {"states", std::move(states)},
-            {"transitions", std::move(transitions)}};
+            {"transitions", std::move(transitions)},
+            {"counters", std::move(counters)}};
 }
 
 }  // namespace uroce::console

@@ -121,6 +121,17 @@ def counter_names():
     return names
 
 
+def counter_descriptions():
+    """{name: description} of UROCE_DEVICE_COUNTERS, as stats.h writes them."""
+    with open(STATS_HEADER) as f:
+        text = f.read()
+    macro = re.search(r"#define UROCE_DEVICE_COUNTERS\(X\)(.*?)\n\n", text, re.S)
+    pairs = re.findall(r'\bX\((\w+),\s*"((?:[^"\\]|\\.)*)"\)', macro.group(1)) if macro else []
+    if not pairs:
+        raise RuntimeError("cannot read the counter descriptions from " + STATS_HEADER)
+    return {name: text.replace('\\"', '"') for name, text in pairs}
+
+
 def parse_stats(text):
     """{device: {counter: value}} from the counter report, both in the
     daemon's order. Each device starts with its status header line."""

@@ -524,6 +524,20 @@ class ConsoleTest(LabTestCase):
         """)
         self.assertEqual(answer, {"type": "result", "id": 7, "ok": False, "error": "EPERM",
                                   "message": "this console is read-only"})
+        # The page describes counters as the daemon does: hello carries stats.h's list.
+        hello = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            const ws = new WebSocket(`ws://${location.host}/ws`);
+            ws.onmessage = (event) => {
+                const message = JSON.parse(event.data);
+                if (message.type === "hello") {
+                    done(message);
+                    ws.close();
+                }
+            };
+            ws.onerror = () => done({error: "websocket failed"});
+        """)
+        self.assertEqual(hello.get("counters"), harness.counter_descriptions())
         self.assertTrue(self.uroce("step", "uroce0").stdout.startswith("uroce0: wire running"))
 
 

@@ -661,45 +661,11 @@
 
   // ------------------------------------------------------------- devices
 
-  const COUNTER_TEXT = {
-    sent_pkts: 'packets sent',
-    rcvd_pkts: 'packets received',
-    duplicate_request: 'requests received again (answered, not executed again)',
-    out_of_seq_request: 'requests past the expected PSN (NAKed)',
-    rcvd_rnr_err: 'RNR NAKs received',
-    send_rnr_err: 'RNR NAKs sent (no receive WQE)',
-    rcvd_seq_err: 'PSN sequence NAKs and out-of-order responses received',
-    retry_exceeded_err: 'QPs failed after retry_cnt retransmissions',
-    retry_rnr_exceeded_err: 'QPs failed after rnr_retry RNR retries',
-    completer_retry_err: 'error NAKs received (access, invalid request, operation)',
-    rdma_sends: 'messages sent',
-    rdma_recvs: 'messages received',
-    completions: 'send WQEs retired',
-    retransmit_timeouts: 'retransmission timer expiries',
-    duplicate_response: 'stale responses ignored',
-    rcvd_unsent_psn: 'responses for PSNs not yet sent (ignored)',
-    rcvd_dropped: 'packets for a QP in a state that takes none',
-    rcvd_qkey_err: 'UD packets whose Q_Key is not the QP\'s (dropped)',
-    rcvd_pkey_err: 'packets whose P_Key is not the default partition\'s (dropped)',
-    rcvd_xrc_srq_err: 'XRC requests naming no XRC SRQ of the QP\'s domain (NAKed)',
-    rcvd_msg_dropped: 'UC/UD messages lost: a PSN gap, no receive WQE, an error',
-    ud_oversize: 'UD sends longer than the MTU (completed, not sent)',
-    rcvd_backlog_full: 'requests dropped: too many waiting behind a READ response',
-    rcvd_unknown_qp: 'packets for no QP of the device (dropped)',
-    rcvd_icrc_err: 'packets with a bad ICRC (dropped)',
-    rcvd_malformed: 'packets that do not parse (dropped)',
-    raw_sent_frames: 'Ethernet frames sent by RAW_PACKET QPs',
-    raw_rcvd_frames: 'Ethernet frames received into RAW_PACKET QPs and WQs',
-    raw_unmatched: 'Ethernet frames matching no flow rule (dropped)',
-    raw_steered_drop: 'Ethernet frames dropped by a flow rule\'s drop action',
-    raw_no_receive: 'Ethernet frames for a QP or WQ with no receive WQE (dropped)',
-    fault_dropped: 'outgoing packets dropped by fault injection',
-    fault_duplicated: 'outgoing packets duplicated by fault injection',
-    cm_mads_sent: 'connection manager MADs sent (retries included)',
-    cm_mads_rcvd: 'connection manager MADs received',
-    cm_mads_retried: 'connection manager MADs sent again for want of an answer',
-    cm_mads_dropped: 'connection manager MADs malformed, stale or for no connection',
-  };
+  // What each counter counts, as the daemon's hello says (device/stats.h).
+  function counterText(name) {
+    const texts = (state.hello && state.hello.counters) || {};
+    return texts[name] || '';
+  }
 
   function renderDevices() {
     const container = $('#device-cards');
@@ -806,7 +772,7 @@
     table.hidden = nonZero.length === 0;
     block.querySelector('.all-zero').hidden = nonZero.length > 0 || names.length === 0;
     syncKeyed(table.tBodies[0], nonZero,
-      (name) => el('tr', { title: COUNTER_TEXT[name] || '', dataset: { counter: name } },
+      (name) => el('tr', { title: counterText(name), dataset: { counter: name } },
         el('th', { scope: 'row' }, el('code', null, name)),
         el('td', { class: 'num value' }), el('td', { class: 'num rate' }), el('td', { class: 'spark-cell' })),
       (row, name) => {
@@ -818,7 +784,7 @@
     const details = block.querySelector('.zero-counters');
     details.hidden = zero.length === 0;
     details.querySelector('summary').textContent = `${zero.length} counters at 0`;
-    setChildren(details.querySelector('.zero-list'), zero.map((n) => el('code', { title: COUNTER_TEXT[n] || '' }, n)));
+    setChildren(details.querySelector('.zero-list'), zero.map((n) => el('code', { title: counterText(n) }, n)));
   }
 
   // A small line plot of up to 60 rates, scaled to its own maximum.
