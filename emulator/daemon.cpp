@@ -14,7 +14,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "bridge_tree.h"
+#include "device/tree_entries.h"
 #include "net/interfaces.h"
 #include "util/log.h"
 
@@ -148,7 +148,7 @@ Result Daemon::delete_link(const Device& device) {
     }
     const std::string name = device.name();
     std::vector<bridge::TreeDevice> node;
-    for (const bridge::TreeDevice& entry : bridge_tree(devices_, paths_.socket())) {
+    for (const bridge::TreeDevice& entry : tree_entries(devices_, paths_.socket())) {
         if (entry.ibdev == name) {
             node.push_back(entry);
         }
@@ -166,7 +166,7 @@ Result Daemon::delete_link(const Device& device) {
 }
 
 void Daemon::publish_devices() {
-    const auto tree = bridge_tree(devices_, paths_.socket());
+    const auto tree = tree_entries(devices_, paths_.socket());
     bridge::write_tree(paths_.sysfs(), tree, paths_.socket());
     device_nodes_ = bridge::create_device_nodes(tree);
 }
@@ -178,7 +178,7 @@ void Daemon::log_ready(const Device& device) const {
 }
 
 void Daemon::withdraw_devices() {
-    const auto tree = bridge_tree(devices_, paths_.socket());
+    const auto tree = tree_entries(devices_, paths_.socket());
     if (device_nodes_) {
         bridge::remove_device_nodes(tree);
     }

@@ -110,7 +110,7 @@ void Engine::send(Device& from, const Qp& qp, uint32_t dest_ipv4,
 
 void Engine::send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad) {
     wire::PacketHeaders headers;
-    headers.bth.opcode = wire::make_opcode(wire::Transport::kUd, wire::Operation::kSendOnly);
+    headers.bth.opcode = wire::make_opcode(wire::Service::kUd, wire::Operation::kSendOnly);
     headers.bth.dest_qp = wire::kGsiQpn;
     headers.bth.psn = gsi_psn_++ & wire::kPsnMask;
     headers.deth.qkey = wire::kGsiQkey;
@@ -382,7 +382,7 @@ void Engine::run_due_timers(Clock::time_point now) {
     timers_due_ = transport::kNever;
     for (size_t i = 0; i < requesters_.size(); ++i) {
         const auto [qp, device] = doorbell_.owner(requesters_[i]);
-        if (!qp || !transport::wire_transport(qp->type)) {
+        if (!qp || !transport::wire_service(qp->type)) {
             continue;
         }
         if (transport::Transport::next_deadline(*qp) <= now) {

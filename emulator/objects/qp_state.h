@@ -40,17 +40,17 @@ constexpr bool takes_requests(ibv_qp_state state) {
 }
 
 // The opcode space a QP type's packets use (nullopt: no IBA transport).
-constexpr std::optional<wire::Transport> wire_transport(ibv_qp_type type) {
+constexpr std::optional<wire::Service> wire_service(ibv_qp_type type) {
     switch (type) {
         case IBV_QPT_RC:
-            return wire::Transport::kRc;
+            return wire::Service::kRc;
         case IBV_QPT_UC:
-            return wire::Transport::kUc;
+            return wire::Service::kUc;
         case IBV_QPT_UD:
-            return wire::Transport::kUd;
+            return wire::Service::kUd;
         case IBV_QPT_XRC_SEND:
         case IBV_QPT_XRC_RECV:
-            return wire::Transport::kXrc;
+            return wire::Service::kXrc;
         default:
             return std::nullopt;
     }

@@ -72,9 +72,9 @@ uint32_t first_unanswered(const RequesterState& r, uint32_t psn) {
     return psn;
 }
 
-void complete_recv(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
+void complete_receive_wqe(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
     if (Cq* cq = receive_cq(qp)) {
-        complete_receive(*cq, wr_id, qp.qpn, status);
+        complete_receive_without_data(*cq, wr_id, qp.qpn, status);
     }
 }
 
@@ -327,12 +327,12 @@ bool Transport::flush(Device& device, Qp& qp) {
     ResponderState& s = qp.responder;
     InboundMessage& m = s.message;
     if (m.active && m.is_send) {
-        complete_recv(qp, m.receive.wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
+        complete_receive_wqe(qp, m.receive.wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
         did = true;
     }
     m = {};
     if (s.unused_receive) {
-        complete_recv(qp, s.unused_receive->wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
+        complete_receive_wqe(qp, s.unused_receive->wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
         s.unused_receive.reset();
         did = true;
     }
@@ -347,7 +347,7 @@ bool Transport::flush(Device& device, Qp& qp) {
         queues::RecvWqe recv;
         while (qp.recv_queue.pending()) {
             qp.recv_queue.pop(std::as_writable_bytes(std::span(&recv, 1)));
-            complete_recv(qp, recv.wr_id, IBV_WC_WR_FLUSH_ERR);
+            complete_receive_wqe(qp, recv.wr_id, IBV_WC_WR_FLUSH_ERR);
             did = true;
         }
     }

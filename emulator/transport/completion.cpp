@@ -33,7 +33,7 @@ void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
     post_completion(*qp.send_cq.get(), wc, false);
 }
 
-void complete_receive(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status) {
+void complete_receive_without_data(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status) {
     ibv_wc wc{};
     wc.wr_id = wr_id;
     wc.status = status;

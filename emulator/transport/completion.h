@@ -36,7 +36,7 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
 void signal_cq_event(Cq& cq);
 
 // A receive WQE that completes with no data to report (a flush, an error).
-void complete_receive(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status);
+void complete_receive_without_data(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status);
 
 // Completes a send WQE with `status` (successes only when signaled).
 void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status);

@@ -24,9 +24,9 @@ std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
     return b;
 }
 
-bool is_iba_transport(wire::Transport transport) {
-    return transport == wire::Transport::kRc || transport == wire::Transport::kUc ||
-           transport == wire::Transport::kUd || transport == wire::Transport::kXrc;
+bool is_iba_service(wire::Service service) {
+    return service == wire::Service::kRc || service == wire::Service::kUc ||
+           service == wire::Service::kUd || service == wire::Service::kXrc;
 }
 
 }  // namespace
@@ -58,9 +58,9 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
                                                     : to.stats().rcvd_malformed);
         return;
     }
-    // 3. An IBA transport uroce implements (no RD, CNP or manufacturer opcodes).
-    const wire::Transport transport = packet.info->transport();
-    if (!is_iba_transport(transport)) {
+    // 3. An IBA transport service uroce implements (no RD, CNP or manufacturer opcodes).
+    const wire::Service service = packet.info->service();
+    if (!is_iba_service(service)) {
         ++to.stats().rcvd_malformed;
         return;
     }
@@ -72,7 +72,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     }
     // 5. A multicast datagram goes to every UD QP of the device that joined
     // the group.
-    if (transport == wire::Transport::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
+    if (service == wire::Service::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
         bool delivered = false;
         for (auto& [qpn, qp] : to.qp_table()) {
             if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR &&
@@ -90,18 +90,18 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     // 6. QP1 takes only GSI datagrams, with the well-known Q_Key: MADs for
     // the connection manager.
     if (packet.hdr.bth.dest_qp == wire::kGsiQpn) {
-        if (transport == wire::Transport::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
+        if (service == wire::Service::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
             to.note_bad_qkey();
-        } else if (transport == wire::Transport::kUd) {
+        } else if (service == wire::Service::kUd) {
             sink.receive_mad(to, arrival.src_ipv4, packet.payload);
         } else {
             ++to.stats().rcvd_unknown_qp;
         }
         return;
     }
-    // 7. A QP of the device, of the packet's transport.
+    // 7. A QP of the device, of the packet's transport service.
     auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
-    if (it == to.qp_table().end() || wire_transport(it->second->type) != transport) {
+    if (it == to.qp_table().end() || wire_service(it->second->type) != service) {
         ++to.stats().rcvd_unknown_qp;
         return;
     }

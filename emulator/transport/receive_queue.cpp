@@ -77,7 +77,8 @@ bool flush_wq(Wq& wq) {
     bool any = false;
     TakenReceive receive;
     while (pop_receive(wq.ring, receive)) {
-        complete_receive(*wq.cq.get(), receive.wqe.wr_id, wq.wq_num, IBV_WC_WR_FLUSH_ERR);
+        complete_receive_without_data(*wq.cq.get(), receive.wqe.wr_id, wq.wq_num,
+                                      IBV_WC_WR_FLUSH_ERR);
         any = true;
     }
     return any;

@@ -198,7 +198,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
 void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index, bool ask_ack) {
     const uint32_t mtu = mtu_bytes(device, qp);
     const Operation operation = send_operation(w, index);
-    const uint8_t opcode = wire::make_opcode(*wire_transport(qp.type), operation);
+    const uint8_t opcode = wire::make_opcode(*wire_service(qp.type), operation);
     const wire::OpcodeInfo& info = *wire::opcode_info(opcode);
     const bool last = index + 1 == w.packets;
     const bool datagram = qp.type == IBV_QPT_UD;

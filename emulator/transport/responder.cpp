@@ -89,7 +89,8 @@ ibv_wc receive_wc(const Qp& qp, const InboundMessage& m, ibv_wc_status status) {
     return wc;
 }
 
-void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
+// The receive of the message `m` ends, as `status` says.
+void complete_message(Qp& qp, const InboundMessage& m, const wire::ParsedPacket& packet,
                       ibv_wc_status status, const std::optional<CarriedData>& data = {}) {
     ibv_wc wc = receive_wc(qp, m, status);
     const Operation op = wire::opcode_operation(packet.hdr.bth.opcode);
@@ -109,7 +110,7 @@ void complete_receive(Qp& qp, const InboundMessage& m, const wire::ParsedPacket&
 
 // Answers leave in the QP's own opcode space (RC or XRC).
 uint8_t answer_opcode(const Qp& qp, Operation op) {
-    return wire::make_opcode(*wire_transport(qp.type), op);
+    return wire::make_opcode(*wire_service(qp.type), op);
 }
 
 }  // namespace
@@ -378,7 +379,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         m.offset = 0;
         if (resolve_local(device, request_pd(qp), m.receive.sges, IBV_ACCESS_LOCAL_WRITE,
                           m.target) != AccessFault::kNone) {
-            complete_receive(qp, m, packet, IBV_WC_LOC_PROT_ERR);
+            complete_message(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
             responder_error(device, qp, psn, RequestError::kRemoteOperational, src_ipv4);
             return;
@@ -390,7 +391,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
             return;  // what was placed lands before the completion
         }
         m.offset += payload.size();
-        complete_receive(qp, m, packet, IBV_WC_LOC_LEN_ERR);
+        complete_message(qp, m, packet, IBV_WC_LOC_LEN_ERR);
         m = {};
         responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
         return;
@@ -413,7 +414,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
         if (const char* why = invalidate_window(device, request_pd(qp), packet.hdr.ieth.rkey)) {
             log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
-            complete_receive(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
+            complete_message(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
             m = {};
             responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
             return;
@@ -421,7 +422,7 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
     }
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
-        complete_receive(qp, m, packet, IBV_WC_SUCCESS, carried);
+        complete_message(qp, m, packet, IBV_WC_SUCCESS, carried);
         ++device.stats().rdma_recvs;
         m = {};
         s.msn = wire::psn_add(s.msn, 1);
@@ -502,7 +503,7 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
                 return;
             }
             take_receive(qp, m.receive);
-            complete_receive(qp, m, packet, IBV_WC_SUCCESS);
+            complete_message(qp, m, packet, IBV_WC_SUCCESS);
         }
         m = {};
         s.msn = wire::psn_add(s.msn, 1);

@@ -11,8 +11,9 @@
 
 namespace uroce::wire {
 
-// Opcode bits 7..5.
-enum class Transport : uint8_t {
+// Opcode bits 7..5: the transport service (IBA 9.2.1; named so beside the
+// transport/ that implements the services).
+enum class Service : uint8_t {
     kRc = 0x00,
     kUc = 0x20,
     kRd = 0x40,
@@ -23,8 +24,8 @@ enum class Transport : uint8_t {
     kManufacturer = 0xe0,
 };
 
-constexpr Transport opcode_transport(uint8_t opcode) {
-    return static_cast<Transport>(opcode & 0xe0);
+constexpr Service opcode_service(uint8_t opcode) {
+    return static_cast<Service>(opcode & 0xe0);
 }
 
 // Headers that may follow the BTH, named as in the spec.
@@ -76,7 +77,7 @@ struct OpcodeInfo {
     std::array<ExtHeader, kMaxExtHeaders> headers;  // in wire order after the BTH
     uint8_t header_bytes;                           // BTH and extension headers
 
-    Transport transport() const { return opcode_transport(opcode); }
+    Service service() const { return opcode_service(opcode); }
     Direction direction() const;
     bool has(ExtHeader h) const;
 };
@@ -109,8 +110,8 @@ enum class Operation : uint8_t {
     kAtomicWrite = 0x1d,  // IBA 1.5 memory placement extensions
 };
 
-constexpr uint8_t make_opcode(Transport transport, Operation operation) {
-    return static_cast<uint8_t>(static_cast<uint8_t>(transport) | static_cast<uint8_t>(operation));
+constexpr uint8_t make_opcode(Service service, Operation operation) {
+    return static_cast<uint8_t>(static_cast<uint8_t>(service) | static_cast<uint8_t>(operation));
 }
 constexpr Operation opcode_operation(uint8_t opcode) {
     return static_cast<Operation>(opcode & 0x1f);

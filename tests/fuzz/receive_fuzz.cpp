@@ -108,7 +108,7 @@ void write_seeds(ReceiveHarness& h, const char* dir) {
     };
     for (const Seed& s : seeds) {
         uroce::wire::PacketHeaders hdr{};
-        hdr.bth.opcode = uroce::wire::make_opcode(uroce::wire::Transport::kRc, s.op);
+        hdr.bth.opcode = uroce::wire::make_opcode(uroce::wire::Service::kRc, s.op);
         hdr.bth.dest_qp = s.to_rts ? h.rts().qpn : h.rtr().qpn;
         hdr.bth.psn = s.to_rts ? ReceiveHarness::kSqPsn : ReceiveHarness::kRqPsn;
         hdr.bth.ack_req = true;

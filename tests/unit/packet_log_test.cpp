@@ -12,7 +12,7 @@ namespace {
 
 std::vector<uint8_t> ack_packet(uint32_t psn) {
     wire::PacketHeaders hdr{};
-    hdr.bth.opcode = wire::make_opcode(wire::Transport::kRc, wire::Operation::kAck);
+    hdr.bth.opcode = wire::make_opcode(wire::Service::kRc, wire::Operation::kAck);
     hdr.bth.dest_qp = 0x11;
     hdr.bth.psn = psn;
     hdr.aeth = wire::Aeth::ack(0);
@@ -58,7 +58,7 @@ TEST(PacketLog, KeepsTheFirstBytesOfALongPacketAndDecodesAllOfIt) {
     PacketLog log;
     log.enable();
     wire::PacketHeaders hdr{};
-    hdr.bth.opcode = wire::make_opcode(wire::Transport::kRc, wire::Operation::kSendOnly);
+    hdr.bth.opcode = wire::make_opcode(wire::Service::kRc, wire::Operation::kSendOnly);
     std::vector<uint8_t> payload(1024, 7);
     std::vector<uint8_t> bytes(2048);
     bytes.resize(wire::build_packet(hdr, payload, nullptr, bytes).size);

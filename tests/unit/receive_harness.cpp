@@ -77,7 +77,7 @@ uint32_t loopback(uint8_t host) {
 
 wire::PacketHeaders rc_request(wire::Operation op, uint32_t qpn, uint32_t psn) {
     wire::PacketHeaders h{};
-    h.bth.opcode = wire::make_opcode(wire::Transport::kRc, op);
+    h.bth.opcode = wire::make_opcode(wire::Service::kRc, op);
     h.bth.dest_qp = qpn;
     h.bth.psn = psn;
     h.bth.ack_req = true;

@@ -321,10 +321,10 @@ TEST_F(ReceivePathTest, EveryOpcodeByteIsHandledAndUnknownOnesCountAsMalformed) 
         const wire::OpcodeInfo* info = wire::opcode_info(opcode);
         // Only RC, UC, UD and XRC packets reach the QP lookup; every other
         // kind (CNPs) is refused.
-        const bool routed = info && (info->transport() == wire::Transport::kRc ||
-                                     info->transport() == wire::Transport::kUc ||
-                                     info->transport() == wire::Transport::kUd ||
-                                     info->transport() == wire::Transport::kXrc);
+        const bool routed =
+            info &&
+            (info->service() == wire::Service::kRc || info->service() == wire::Service::kUc ||
+             info->service() == wire::Service::kUd || info->service() == wire::Service::kXrc);
         ++expected[routed ? "rcvd_unknown_qp" : "rcvd_malformed"];
     }
     EXPECT_EQ(moved(), expected);
@@ -1197,7 +1197,7 @@ TEST_F(OutstandingTest, ReadResponseDoesNotAnswerAnAtomic) {
 
 wire::PacketHeaders uc_request(Operation op, uint32_t qpn, uint32_t psn) {
     wire::PacketHeaders hdr = rc_request(op, qpn, psn);
-    hdr.bth.opcode = wire::make_opcode(wire::Transport::kUc, op);
+    hdr.bth.opcode = wire::make_opcode(wire::Service::kUc, op);
     return hdr;
 }
 
@@ -1254,7 +1254,7 @@ TEST_F(ReceivePathTest, UcSendWithoutAReceiveIsDroppedNotNaked) {
 
 wire::PacketHeaders ud_send(uint32_t qpn, uint32_t qkey) {
     wire::PacketHeaders hdr{};
-    hdr.bth.opcode = wire::make_opcode(wire::Transport::kUd, Operation::kSendOnly);
+    hdr.bth.opcode = wire::make_opcode(wire::Service::kUd, Operation::kSendOnly);
     hdr.bth.dest_qp = qpn;
     hdr.deth = {qkey, H::kForgerQpn};
     return hdr;

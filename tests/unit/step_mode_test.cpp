@@ -153,7 +153,7 @@ TEST_F(StepModeTest, FullGateDropsAndCountsWhatItCannotHold) {
 TEST(PacketJson, DecodesEveryHeaderOfTheOpcode) {
     std::vector<uint8_t> bytes(64);
     wire::PacketHeaders hdr{};
-    hdr.bth.opcode = wire::make_opcode(wire::Transport::kRc, wire::Operation::kAck);
+    hdr.bth.opcode = wire::make_opcode(wire::Service::kRc, wire::Operation::kAck);
     hdr.bth.dest_qp = 0x12;
     hdr.bth.psn = 0x345;
     hdr.aeth = wire::Aeth::nak(7, wire::NakCode::kRemoteAccessError);

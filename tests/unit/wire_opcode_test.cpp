@@ -238,24 +238,24 @@ TEST(wireOpcode, ReliableDatagramAndReservedOpcodesAreUnknown) {
     }
 }
 
-TEST(wireOpcode, TransportIsTheTopThreeBits) {
-    const Transport by_top_bits[8] = {
-        Transport::kRc,  Transport::kUc,  Transport::kRd,       Transport::kUd,
-        Transport::kCnp, Transport::kXrc, Transport::kReserved, Transport::kManufacturer};
+TEST(wireOpcode, ServiceIsTheTopThreeBits) {
+    const Service by_top_bits[8] = {Service::kRc,       Service::kUc,          Service::kRd,
+                                    Service::kUd,       Service::kCnp,         Service::kXrc,
+                                    Service::kReserved, Service::kManufacturer};
     for (int op = 0; op < 256; ++op) {
-        const Transport t = opcode_transport(static_cast<uint8_t>(op));
+        const Service t = opcode_service(static_cast<uint8_t>(op));
         EXPECT_EQ(t, by_top_bits[op / 32]) << op;
         const OpcodeInfo* info = opcode_info(static_cast<uint8_t>(op));
         if (info != nullptr) {
-            EXPECT_EQ(info->transport(), t);
+            EXPECT_EQ(info->service(), t);
         }
     }
-    EXPECT_EQ(static_cast<int>(Transport::kRc), 0x00);
-    EXPECT_EQ(static_cast<int>(Transport::kUc), 0x20);
-    EXPECT_EQ(static_cast<int>(Transport::kRd), 0x40);
-    EXPECT_EQ(static_cast<int>(Transport::kUd), 0x60);
-    EXPECT_EQ(static_cast<int>(Transport::kCnp), 0x80);
-    EXPECT_EQ(static_cast<int>(Transport::kXrc), 0xa0);
+    EXPECT_EQ(static_cast<int>(Service::kRc), 0x00);
+    EXPECT_EQ(static_cast<int>(Service::kUc), 0x20);
+    EXPECT_EQ(static_cast<int>(Service::kRd), 0x40);
+    EXPECT_EQ(static_cast<int>(Service::kUd), 0x60);
+    EXPECT_EQ(static_cast<int>(Service::kCnp), 0x80);
+    EXPECT_EQ(static_cast<int>(Service::kXrc), 0xa0);
 }
 
 TEST(wireOpcode, HeaderNamesAreDistinct) {

@@ -1,9 +1,9 @@
-#include "bridge_tree.h"
+#include "device/tree_entries.h"
 
 namespace uroce {
 
-std::vector<bridge::TreeDevice> bridge_tree(const std::vector<std::unique_ptr<Device>>& devices,
-                                            const std::filesystem::path& socket_path) {
+std::vector<bridge::TreeDevice> tree_entries(const std::vector<std::unique_ptr<Device>>& devices,
+                                             const std::filesystem::path& socket_path) {
     std::vector<bridge::TreeDevice> tree;
     for (const auto& device : devices) {
         bridge::TreePort port;
