@@ -112,17 +112,12 @@ STATS_HEADER = os.path.join(os.path.dirname(PROTOCOL_HEADER), os.pardir, "device
 
 def counter_names():
     """The counter names of UROCE_DEVICE_COUNTERS, in the header's order."""
-    with open(STATS_HEADER) as f:
-        text = f.read()
-    macro = re.search(r"#define UROCE_DEVICE_COUNTERS\(X\)(.*?)\n\n", text, re.S)
-    names = re.findall(r"\bX\((\w+),", macro.group(1)) if macro else []
-    if not names:
-        raise RuntimeError("cannot read the counter list from " + STATS_HEADER)
-    return names
+    return list(counter_descriptions())
 
 
 def counter_descriptions():
-    """{name: description} of UROCE_DEVICE_COUNTERS, as stats.h writes them."""
+    """{name: description} of UROCE_DEVICE_COUNTERS, as stats.h writes them,
+    in the header's order."""
     with open(STATS_HEADER) as f:
         text = f.read()
     macro = re.search(r"#define UROCE_DEVICE_COUNTERS\(X\)(.*?)\n\n", text, re.S)

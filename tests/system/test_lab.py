@@ -497,6 +497,22 @@ class ConsoleTest(LabTestCase):
         harness.wait_for(lambda: self.uroce("step", "uroce0").stdout.startswith(
             "uroce0: wire running"), 10.0, "the wire to run again", self.daemon.log)
 
+    @staticmethod
+    def talk(driver, on_message):
+        """Runs `on_message` (JavaScript seeing `ws`, `message` and `done`) on
+        each message of a WebSocket of the page's console; what it passes
+        to done(), which closes the socket."""
+        return driver.execute_async_script("""
+            const finish = arguments[arguments.length - 1];
+            const ws = new WebSocket(`ws://${location.host}/ws`);
+            const done = (value) => { ws.close(); finish(value); };
+            ws.onmessage = (event) => {
+                const message = JSON.parse(event.data);
+                %s
+            };
+            ws.onerror = () => finish({error: "websocket failed"});
+        """ % on_message)
+
     def test_read_only_console_has_no_controls_and_refuses_commands(self):
         proc, url, port, token = self.start_console("--read-only")
         driver = self.browser()
@@ -507,35 +523,21 @@ class ConsoleTest(LabTestCase):
         visible = [b for b in self.css(driver, "button.step-pause, button.step-next, "
                                                "form.fault-form") if b.is_displayed()]
         self.assertEqual(visible, [], "a read-only console shows controls")
-        answer = driver.execute_async_script("""
-            const done = arguments[arguments.length - 1];
-            const ws = new WebSocket(`ws://${location.host}/ws`);
-            ws.onmessage = (event) => {
-                const message = JSON.parse(event.data);
-                if (message.type === "hello") {
-                    ws.send(JSON.stringify({id: 7, command: "step", device: "uroce0",
-                                            action: "pause"}));
-                } else if (message.type === "result") {
-                    done(message);
-                    ws.close();
-                }
-            };
-            ws.onerror = () => done({error: "websocket failed"});
+        answer = self.talk(driver, """
+            if (message.type === "hello") {
+                ws.send(JSON.stringify({id: 7, command: "step", device: "uroce0",
+                                        action: "pause"}));
+            } else if (message.type === "result") {
+                done(message);
+            }
         """)
         self.assertEqual(answer, {"type": "result", "id": 7, "ok": False, "error": "EPERM",
                                   "message": "this console is read-only"})
         # The page describes counters as the daemon does: hello carries stats.h's list.
-        hello = driver.execute_async_script("""
-            const done = arguments[arguments.length - 1];
-            const ws = new WebSocket(`ws://${location.host}/ws`);
-            ws.onmessage = (event) => {
-                const message = JSON.parse(event.data);
-                if (message.type === "hello") {
-                    done(message);
-                    ws.close();
-                }
-            };
-            ws.onerror = () => done({error: "websocket failed"});
+        hello = self.talk(driver, """
+            if (message.type === "hello") {
+                done(message);
+            }
         """)
         self.assertEqual(hello.get("counters"), harness.counter_descriptions())
         self.assertTrue(self.uroce("step", "uroce0").stdout.startswith("uroce0: wire running"))
