@@ -284,7 +284,7 @@ class ConnectionManager {
     // (the event is lost, and logged).
     bool report(Id& id, rdma_cm_event_type event, int32_t status = 0,
                 const std::function<void(rdma_ucm_event_resp&)>& fill = {});
-    bool queue(Channel& channel, const Channel::Event& event);
+    bool queue_event(Channel& channel, const Channel::Event& event);
     void update_readiness(Channel& channel);
     void forget_multicast(uint32_t handle);
 

@@ -289,7 +289,7 @@ Result ConnectionManager::resolve_ib_service(Id& id) {
 Result ConnectionManager::write_event(Id& id, uint32_t event, uint32_t status, uint64_t arg) {
     Channel::Event entry = event_of(id, event, status);
     memcpy(&entry.resp.param, &arg, sizeof(arg));  // param.arg32[2] in newer headers
-    if (!queue(*id.channel, entry)) {
+    if (!queue_event(*id.channel, entry)) {
         return fail(ENOMEM, "WRITE_CM_EVENT: the channel holds %zu events nobody took",
                     id.channel->events.size());
     }

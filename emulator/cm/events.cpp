@@ -21,7 +21,7 @@ using namespace internal;
 
 // ---- events --------------------------------------------------------------
 
-bool ConnectionManager::queue(Channel& channel, const Channel::Event& event) {
+bool ConnectionManager::queue_event(Channel& channel, const Channel::Event& event) {
     if (channel.events.size() >= Channel::kMaxEvents) {
         log_warn("rdma_cm channel of pid %d holds %zu events nobody took: event %u lost",
                  channel.pid, channel.events.size(), event.resp.event);
@@ -41,7 +41,7 @@ bool ConnectionManager::report(Id& id, rdma_cm_event_type event, int32_t status,
     if (fill) {
         fill(entry.resp);
     }
-    return queue(*id.channel, entry);
+    return queue_event(*id.channel, entry);
 }
 
 // The program's descriptor is readable exactly while events wait: the pipe

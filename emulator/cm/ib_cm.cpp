@@ -416,7 +416,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     id.rnr_retry_count = req.rnr_retry_count;
     id.tos = req.primary.traffic_class;
 
-    if (!queue(*listener->channel, connect_request(*listener, id, req))) {
+    if (!queue_event(*listener->channel, connect_request(*listener, id, req))) {
         abandon_connection(id);
         erase(id);
         return;
@@ -472,7 +472,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
     const auto user = std::span(req.private_data).subspan(kUserPrivateOffset);
     memcpy(ud.private_data, user.data(), user.size());
     ud.private_data_len = static_cast<uint8_t>(user.size());
-    if (!queue(*listener->channel, event)) {
+    if (!queue_event(*listener->channel, event)) {
         erase(id);
         refuse(SidrStatus::kReject);
         return;

@@ -77,7 +77,7 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
     ud.ah_attr.port_num = 1;
     ud.qp_num = wire::kMulticastQpn;
     ud.qkey = id.qkey ? id.qkey : kUdpQkey;
-    queue(*id.channel, event);
+    queue_event(*id.channel, event);
     return ok();
 }
 
