@@ -388,48 +388,6 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
     return did;
 }
 
-// Go back N: send again from `psn`, which the responder has not taken.
-void Transport::restart_from(Qp& qp, uint32_t psn) {
-    RequesterState& r = qp.requester;
-    for (size_t i = 0; i < r.window.size(); ++i) {
-        SendWork& w = r.window[i];
-        if (!w.started || w.done || w.sends_nothing()) {
-            continue;
-        }
-        if (wire::psn_before(w.last_psn(), psn)) {
-            continue;
-        }
-        r.next_to_send = i;
-        w.sent = w.is_read_or_atomic() || wire::psn_before(psn, w.first_psn)
-                     ? 0
-                     : wire::psn_diff(psn, w.first_psn);
-        w.received = 0;
-        for (size_t j = i + 1; j < r.window.size(); ++j) {
-            r.window[j].sent = 0;
-            r.window[j].received = 0;
-        }
-        return;
-    }
-}
-
-void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
-    RequesterState& r = qp.requester;
-    if (now >= r.rnr_resume_at) {
-        r.rnr_resume_at = kNever;
-    }
-    if (now < r.retransmit_at) {
-        return;
-    }
-    r.retransmit_at = kNever;
-    ++device.stats().retransmit_timeouts;
-    r.retry_started = false;  // a timeout retries even while another retry is under way
-    retry(device, qp, r.unacked_psn);
-}
-
-Clock::time_point Transport::next_deadline(const Qp& qp) {
-    return std::min(qp.requester.retransmit_at, qp.requester.rnr_resume_at);
-}
-
 bool Transport::requester_busy(const Qp& qp) {
     return !qp.requester.window.empty() || next_deadline(qp) != kNever;
 }

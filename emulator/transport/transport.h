@@ -1,11 +1,12 @@
 // The IBA transports (RC, UC, UD), split as in the kernel's Soft-RoCE: the
 // requester turns send WQEs into request packets (requester.cpp), the
-// completer turns acknowledgements and responses into completions and
-// retransmissions (completer.cpp), the responder executes incoming requests
-// and answers them (responder.cpp; UD's datagrams in datagram.cpp); every
-// packet reaches them through the checks of receive.cpp. RAW_PACKET
-// QPs send and receive whole Ethernet frames (raw_ethernet.cpp). All of it
-// runs on the data-plane thread.
+// completer turns acknowledgements and responses into completions
+// (completer.cpp), the responder executes incoming requests and answers them
+// (responder.cpp; UD's datagrams in datagram.cpp). Every packet reaches them
+// through the checks of receive.cpp; timers, retries and go-back-N are in
+// retransmit.cpp, a QP's failure and flush in flush.cpp. RAW_PACKET QPs send
+// and receive whole Ethernet frames (raw_ethernet.cpp). All of it runs on the
+// data-plane thread.
 #pragma once
 
 #include <stdint.h>
@@ -114,6 +115,12 @@ class Transport {
     void finish_placements();
 
   private:
+    // retransmit.cpp
+    void retry(Device& device, Qp& qp, uint32_t psn);
+    void restart_from(Qp& qp, uint32_t psn);
+    // flush.cpp
+    void fail_qp(Device& device, Qp& qp, ibv_wc_status status);
+    bool flush(Device& device, Qp& qp);
     // receive.cpp
     void deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet, const Arrival& arrival);
     // requester.cpp
@@ -125,8 +132,6 @@ class Transport {
     void send_packet(Device& device, Qp& qp, SendWork& work, uint32_t index, bool ask_ack);
     std::span<const std::byte> stage(SendWork& work, uint64_t offset, uint64_t bytes);
     void release_stage(SendWork& work);
-    void restart_from(Qp& qp, uint32_t psn);
-    void retry(Device& device, Qp& qp, uint32_t psn);
     // completer.cpp
     void on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                      Clock::time_point now);
@@ -138,8 +143,6 @@ class Transport {
                             Clock::time_point now);
     void complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn);
     void complete_front(Device& device, Qp& qp, ibv_wc_status status);
-    void fail_qp(Device& device, Qp& qp, ibv_wc_status status);
-    bool flush(Device& device, Qp& qp);
     // responder.cpp
     void on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
     void execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
