@@ -288,6 +288,7 @@ bool Transport::run_responder(Device& device, Qp& qp) {
 
 void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                            uint32_t src_ipv4) {
+    const Request req{device, qp, packet, src_ipv4};
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     // XRC: every request names the XRC SRQ that serves it, which must be in
@@ -305,7 +306,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
         }
     } else if (distance < 0) {
         ++device.stats().duplicate_request;
-        answer_duplicate(device, qp, packet, src_ipv4);
+        answer_duplicate(req);
         return;
     } else if (distance > 0) {
         ++device.stats().out_of_seq_request;
@@ -339,33 +340,35 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     }
     switch (family) {
         case wire::Family::kSend:
-            execute_send(device, qp, packet, src_ipv4);
+            execute_send(req);
             break;
         case wire::Family::kWrite:
-            execute_write(device, qp, packet, src_ipv4);
+            execute_write(req);
             break;
         case wire::Family::kReadRequest: {
             if (qp.attr.max_dest_rd_atomic == 0) {
                 responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
                 return;
             }
-            execute_read(device, qp, packet, src_ipv4,
-                         read_request(device, qp, psn, packet.hdr.reth));
+            execute_read(req, read_request(device, qp, psn, packet.hdr.reth));
             break;
         }
         case wire::Family::kAtomic:
-            execute_atomic(device, qp, packet, src_ipv4);
+            execute_atomic(req);
             break;
         case wire::Family::kAtomicWrite:
-            execute_atomic_write(device, qp, packet, src_ipv4);
+            execute_atomic_write(req);
             break;
         default:
             responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
     }
 }
 
-void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                             uint32_t src_ipv4) {
+void Transport::execute_send(const Request& req) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     InboundMessage& m = s.message;
     const uint32_t psn = packet.hdr.bth.psn;
@@ -435,8 +438,11 @@ void Transport::execute_send(Device& device, Qp& qp, const wire::ParsedPacket& p
 // IBA 1.5's ATOMIC WRITE: 8 bytes placed at once at an 8-byte aligned
 // address the rkey opens for remote write, then acknowledged; a duplicate is
 // acknowledged again, as a write's (rxe's atomic_write_reply).
-void Transport::execute_atomic_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                                     uint32_t src_ipv4) {
+void Transport::execute_atomic_write(const Request& req) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::Reth& reth = packet.hdr.reth;
@@ -462,8 +468,11 @@ void Transport::execute_atomic_write(Device& device, Qp& qp, const wire::ParsedP
     acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
 }
 
-void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                              uint32_t src_ipv4) {
+void Transport::execute_write(const Request& req) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     InboundMessage& m = s.message;
     const uint32_t psn = packet.hdr.bth.psn;
@@ -515,8 +524,11 @@ void Transport::execute_write(Device& device, Qp& qp, const wire::ParsedPacket& 
 
 // Answers a READ (new or repeated) with response packets from
 // `request.psn`: the first burst now, the rest from run_responder().
-void Transport::execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                             uint32_t src_ipv4, const ResponderResource& request) {
+void Transport::execute_read(const Request& req, const ResponderResource& request) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     const wire::Reth& reth = request.reth;
     Extent source;
@@ -592,8 +604,11 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
     }
 }
 
-void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                               uint32_t src_ipv4) {
+void Transport::execute_atomic(const Request& req) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::AtomicEth& a = packet.hdr.atomic_eth;
@@ -639,8 +654,11 @@ void Transport::execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket&
 }
 
 // A request seen before: answer again without executing it again.
-void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                                 uint32_t src_ipv4) {
+void Transport::answer_duplicate(const Request& req) {
+    Device& device = req.device;
+    Qp& qp = req.qp;
+    const wire::ParsedPacket& packet = req.packet;
+    const uint32_t src_ipv4 = req.peer_ipv4;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::Family family = packet.info->family;
@@ -652,8 +670,7 @@ void Transport::answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacke
                                     wire::psn_in_range(psn, r.psn, r.last_psn);
             const bool atomic_match = r.atomic && family == wire::Family::kAtomic && r.psn == psn;
             if (read_match) {
-                execute_read(device, qp, packet, src_ipv4,
-                             read_request(device, qp, psn, packet.hdr.reth));
+                execute_read(req, read_request(device, qp, psn, packet.hdr.reth));
                 return;
             }
             if (!atomic_match) {

@@ -145,17 +145,22 @@ class Transport {
     void complete_front(Device& device, Qp& qp, ibv_wc_status status);
     // responder.cpp
     void on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
-    void execute_send(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
-    void execute_atomic_write(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                              uint32_t src_ipv4);
-    void execute_write(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4);
-    void execute_read(Device& device, Qp& qp, const wire::ParsedPacket& packet, uint32_t src_ipv4,
-                      const ResponderResource& request);
+    // One request packet on its way through the responder (what rxe's
+    // rxe_pkt_info is): the device and QP it arrived for, the packet, and
+    // the requester's address its answers go to.
+    struct Request {
+        Device& device;
+        Qp& qp;
+        const wire::ParsedPacket& packet;
+        uint32_t peer_ipv4;
+    };
+    void execute_send(const Request& req);
+    void execute_atomic_write(const Request& req);
+    void execute_write(const Request& req);
+    void execute_read(const Request& req, const ResponderResource& request);
     void send_read_responses(Device& device, Qp& qp);
-    void execute_atomic(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                        uint32_t src_ipv4);
-    void answer_duplicate(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                          uint32_t src_ipv4);
+    void execute_atomic(const Request& req);
+    void answer_duplicate(const Request& req);
     void acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth, uint32_t dest_ipv4);
     void atomic_acknowledge(Device& device, Qp& qp, uint32_t psn, uint64_t original,
                             uint32_t dest_ipv4);
