@@ -358,12 +358,11 @@ Result migrate_id(Command& c) {
     return c.answer(cmd.response, resp);
 }
 
+// Joins a group for the ID `handle` names; the caller checked the room for
+// the answer first, as ucma_join_multicast does.
 Result join(Command& c, uint32_t handle, uint64_t uid, const Address& group, uint32_t flags,
             uint64_t response) {
     rdma_ucm_create_id_resp resp{};
-    if (Result r = c.room_for<decltype(resp)>(); !r) {
-        return r;
-    }
     return on_id(c, handle, [&](Id& id) {
         if (Result r = c.cm.join_multicast(id, uid, group, flags, resp.id); !r) {
             return r;
@@ -374,6 +373,9 @@ Result join(Command& c, uint32_t handle, uint64_t uid, const Address& group, uin
 
 Result join_ip_mcast(Command& c) {
     const auto cmd = c.body<rdma_ucm_join_ip_mcast>();
+    if (Result r = c.room_for<rdma_ucm_create_id_resp>(); !r) {
+        return r;
+    }
     return join(c, cmd.id, cmd.uid, address_from(&cmd.addr, sizeof(cmd.addr)),
                 RDMA_MC_JOIN_FLAG_FULLMEMBER, cmd.response);
 }

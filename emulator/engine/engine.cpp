@@ -31,12 +31,6 @@ constexpr auto kControlPoll = std::chrono::microseconds(20);
 // overflow again, and again.
 constexpr uint32_t kTurnPackets = UdpNetwork::kMaxReceivesPerPoll;
 
-std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
-    std::array<uint8_t, 4> b;
-    memcpy(b.data(), &ipv4, 4);
-    return b;
-}
-
 bool is_multicast(uint32_t ipv4) {
     return IN_MULTICAST(ntohl(ipv4));
 }
@@ -125,8 +119,8 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
     // The QP's own source port; over UDP, one the daemon can send from.
     const uint16_t wanted = wire::roce_source_port(src_qpn);
     const uint16_t src_port = local ? wanted : network_.source_port(from.index(), wanted);
-    const auto addresses =
-        wire::IcrcAddresses::v4(bytes_of(src_ipv4), bytes_of(dest_ipv4), src_port, network_.port());
+    const auto addresses = wire::IcrcAddresses::v4(
+        wire::ipv4_bytes(src_ipv4), wire::ipv4_bytes(dest_ipv4), src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     std::vector<uint8_t> bytes = spare_buffer();
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));

@@ -4,9 +4,6 @@
 // that fails a check is counted where `uroce stats` shows it and goes no
 // further.
 #include <arpa/inet.h>
-#include <string.h>
-
-#include <array>
 
 #include "transport/transport.h"
 #include "wire/ipv4_gid.h"
@@ -17,12 +14,6 @@ namespace {
 // Requests that may wait behind a READ response. A requester keeps at most
 // 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
 constexpr size_t kMaxWaiting = 512;
-
-std::array<uint8_t, 4> bytes_of(uint32_t ipv4) {
-    std::array<uint8_t, 4> b;
-    memcpy(b.data(), &ipv4, 4);
-    return b;
-}
 
 bool is_iba_service(wire::Service service) {
     return service == wire::Service::kRc || service == wire::Service::kUc ||
@@ -46,13 +37,13 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     // 2. Headers, and the ICRC of what came over UDP (a local delivery has none).
     wire::ParsedPacket packet;
     const wire::ParseError error =
-        arrival.from_udp
-            ? wire::parse_packet(bytes,
-                                 wire::IcrcAddresses::v4(bytes_of(arrival.src_ipv4),
-                                                         bytes_of(to.config().address.s_addr),
-                                                         arrival.src_port, arrival.dest_port),
-                                 packet)
-            : wire::parse_headers(bytes, packet);
+        arrival.from_udp ? wire::parse_packet(
+                               bytes,
+                               wire::IcrcAddresses::v4(wire::ipv4_bytes(arrival.src_ipv4),
+                                                       wire::ipv4_bytes(to.config().address.s_addr),
+                                                       arrival.src_port, arrival.dest_port),
+                               packet)
+                         : wire::parse_headers(bytes, packet);
     if (error != wire::ParseError::kOk) {
         ++(error == wire::ParseError::kIcrcMismatch ? to.stats().rcvd_icrc_err
                                                     : to.stats().rcvd_malformed);

@@ -23,4 +23,11 @@ inline uint32_t gid_ipv4(const uint8_t (&gid)[16]) {
     return ipv4;
 }
 
+// The four bytes of `ipv4` (network order), as the ICRC covers them.
+inline std::array<uint8_t, 4> ipv4_bytes(uint32_t ipv4) {
+    std::array<uint8_t, 4> bytes;
+    memcpy(bytes.data(), &ipv4, sizeof(ipv4));
+    return bytes;
+}
+
 }  // namespace uroce::wire
