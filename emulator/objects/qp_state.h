@@ -148,7 +148,6 @@ struct InboundMessage {
 struct ReadReply {
     ResponderResource request;
     Extent source;
-    uint32_t dest_ipv4 = 0;
     uint32_t next = 0;  // the next response packet, from 0
 };
 
@@ -158,7 +157,6 @@ struct WaitingRequest {
     const wire::OpcodeInfo* info = nullptr;
     wire::PacketHeaders hdr{};
     std::vector<uint8_t> payload;
-    uint32_t src_ipv4 = 0;
 };
 
 struct ResponderState {

@@ -2,14 +2,16 @@
 // acknowledgements retire send WQEs, in order, as completions; NAKs and
 // lost packets send the requester back (go back N); errors move the QP to
 // ERR and flush what is left.
+#include "transport/completer.h"
+
 #include <string.h>
 
 #include <algorithm>
 
 #include "memory/process_memory.h"
 #include "transport/completion.h"
+#include "transport/placements.h"
 #include "transport/receive_queue.h"
-#include "transport/transport.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
 
@@ -74,18 +76,16 @@ uint32_t first_unanswered(const RequesterState& r, uint32_t psn) {
 
 }  // namespace
 
-// Retires, in order, the WQEs that `acked_psn` covers; READs and atomics
-// retire only once answered. A WQE that failed locally completes with its
-// error when it reaches the front and fails the QP.
-void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn) {
+void Completer::complete_acknowledged(const QpOf& at, uint32_t acked_psn) {
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
     while (!r.window.empty()) {
         SendWork& w = r.window.front();
         if (w.done && w.wqe.opcode == IBV_WR_RDMA_READ) {
-            placed(&qp);  // its data is in place before it completes
+            placements_.placed(&qp);  // its data is in place before it completes
         }
         if (w.error) {
-            fail_qp(device, qp, *w.error);
+            fail_qp(at, *w.error);
             return;
         }
         if (!w.started) {
@@ -103,7 +103,7 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
         // post again the moment it sees it.
         qp.send_queue.release(1);
         complete_send(qp, w, IBV_WC_SUCCESS);
-        ++device.stats().completions;
+        ++at.device.stats().completions;
         r.window.pop_front();
         if (r.next_to_send > 0) {
             --r.next_to_send;
@@ -111,32 +111,33 @@ void Transport::complete_acknowledged(Device& device, Qp& qp, uint32_t acked_psn
     }
 }
 
-void Transport::on_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                            Clock::time_point now) {
-    RequesterState& r = qp.requester;
-    const uint32_t psn = packet.hdr.bth.psn;
+void Completer::on_response(const Incoming& in) {
+    const RequesterState& r = in.qp.requester;
+    const uint32_t psn = in.packet.hdr.bth.psn;
     // Only PSNs sent and not yet acknowledged can be answered. Anything
     // older is a duplicate or stale; anything newer answers a packet that
     // has not left, so it cannot come from the responder (a "ghost", as
     // rxe calls it): a forged ACK must not complete data never sent.
     if (r.unacked_psn == r.sent_psn_end ||
         !wire::psn_in_range(psn, r.unacked_psn, wire::psn_add(r.sent_psn_end, wire::kPsnMask))) {
-        ++(wire::psn_before(psn, r.unacked_psn) ? device.stats().duplicate_response
-                                                : device.stats().rcvd_unsent_psn);
+        ++(wire::psn_before(psn, r.unacked_psn) ? in.device.stats().duplicate_response
+                                                : in.device.stats().rcvd_unsent_psn);
         return;
     }
-    const wire::Family family = packet.info->family;
+    const wire::Family family = in.packet.info->family;
     if (family == wire::Family::kReadResponse || family == wire::Family::kAtomicAck) {
-        on_data_response(device, qp, packet, now);
+        on_data_response(in);
     } else {
-        on_acknowledgement(device, qp, packet, now);
+        on_acknowledgement(in);
     }
 }
 
 // A READ response or an atomic's answer: data for the oldest READ or
 // atomic not yet answered, which acknowledges everything sent before it.
-void Transport::on_data_response(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                                 Clock::time_point now) {
+void Completer::on_data_response(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     RequesterState& r = qp.requester;
     const uint32_t psn = packet.hdr.bth.psn;
     auto it = std::find_if(r.window.begin(), r.window.end(), [](const SendWork& w) {
@@ -149,8 +150,8 @@ void Transport::on_data_response(Device& device, Qp& qp, const wire::ParsedPacke
     const bool atomic_answer = packet.info->family == wire::Family::kAtomicAck;
     if (atomic_answer != (w.wqe.opcode != IBV_WR_RDMA_READ)) {
         // The wrong kind of answer: the WQE fails, as rxe's check_ack() does.
-        complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
-        fail_qp(device, qp, IBV_WC_BAD_RESP_ERR);
+        complete_acknowledged(in, wire::psn_add(w.first_psn, wire::kPsnMask));
+        fail_qp(in, IBV_WC_BAD_RESP_ERR);
         return;
     }
     const uint32_t mtu = mtu_bytes(device, qp);
@@ -158,12 +159,12 @@ void Transport::on_data_response(Device& device, Qp& qp, const wire::ParsedPacke
     if (psn != expected) {
         ++device.stats().rcvd_seq_err;
         if (wire::psn_before(expected, psn)) {
-            retry(device, qp, w.first_psn);  // a response was lost
+            retry(in, w.first_psn);  // a response was lost
         }
         return;
     }
     // Everything sent before the READ is acknowledged by its response.
-    complete_acknowledged(device, qp, wire::psn_add(w.first_psn, wire::kPsnMask));
+    complete_acknowledged(in, wire::psn_add(w.first_psn, wire::kPsnMask));
     if (atomic_answer) {
         const uint64_t original = packet.hdr.atomic_ack_eth.original;
         if (write_process(w.source.pid, std::as_bytes(std::span(&original, 1)),
@@ -171,37 +172,36 @@ void Transport::on_data_response(Device& device, Qp& qp, const wire::ParsedPacke
             w.error = IBV_WC_LOC_PROT_ERR;
         }
         w.done = true;
-    } else if (!take_read_response(device, qp, w, packet, mtu)) {
+    } else if (!take_read_response(in, w, mtu)) {
         return;
     }
     if (w.done) {
         r.unacked_psn = wire::psn_add(w.last_psn(), 1);
     }
-    made_progress(qp, now);
+    made_progress(qp, in.now);
     if (w.done) {
-        complete_acknowledged(device, qp, w.last_psn());
+        complete_acknowledged(in, w.last_psn());
     }
 }
 
 // Queues a READ response's payload for the READ's gather list; false when
 // the response is malformed (and ignored).
-bool Transport::take_read_response(Device& device, Qp& qp, SendWork& w,
-                                   const wire::ParsedPacket& packet, uint32_t mtu) {
-    const auto payload = std::as_bytes(packet.payload);
-    const auto position = packet.info->position;
+bool Completer::take_read_response(const Incoming& in, SendWork& w, uint32_t mtu) {
+    const auto payload = std::as_bytes(in.packet.payload);
+    const auto position = in.packet.info->position;
     const bool last = position == wire::Position::kLast || position == wire::Position::kOnly;
     // Every response but the last is a full MTU, and the last ends the
     // message: a short one was not the responder's (which sends what was
     // asked) and must not complete the READ.
     if (last ? w.received + payload.size() < w.length : payload.size() != mtu) {
-        ++device.stats().rcvd_malformed;
+        ++in.device.stats().rcvd_malformed;
         return false;
     }
     if (w.received + payload.size() > w.length) {
         w.error = IBV_WC_LOC_LEN_ERR;
     } else if (!payload.empty()) {
-        queue_write({&device, &qp, w.first_psn, {}, 0, true}, w.source.pid, payload,
-                    slice(w.source, w.received, payload.size()));
+        placements_.queue({&in.device, &in.qp, w.first_psn, {}, true}, w.source.pid, payload,
+                          slice(w.source, w.received, payload.size()));
     }
     w.received += payload.size();
     w.done = last;
@@ -210,11 +210,13 @@ bool Transport::take_read_response(Device& device, Qp& qp, SendWork& w,
 
 // An ACK, an RNR NAK or a NAK: completes what it acknowledges, then
 // retries, waits or fails the QP.
-void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                                   Clock::time_point now) {
+void Completer::on_acknowledgement(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const Clock::time_point now = in.now;
     RequesterState& r = qp.requester;
-    const uint32_t psn = packet.hdr.bth.psn;
-    const wire::Aeth aeth = packet.hdr.aeth;
+    const uint32_t psn = in.packet.hdr.bth.psn;
+    const wire::Aeth aeth = in.packet.hdr.aeth;
     if (aeth.type() == wire::AethType::kRnrNak || aeth.type() == wire::AethType::kNak) {
         qp.journal.last_nak = {now, false, aeth.type() == wire::AethType::kRnrNak, aeth.value(),
                                psn};
@@ -223,9 +225,9 @@ void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPac
         case wire::AethType::kAck: {
             const uint32_t unacked = first_unanswered(r, wire::psn_add(psn, 1));
             acknowledge_before(qp, unacked, now);
-            complete_acknowledged(device, qp, wire::psn_add(unacked, wire::kPsnMask));
+            complete_acknowledged(in, wire::psn_add(unacked, wire::kPsnMask));
             if (unacked != wire::psn_add(psn, 1)) {
-                retry(device, qp, unacked);  // the answer to a READ or atomic was lost
+                retry(in, unacked);  // the answer to a READ or atomic was lost
             }
             return;
         }
@@ -233,11 +235,11 @@ void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPac
             ++device.stats().rcvd_rnr_err;
             const uint32_t from = first_unanswered(r, psn);
             acknowledge_before(qp, from, now);
-            complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
+            complete_acknowledged(in, wire::psn_add(from, wire::kPsnMask));
             if (qp.attr.rnr_retry != 7) {
                 if (r.rnr_retries_left == 0) {
                     ++device.stats().retry_rnr_exceeded_err;
-                    fail_qp(device, qp, IBV_WC_RNR_RETRY_EXC_ERR);
+                    fail_qp(in, IBV_WC_RNR_RETRY_EXC_ERR);
                     return;
                 }
                 --r.rnr_retries_left;
@@ -245,7 +247,7 @@ void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPac
             r.retransmit_at = kNever;
             r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
             r.retry_started = true;
-            restart_from(qp, from);
+            restart_from(r, from);
             return;
         }
         case wire::AethType::kNak: {
@@ -254,14 +256,14 @@ void Transport::on_acknowledgement(Device& device, Qp& qp, const wire::ParsedPac
                 ++device.stats().rcvd_seq_err;
                 const uint32_t from = first_unanswered(r, psn);
                 acknowledge_before(qp, from, now);
-                complete_acknowledged(device, qp, wire::psn_add(from, wire::kPsnMask));
-                retry(device, qp, from);
+                complete_acknowledged(in, wire::psn_add(from, wire::kPsnMask));
+                retry(in, from);
                 return;
             }
-            complete_acknowledged(device, qp, wire::psn_add(psn, wire::kPsnMask));
+            complete_acknowledged(in, wire::psn_add(psn, wire::kPsnMask));
             r.unacked_psn = psn;
             ++device.stats().completer_retry_err;
-            fail_qp(device, qp, nak_status(code));
+            fail_qp(in, nak_status(code));
             return;
         }
         case wire::AethType::kReserved:

@@ -6,7 +6,7 @@
 #include "memory/process_memory.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
-#include "transport/transport.h"
+#include "transport/responder.h"
 #include "wire/grh.h"
 
 namespace uroce::transport {
@@ -18,8 +18,10 @@ constexpr uint8_t kHopLimit = 64;
 
 }  // namespace
 
-void Transport::on_datagram(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                            uint32_t src_ipv4, uint32_t dest_ipv4) {
+void Responder::on_datagram(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     // rxe's check_keys(): a wrong Q_Key is dropped and counted.
     if (packet.hdr.deth.qkey != qp.attr.qkey) {
         device.note_bad_qkey();
@@ -50,9 +52,10 @@ void Transport::on_datagram(Device& device, Qp& qp, const wire::ParsedPacket& pa
     } else if (target.length < wc.byte_len) {
         wc.status = IBV_WC_LOC_LEN_ERR;  // the QP stays usable (IBA class D, as rxe)
     } else {
-        const auto grh = wire::ipv4_grh(
-            src_ipv4, dest_ipv4, wire::packet_size(*packet.info, packet.payload.size()), kHopLimit);
-        std::vector<std::byte>& message = scratch_;
+        const auto grh =
+            wire::ipv4_grh(in.src_ipv4, in.dest_ipv4,
+                           wire::packet_size(*packet.info, packet.payload.size()), kHopLimit);
+        std::vector<std::byte>& message = datagram_;
         message.resize(wc.byte_len);
         memcpy(message.data(), grh.data(), grh.size());
         memcpy(message.data() + grh.size(), packet.payload.data(), packet.payload.size());

@@ -1,9 +1,11 @@
 // A QP in ERR: its front WQE fails, then every WQE, posted or still to
 // come, and every receive completes with WR_FLUSH_ERR (IBA 10.3.1, and the
 // kernel's flush_send_queue / flush_recv_queue).
+#include "transport/completer.h"
 #include "transport/completion.h"
+#include "transport/placements.h"
 #include "transport/receive_queue.h"
-#include "transport/transport.h"
+#include "transport/requester.h"
 
 namespace uroce::transport {
 namespace {
@@ -16,8 +18,8 @@ void complete_receive_wqe(Qp& qp, uint64_t wr_id, ibv_wc_status status) {
 
 }  // namespace
 
-// The front WQE completes with `status`; the QP moves to ERR.
-void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
+void Completer::fail_qp(const QpOf& at, ibv_wc_status status) {
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
     if (!r.window.empty()) {
         qp.send_queue.release(1);
@@ -25,14 +27,14 @@ void Transport::fail_qp(Device& device, Qp& qp, ibv_wc_status status) {
         r.window.pop_front();
     }
     qp.move_to(IBV_QPS_ERR, 0, std::string("requester: ") + ibv_wc_status_str(status));
-    flush(device, qp);
+    flush(at);
 }
 
-// In ERR every WQE, posted or still to come, completes with WR_FLUSH_ERR.
-bool Transport::flush(Device& device, Qp& qp) {
-    placed(&qp);  // data already accepted lands before the flushed completions
+bool Completer::flush(const QpOf& at) {
+    Qp& qp = at.qp;
+    placements_.placed(&qp);  // data already accepted lands before the flushed completions
     RequesterState& r = qp.requester;
-    bool did = take_work(device, qp);
+    bool did = requester_.take_work(at);
     qp.send_queue.release(static_cast<uint32_t>(r.window.size()));
     for (const SendWork& w : r.window) {
         ibv_wc wc{};

@@ -59,12 +59,12 @@ bool receive_frame(Device& device, Wq& wq, std::span<const std::byte> frame) {
 
 bool Transport::run_raw_sender(Device& device, Qp& qp) {
     if (qp.attr.qp_state == IBV_QPS_ERR) {
-        return flush(device, qp);
+        return completer_.flush({device, qp});
     }
     if (qp.attr.qp_state != IBV_QPS_RTS || !qp.send_queue.entries()) {
         return false;
     }
-    bool did = take_work(device, qp);
+    bool did = requester_.take_work({device, qp});
     RequesterState& r = qp.requester;
     while (!r.window.empty()) {
         SendWork& w = r.window.front();
@@ -75,17 +75,17 @@ bool Transport::run_raw_sender(Device& device, Qp& qp) {
         std::span<const std::byte> frame = w.inline_data;
         if (!error && w.inline_data.empty()) {
             if (resolve_local(device, qp.pd.get(), w.sges, 0, w.source) != AccessFault::kNone ||
-                (frame = stage(w, 0, w.length)).empty()) {
+                (frame = requester_.stage(w, 0, w.length)).empty()) {
                 error = IBV_WC_LOC_PROT_ERR;
             }
         }
         if (error) {
-            fail_qp(device, qp, *error);
+            completer_.fail_qp({device, qp}, *error);
             return true;
         }
         ++device.stats().raw_sent_frames;
         output_.send_frame(device, qp, frame);
-        release_stage(w);
+        requester_.release_stage(w);
         qp.send_queue.release(1);
         complete_send(qp, w, IBV_WC_SUCCESS);
         r.window.pop_front();

@@ -110,9 +110,10 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
 // 9. To the part of the QP that takes the packet.
 void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                         const Arrival& arrival) {
+    const Incoming in{{device, qp}, packet, arrival.src_ipv4, arrival.dest_ipv4, arrival.now};
     if (qp.type == IBV_QPT_UD) {
         if (takes_requests(qp.attr.qp_state)) {
-            on_datagram(device, qp, packet, arrival.src_ipv4, arrival.dest_ipv4);
+            responder_.on_datagram(in);
         } else {
             ++device.stats().rcvd_dropped;
         }
@@ -128,15 +129,20 @@ void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet
     // Responses go to the completer while the send queue is live.
     if (is_response) {
         if (qp.attr.qp_state == IBV_QPS_RTS || qp.attr.qp_state == IBV_QPS_SQD) {
-            on_response(device, qp, packet, arrival.now);
+            completer_.on_response(in);
         }
         return;
     }
-    // Requests go to the responder, in order behind a READ response it is
-    // still sending.
+    deliver_request(in);
+}
+
+// 10. Requests go to the responder, in order behind a READ response it is
+// still sending.
+void Transport::deliver_request(const Incoming& in) {
+    Qp& qp = in.qp;
     const ibv_qp_state state = qp.attr.qp_state;
     if (!takes_requests(state)) {
-        ++device.stats().rcvd_dropped;
+        ++in.device.stats().rcvd_dropped;
         return;
     }
     ResponderState& s = qp.responder;
@@ -146,15 +152,15 @@ void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet
     }
     if (s.reply || !s.waiting.empty()) {
         if (s.waiting.size() == kMaxWaiting) {
-            ++device.stats().rcvd_backlog_full;
+            ++in.device.stats().rcvd_backlog_full;
             return;
         }
-        s.waiting.push_back({packet.info, packet.hdr,
-                             std::vector<uint8_t>(packet.payload.begin(), packet.payload.end()),
-                             arrival.src_ipv4});
+        s.waiting.push_back(
+            {in.packet.info, in.packet.hdr,
+             std::vector<uint8_t>(in.packet.payload.begin(), in.packet.payload.end())});
         return;
     }
-    on_request(device, qp, packet, arrival.src_ipv4);
+    responder_.on_request(in);
 }
 
 }  // namespace uroce::transport

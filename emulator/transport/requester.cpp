@@ -1,5 +1,6 @@
-// The requester: send WQEs become request packets, in order, within the
-// limits the QP sets (outstanding READs and atomics, fences, RNR waits).
+// The requester: send WQEs become request packets (requester.h).
+#include "transport/requester.h"
+
 #include <arpa/inet.h>
 #include <string.h>
 
@@ -8,7 +9,6 @@
 #include "keys/regions.h"
 #include "keys/windows.h"
 #include "memory/process_memory.h"
-#include "transport/transport.h"
 #include "util/log.h"
 #include "wire/ipv4_gid.h"
 #include "wire/psn.h"
@@ -143,11 +143,10 @@ uint32_t destination_ipv4(const Qp& qp) {
     return wire::gid_ipv4(qp.attr.ah_attr.grh.dgid.raw);
 }
 
-// Copies WQEs out of the shared send queue; a WQE the provider could not
-// have written (bad sizes, unknown opcode) fails with a local QP error.
-bool Transport::take_work(Device& device, Qp& qp) {
+bool Requester::take_work(const QpOf& at) {
+    Qp& qp = at.qp;
     bool took = false;
-    std::vector<std::byte>& entry = scratch_;
+    std::vector<std::byte>& entry = entry_;
     entry.resize(qp.send_queue.entry_size());
     while (qp.send_queue.has_pending()) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
@@ -185,7 +184,7 @@ bool Transport::take_work(Device& device, Qp& qp) {
         if (!w.error && qp.type == IBV_QPT_UD && !address_datagram(qp, w)) {
             w.error = IBV_WC_LOC_QP_OP_ERR;
         }
-        const uint32_t mtu = mtu_bytes(device, qp);
+        const uint32_t mtu = mtu_bytes(at.device, qp);
         w.oversize = qp.type == IBV_QPT_UD && w.length > mtu;
         w.packets =
             w.sends_nothing() || atomic ? 1 : std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
@@ -195,8 +194,9 @@ bool Transport::take_work(Device& device, Qp& qp) {
     return took;
 }
 
-void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index, bool ask_ack) {
-    const uint32_t mtu = mtu_bytes(device, qp);
+void Requester::send_packet(const QpOf& at, SendWork& w, uint32_t index, bool ask_ack) {
+    const Qp& qp = at.qp;
+    const uint32_t mtu = mtu_bytes(at.device, qp);
     const Operation operation = send_operation(w, index);
     const uint8_t opcode = wire::make_opcode(*wire_service(qp.type), operation);
     const wire::OpcodeInfo& info = *wire::opcode_info(opcode);
@@ -235,12 +235,10 @@ void Transport::send_packet(Device& device, Qp& qp, SendWork& w, uint32_t index,
             }
         }
     }
-    output_.send(device, qp, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
+    output_.send(at.device, qp, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
 }
 
-// The message bytes [offset, offset + bytes), read from the application a
-// chunk of several packets at a time; empty when they cannot be read.
-std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64_t bytes) {
+std::span<const std::byte> Requester::stage(SendWork& w, uint64_t offset, uint64_t bytes) {
     if (!w.prefetched.empty()) {
         return std::span(w.prefetched).subspan(offset, bytes);
     }
@@ -263,8 +261,7 @@ std::span<const std::byte> Transport::stage(SendWork& w, uint64_t offset, uint64
     return {w.staged.get() + (offset - w.staged_offset), bytes};
 }
 
-// Every packet of the WQE has left: a retransmission reads it again.
-void Transport::release_stage(SendWork& w) {
+void Requester::release_stage(SendWork& w) {
     stages_.give(std::move(w.staged));
     w.staged_size = 0;
 }
@@ -273,7 +270,9 @@ void Transport::release_stage(SendWork& w) {
 // fences, the PSN window): its gather list resolved, a local operation
 // run, its PSNs assigned. False when it must wait, or failed (w.error: it
 // completes in order, then fails the QP).
-bool Transport::start_work(Device& device, Qp& qp, SendWork& w) {
+bool Requester::start_work(const QpOf& at, SendWork& w) {
+    Device& device = at.device;
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
     const uint32_t max_reads = std::max<uint32_t>(qp.attr.max_rd_atomic, 1);
     if (w.is_read_or_atomic() && r.reads_in_flight >= max_reads) {
@@ -314,7 +313,8 @@ bool Transport::start_work(Device& device, Qp& qp, SendWork& w) {
 
 // Sends the started WQE's request packets while the budget and the PSN
 // window allow (a READ or an atomic is one request). Whether it sent any.
-bool Transport::send_requests(Device& device, Qp& qp, SendWork& w, uint32_t& budget) {
+bool Requester::send_requests(const QpOf& at, SendWork& w, uint32_t& budget) {
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
     const bool reliable = is_reliable(qp.type);
     bool did = false;
@@ -328,7 +328,7 @@ bool Transport::send_requests(Device& device, Qp& qp, SendWork& w, uint32_t& bud
         // the budget.
         const bool stopping =
             reliable && (budget == 1 || !in_window(r, wire::psn_add(w.first_psn, w.sent)));
-        send_packet(device, qp, w, index, stopping);
+        send_packet(at, w, index, stopping);
         const uint32_t newest =
             w.is_read_or_atomic() ? w.last_psn() : wire::psn_add(w.first_psn, w.sent - 1);
         if (!wire::psn_before(newest, r.sent_psn_end)) {
@@ -340,16 +340,10 @@ bool Transport::send_requests(Device& device, Qp& qp, SendWork& w, uint32_t& bud
     return did;
 }
 
-bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
-                              uint32_t& turn_budget) {
+bool Requester::run(const QpOf& at, Clock::time_point now, uint32_t& turn_budget) {
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
-    if (qp.attr.qp_state == IBV_QPS_ERR) {
-        return flush(device, qp);
-    }
-    if (qp.attr.qp_state != IBV_QPS_RTS || !qp.send_queue.entries()) {
-        return false;
-    }
-    bool did = take_work(device, qp);
+    bool did = take_work(at);
     if (r.rnr_resume_at != kNever && now < r.rnr_resume_at) {
         return did;  // waiting out an RNR NAK
     }
@@ -358,7 +352,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
     uint32_t budget = given;
     while (r.next_to_send < r.window.size() && budget > 0) {
         SendWork& w = r.window[r.next_to_send];
-        if (w.error || (!w.started && !start_work(device, qp, w))) {
+        if (w.error || (!w.started && !start_work(at, w))) {
             break;
         }
         if (w.sends_nothing()) {
@@ -366,7 +360,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
             ++r.next_to_send;
             continue;
         }
-        did |= send_requests(device, qp, w, budget);
+        did |= send_requests(at, w, budget);
         if (w.error || w.sent < request_packets(w)) {
             break;  // the rest when acknowledgements open the window, or next turn
         }
@@ -384,12 +378,7 @@ bool Transport::run_requester(Device& device, Qp& qp, Clock::time_point now,
         }
     }
     turn_budget -= given - budget;
-    complete_acknowledged(device, qp, wire::psn_add(r.unacked_psn, wire::kPsnMask));
     return did;
-}
-
-bool Transport::requester_busy(const Qp& qp) {
-    return !qp.requester.window.empty() || next_deadline(qp) != kNever;
 }
 
 void prepare_transport(Qp& qp, ibv_qp_state from, int mask) {

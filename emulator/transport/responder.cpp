@@ -1,14 +1,16 @@
 // The responder: checks each request's PSN, executes it against the
 // receive queue and registered memory, and answers with ACKs, NAKs, READ
-// responses and atomic acknowledgements.
+// responses and atomic acknowledgements (responder.h).
+#include "transport/responder.h"
+
 #include <arpa/inet.h>
 #include <string.h>
 
 #include "keys/windows.h"
 #include "memory/process_memory.h"
 #include "transport/completion.h"
+#include "transport/placements.h"
 #include "transport/receive_queue.h"
-#include "transport/transport.h"
 #include "util/log.h"
 #include "wire/psn.h"
 
@@ -115,66 +117,22 @@ uint8_t answer_opcode(const Qp& qp, Operation op) {
 
 }  // namespace
 
-// Queues a packet's payload for where the message has got to. False when
-// the QP failed instead: a queued write of it could not be made when the
-// batch had to be flushed to take this one.
-bool Transport::place(Device& device, Qp& qp, std::span<const std::byte> payload, uint32_t psn,
-                      RequestError error, uint32_t src_ipv4) {
-    const InboundMessage& m = qp.responder.message;
-    return payload.empty() || queue_write({&device, &qp, psn, error, src_ipv4, false}, m.target.pid,
-                                          payload, slice(m.target, m.offset, payload.size()));
+bool Responder::place(const Incoming& in, std::span<const std::byte> payload, RequestError error) {
+    const InboundMessage& m = in.qp.responder.message;
+    return payload.empty() ||
+           placements_.queue({&in.device, &in.qp, in.packet.hdr.bth.psn, error, false},
+                             m.target.pid, payload, slice(m.target, m.offset, payload.size()));
 }
 
-bool Transport::queue_write(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
-                            std::span<const Segment> to) {
-    if (!writes_.add(pid, placements_.size(), bytes, to)) {
-        if (!placed(placement.qp) && !placement.read_response) {
-            return false;
-        }
-        writes_.add(pid, placements_.size(), bytes, to);  // room now: one packet
-    }
-    placements_.push_back(placement);
-    return true;
-}
-
-bool Transport::placed(const Qp* qp) {
-    if (writes_.empty()) {
-        return true;
-    }
-    bool ok = true;
-    flushing_.swap(placements_);
-    writes_.flush([&](uint64_t tag, int error) {
-        // A process that is gone has no memory to see the write; its QPs
-        // go with it, as a NIC's DMA into an exiting process's pinned
-        // pages succeeds until they are destroyed.
-        if (error != ESRCH) {
-            const Placement& p = flushing_[tag];
-            ok = ok && (p.qp != qp || p.read_response);
-            placement_failed(p);
-        }
-    });
-    flushing_.clear();
-    return ok;
-}
-
-void Transport::finish_placements() {
-    placed(nullptr);
+bool Responder::placed(const Qp& qp) {
+    return placements_.placed(&qp);
 }
 
 // The application unmapped memory that a queued write was for: the request
 // fails as it would have had the write been made at once. Its answer and
 // its completion had waited for the write.
-void Transport::placement_failed(const Placement& p) {
-    Qp& qp = *p.qp;
-    if (p.read_response) {
-        for (SendWork& w : qp.requester.window) {
-            if (w.started && w.first_psn == p.psn && w.wqe.opcode == IBV_WR_RDMA_READ) {
-                w.error = w.error.value_or(IBV_WC_LOC_PROT_ERR);
-                break;
-            }
-        }
-        return;
-    }
+void Responder::write_failed(const QpOf& at, uint32_t psn, RequestError error) {
+    Qp& qp = at.qp;
     if (!takes_requests(qp.attr.qp_state)) {
         return;  // failed already
     }
@@ -185,12 +143,12 @@ void Transport::placement_failed(const Placement& p) {
         }
         m = {};
     }
-    responder_error(*p.device, qp, p.psn, p.error, p.src_ipv4);
+    responder_error(at, psn, error);
 }
 
-void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aeth,
-                            uint32_t dest_ipv4) {
-    if (!is_reliable(qp.type) || !placed(&qp)) {
+void Responder::acknowledge(const QpOf& at, uint32_t psn, wire::Aeth aeth) {
+    Qp& qp = at.qp;
+    if (!is_reliable(qp.type) || !placed(qp)) {
         return;  // UC answers nothing; a write that failed answered in its place
     }
     if (aeth.type() != wire::AethType::kAck) {
@@ -202,71 +160,67 @@ void Transport::acknowledge(Device& device, Qp& qp, uint32_t psn, wire::Aeth aet
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
-    output_.send(device, qp, dest_ipv4, h, {});
+    output_.send(at.device, qp, destination_ipv4(qp), h, {});
 }
 
 // An atomic's answer: the value before the operation, with the MSN now.
-void Transport::atomic_acknowledge(Device& device, Qp& qp, uint32_t psn, uint64_t original,
-                                   uint32_t dest_ipv4) {
+void Responder::atomic_acknowledge(const QpOf& at, uint32_t psn, uint64_t original) {
+    const Qp& qp = at.qp;
     wire::PacketHeaders h{};
     h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = wire::Aeth::ack(qp.responder.msn);
     h.atomic_ack_eth.original = original;
-    output_.send(device, qp, dest_ipv4, h, {});
+    output_.send(at.device, qp, destination_ipv4(qp), h, {});
 }
 
 // No receive WQE for `psn`: the requester waits and sends it again. Until it
 // does, the packets behind it are dropped without a sequence NAK, which would
 // spend the requester's retries on what is only a wait.
-void Transport::rnr_nak(Device& device, Qp& qp, uint32_t psn, uint32_t dest_ipv4) {
+void Responder::rnr_nak(const QpOf& at, uint32_t psn) {
+    Qp& qp = at.qp;
     if (!is_reliable(qp.type)) {
-        drop_message(device, qp);  // UC cannot ask for the message again
+        drop_message(at.device, qp);  // UC cannot ask for the message again
         return;
     }
-    ++device.stats().send_rnr_err;
+    ++at.device.stats().send_rnr_err;
     qp.responder.nak_sent = true;
-    acknowledge(device, qp, psn, wire::Aeth::rnr_nak(qp.responder.msn, qp.attr.min_rnr_timer),
-                dest_ipv4);
+    acknowledge(at, psn, wire::Aeth::rnr_nak(qp.responder.msn, qp.attr.min_rnr_timer));
 }
 
 // Application memory the responder could not reach. A client that is gone
 // (ESRCH) gets silence, as a host whose QP vanished would give: its peer
 // times out. Otherwise the request fails with `code`.
-bool Transport::memory_failed(Device& device, Qp& qp, int error, uint32_t psn, RequestError failure,
-                              uint32_t dest_ipv4) {
+bool Responder::memory_failed(const QpOf& at, int error, uint32_t psn, RequestError failure) {
     if (error == 0) {
         return false;
     }
     if (error != ESRCH) {
-        responder_error(device, qp, psn, failure, dest_ipv4);
+        responder_error(at, psn, failure);
     }
     return true;
 }
 
 // A request the responder cannot execute: the one place its errors take
 // effect, as kRequestErrors says.
-void Transport::responder_error(Device& device, Qp& qp, uint32_t psn, RequestError error,
-                                uint32_t dest_ipv4) {
+void Responder::responder_error(const QpOf& at, uint32_t psn, RequestError error) {
+    Qp& qp = at.qp;
     if (!is_reliable(qp.type)) {
-        drop_message(device, qp);  // UC: the message is lost, the QP stays (IBA class E)
+        drop_message(at.device, qp);  // UC: the message is lost, the QP stays (IBA class E)
         return;
     }
     const wire::NakCode code = info(error).nak;
-    acknowledge(device, qp, psn, wire::Aeth::nak(qp.responder.msn, code), dest_ipv4);
+    acknowledge(at, psn, wire::Aeth::nak(qp.responder.msn, code));
     qp.post_event(info(error).event);
     qp.move_to(IBV_QPS_ERR, 0,
                std::string("responder: NAK ") + wire::nak_code_name(static_cast<uint8_t>(code)) +
                    " sent for PSN " + std::to_string(psn));
 }
 
-bool Transport::responder_busy(const Qp& qp) {
-    return qp.responder.reply || !qp.responder.waiting.empty();
-}
-
-bool Transport::run_responder(Device& device, Qp& qp) {
-    if (!responder_busy(qp)) {
+bool Responder::run(const QpOf& at) {
+    Qp& qp = at.qp;
+    if (!busy(qp)) {
         return false;
     }
     ResponderState& s = qp.responder;
@@ -276,19 +230,22 @@ bool Transport::run_responder(Device& device, Qp& qp) {
         return false;
     }
     if (s.reply) {
-        send_read_responses(device, qp);
+        send_read_responses(at);
     }
     while (!s.reply && !s.waiting.empty() && takes_requests(qp.attr.qp_state)) {
         const WaitingRequest request = std::move(s.waiting.front());
         s.waiting.pop_front();
-        on_request(device, qp, {request.info, request.hdr, request.payload}, request.src_ipv4);
+        const wire::ParsedPacket packet{request.info, request.hdr, request.payload};
+        on_request(
+            {at, packet, destination_ipv4(qp), at.device.config().address.s_addr, Clock::now()});
     }
     return true;
 }
 
-void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& packet,
-                           uint32_t src_ipv4) {
-    const Request req{device, qp, packet, src_ipv4};
+void Responder::on_request(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     // XRC: every request names the XRC SRQ that serves it, which must be in
@@ -296,7 +253,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     if (qp.type == IBV_QPT_XRC_RECV &&
         !select_xrc_srq(device, qp, packet.hdr.xrceth.xrc_srq & wire::kQpnMask)) {
         ++device.stats().rcvd_xrc_srq_err;
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     const int32_t distance = wire::psn_diff(psn, s.expected_psn);
@@ -306,14 +263,14 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
         }
     } else if (distance < 0) {
         ++device.stats().duplicate_request;
-        answer_duplicate(req);
+        answer_duplicate(in);
         return;
     } else if (distance > 0) {
         ++device.stats().out_of_seq_request;
         if (!s.nak_sent) {
             s.nak_sent = true;
-            acknowledge(device, qp, s.expected_psn,
-                        wire::Aeth::nak(s.msn, wire::NakCode::kPsnSequenceError), src_ipv4);
+            acknowledge(in, s.expected_psn,
+                        wire::Aeth::nak(s.msn, wire::NakCode::kPsnSequenceError));
         }
         return;
     }
@@ -322,7 +279,7 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
     const bool continuing = position == Position::kMiddle || position == Position::kLast;
     if (continuing != s.message.active ||
         (continuing && s.message.is_send != (packet.info->family == wire::Family::kSend))) {
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     // The QP's own access flags gate RDMA and atomics before any key is
@@ -335,46 +292,45 @@ void Transport::on_request(Device& device, Qp& qp, const wire::ParsedPacket& pac
                             : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
                                                                    : 0;
     if ((qp.attr.qp_access_flags & needed) != needed) {
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     switch (family) {
         case wire::Family::kSend:
-            execute_send(req);
+            execute_send(in);
             break;
         case wire::Family::kWrite:
-            execute_write(req);
+            execute_write(in);
             break;
         case wire::Family::kReadRequest: {
             if (qp.attr.max_dest_rd_atomic == 0) {
-                responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+                responder_error(in, psn, RequestError::kInvalidRequest);
                 return;
             }
-            execute_read(req, read_request(device, qp, psn, packet.hdr.reth));
+            execute_read(in, read_request(device, qp, psn, packet.hdr.reth));
             break;
         }
         case wire::Family::kAtomic:
-            execute_atomic(req);
+            execute_atomic(in);
             break;
         case wire::Family::kAtomicWrite:
-            execute_atomic_write(req);
+            execute_atomic_write(in);
             break;
         default:
-            responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+            responder_error(in, psn, RequestError::kInvalidRequest);
     }
 }
 
-void Transport::execute_send(const Request& req) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::execute_send(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     InboundMessage& m = s.message;
     const uint32_t psn = packet.hdr.bth.psn;
     if (starts_message(packet.info->position)) {
         if (!take_receive(qp, m.receive)) {
-            rnr_nak(device, qp, psn, src_ipv4);
+            rnr_nak(in, psn);
             return;
         }
         m.active = true;
@@ -384,19 +340,19 @@ void Transport::execute_send(const Request& req) {
                           m.target) != AccessFault::kNone) {
             complete_message(qp, m, packet, IBV_WC_LOC_PROT_ERR);
             m = {};
-            responder_error(device, qp, psn, RequestError::kRemoteOperational, src_ipv4);
+            responder_error(in, psn, RequestError::kRemoteOperational);
             return;
         }
     }
     const auto payload = std::as_bytes(packet.payload);
     if (m.offset + payload.size() > m.target.length) {
-        if (!placed(&qp)) {
+        if (!placed(qp)) {
             return;  // what was placed lands before the completion
         }
         m.offset += payload.size();
         complete_message(qp, m, packet, IBV_WC_LOC_LEN_ERR);
         m = {};
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     // A message of one packet may travel in its completion instead.
@@ -405,12 +361,12 @@ void Transport::execute_send(const Request& req) {
         starts_message(packet.info->position) && ends_message(packet.info->position) && cq
             ? carried_data(*cq, m.target, payload)
             : std::nullopt;
-    if (!carried && !place(device, qp, payload, psn, RequestError::kRemoteOperational, src_ipv4)) {
+    if (!carried && !place(in, payload, RequestError::kRemoteOperational)) {
         return;
     }
     m.offset += payload.size();
     // The message's data lands before its completion, whatever its status.
-    if (ends_message(packet.info->position) && !placed(&qp)) {
+    if (ends_message(packet.info->position) && !placed(qp)) {
         return;
     }
     if (ends_message(packet.info->position) && packet.info->has(wire::ExtHeader::kIeth)) {
@@ -419,7 +375,7 @@ void Transport::execute_send(const Request& req) {
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_message(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
             m = {};
-            responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+            responder_error(in, psn, RequestError::kInvalidRequest);
             return;
         }
     }
@@ -431,48 +387,46 @@ void Transport::execute_send(const Request& req) {
         s.msn = wire::psn_add(s.msn, 1);
     }
     if (packet.hdr.bth.ack_req) {
-        acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
+        acknowledge(in, psn, wire::Aeth::ack(s.msn));
     }
 }
 
 // IBA 1.5's ATOMIC WRITE: 8 bytes placed at once at an 8-byte aligned
 // address the rkey opens for remote write, then acknowledged; a duplicate is
 // acknowledged again, as a write's (rxe's atomic_write_reply).
-void Transport::execute_atomic_write(const Request& req) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::execute_atomic_write(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::Reth& reth = packet.hdr.reth;
-    if (!placed(&qp)) {
+    if (!placed(qp)) {
         return;  // in order after the writes before it
     }
     if (packet.payload.size() != 8 || reth.dma_length != 8 || (reth.va & 7)) {
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     Extent target;
     if (resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
                        target) != AccessFault::kNone) {
-        responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
+        responder_error(in, psn, RequestError::kRemoteAccess);
         return;
     }
     if (const int error = write_process(target.pid, std::as_bytes(packet.payload), target.segments);
-        memory_failed(device, qp, error, psn, RequestError::kRemoteAccess, src_ipv4)) {
+        memory_failed(in, error, psn, RequestError::kRemoteAccess)) {
         return;
     }
     s.expected_psn = wire::psn_add(psn, 1);
     s.msn = wire::psn_add(s.msn, 1);
-    acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
+    acknowledge(in, psn, wire::Aeth::ack(s.msn));
 }
 
-void Transport::execute_write(const Request& req) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::execute_write(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     InboundMessage& m = s.message;
     const uint32_t psn = packet.hdr.bth.psn;
@@ -480,7 +434,7 @@ void Transport::execute_write(const Request& req) {
     // The receive WQE an immediate consumes must exist before any data lands,
     // so that an RNR retry finds the message as it was.
     if (with_imm && !has_receive(qp)) {
-        rnr_nak(device, qp, psn, src_ipv4);
+        rnr_nak(in, psn);
         return;
     }
     if (starts_message(packet.info->position)) {
@@ -491,24 +445,24 @@ void Transport::execute_write(const Request& req) {
             resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                            IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
             m = {};
-            responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
+            responder_error(in, psn, RequestError::kRemoteAccess);
             return;
         }
     }
     const auto payload = std::as_bytes(packet.payload);
     if (m.offset + payload.size() > m.target.length) {
         m = {};
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
-    if (!place(device, qp, payload, psn, RequestError::kRemoteAccess, src_ipv4)) {
+    if (!place(in, payload, RequestError::kRemoteAccess)) {
         return;
     }
     m.offset += payload.size();
     s.expected_psn = wire::psn_add(psn, 1);
     if (ends_message(packet.info->position)) {
         if (with_imm) {
-            if (!placed(&qp)) {
+            if (!placed(qp)) {
                 return;
             }
             take_receive(qp, m.receive);
@@ -518,24 +472,22 @@ void Transport::execute_write(const Request& req) {
         s.msn = wire::psn_add(s.msn, 1);
     }
     if (packet.hdr.bth.ack_req) {
-        acknowledge(device, qp, psn, wire::Aeth::ack(s.msn), src_ipv4);
+        acknowledge(in, psn, wire::Aeth::ack(s.msn));
     }
 }
 
 // Answers a READ (new or repeated) with response packets from
 // `request.psn`: the first burst now, the rest from run_responder().
-void Transport::execute_read(const Request& req, const ResponderResource& request) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::execute_read(const Incoming& in, const ResponderResource& request) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
     ResponderState& s = qp.responder;
     const wire::Reth& reth = request.reth;
     Extent source;
     if (reth.dma_length &&
         resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                        IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
-        responder_error(device, qp, packet.hdr.bth.psn, RequestError::kRemoteAccess, src_ipv4);
+        responder_error(in, in.packet.hdr.bth.psn, RequestError::kRemoteAccess);
         return;
     }
     const bool repeated = wire::psn_before(request.psn, s.expected_psn);
@@ -547,23 +499,24 @@ void Transport::execute_read(const Request& req, const ResponderResource& reques
         s.expected_psn = wire::psn_add(request.last_psn, 1);
         s.msn = wire::psn_add(s.msn, 1);
     }
-    s.reply = ReadReply{request, std::move(source), src_ipv4, 0};
-    send_read_responses(device, qp);
+    s.reply = ReadReply{request, std::move(source), 0};
+    send_read_responses(in);
 }
 
 // Sends the next burst of the READ response under way.
-void Transport::send_read_responses(Device& device, Qp& qp) {
+void Responder::send_read_responses(const QpOf& at) {
+    Qp& qp = at.qp;
     ResponderState& s = qp.responder;
-    if (!placed(&qp)) {
+    if (!placed(qp)) {
         return;  // a READ sees the writes before it
     }
     ReadReply& reply = *s.reply;
     const ResponderResource& request = reply.request;
     const uint64_t length = request.reth.dma_length;
-    const uint32_t mtu = mtu_bytes(device, qp);
+    const uint32_t mtu = mtu_bytes(at.device, qp);
     const uint32_t packets = wire::psn_diff(request.last_psn, request.psn) + 1;
     if (!reply_stage_) {
-        reply_stage_ = stages_.take();
+        reply_stage_ = std::make_unique_for_overwrite<std::byte[]>(kStageBytes);
     }
     // The memory is read a stage (several packets of this burst) at a time.
     const uint64_t burst_end =
@@ -578,11 +531,11 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
             staged_from = offset;
             staged_to = std::min(offset + kStageBytes, burst_end);
             if (memory_failed(
-                    device, qp,
+                    at,
                     read_process(reply.source.pid,
                                  slice(reply.source, staged_from, staged_to - staged_from),
                                  {reply_stage_.get(), staged_to - staged_from}),
-                    request.psn, RequestError::kRemoteAccess, reply.dest_ipv4)) {
+                    request.psn, RequestError::kRemoteAccess)) {
                 s.reply.reset();
                 return;
             }
@@ -597,51 +550,49 @@ void Transport::send_read_responses(Device& device, Qp& qp) {
         h.bth.dest_qp = qp.attr.dest_qp_num;
         h.bth.psn = wire::psn_add(request.psn, i);
         h.aeth = wire::Aeth::ack(s.msn);
-        output_.send(device, qp, reply.dest_ipv4, h, chunk);
+        output_.send(at.device, qp, destination_ipv4(qp), h, chunk);
     }
     if (reply.next == packets) {
         s.reply.reset();
     }
 }
 
-void Transport::execute_atomic(const Request& req) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::execute_atomic(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::AtomicEth& a = packet.hdr.atomic_eth;
-    if (!placed(&qp)) {
+    if (!placed(qp)) {
         return;  // in order after the writes before it
     }
     if (qp.attr.max_dest_rd_atomic == 0 || (a.va & 7)) {
-        responder_error(device, qp, psn, RequestError::kInvalidRequest, src_ipv4);
+        responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
     Extent target;
     if (resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
                        IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
-        responder_error(device, qp, psn, RequestError::kRemoteAccess, src_ipv4);
+        responder_error(in, psn, RequestError::kRemoteAccess);
         return;
     }
     // The data plane is one thread: atomics are serialised per device.
     uint64_t original = 0;
     const bool compare_swap =
         wire::opcode_operation(packet.hdr.bth.opcode) == Operation::kCompareSwap;
-    if (memory_failed(device, qp,
+    if (memory_failed(in,
                       read_process(target.pid, target.segments,
                                    std::as_writable_bytes(std::span(&original, 1))),
-                      psn, RequestError::kRemoteAccess, src_ipv4)) {
+                      psn, RequestError::kRemoteAccess)) {
         return;
     }
     const uint64_t result =
         compare_swap ? (original == a.compare ? a.swap_add : original) : original + a.swap_add;
     if (result != original &&
         memory_failed(
-            device, qp,
-            write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments), psn,
-            RequestError::kRemoteAccess, src_ipv4)) {
+            in, write_process(target.pid, std::as_bytes(std::span(&result, 1)), target.segments),
+            psn, RequestError::kRemoteAccess)) {
         return;
     }
     s.resources.push_back({psn, psn, true, {}, original});
@@ -650,15 +601,14 @@ void Transport::execute_atomic(const Request& req) {
     }
     s.expected_psn = wire::psn_add(psn, 1);
     s.msn = wire::psn_add(s.msn, 1);
-    atomic_acknowledge(device, qp, psn, original, src_ipv4);
+    atomic_acknowledge(in, psn, original);
 }
 
 // A request seen before: answer again without executing it again.
-void Transport::answer_duplicate(const Request& req) {
-    Device& device = req.device;
-    Qp& qp = req.qp;
-    const wire::ParsedPacket& packet = req.packet;
-    const uint32_t src_ipv4 = req.peer_ipv4;
+void Responder::answer_duplicate(const Incoming& in) {
+    Device& device = in.device;
+    Qp& qp = in.qp;
+    const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::Family family = packet.info->family;
@@ -670,19 +620,18 @@ void Transport::answer_duplicate(const Request& req) {
                                     wire::psn_in_range(psn, r.psn, r.last_psn);
             const bool atomic_match = r.atomic && family == wire::Family::kAtomic && r.psn == psn;
             if (read_match) {
-                execute_read(req, read_request(device, qp, psn, packet.hdr.reth));
+                execute_read(in, read_request(device, qp, psn, packet.hdr.reth));
                 return;
             }
             if (!atomic_match) {
                 continue;
             }
-            atomic_acknowledge(device, qp, psn, r.original, src_ipv4);
+            atomic_acknowledge(in, psn, r.original);
             return;
         }
         return;  // older than the responder resources remember
     }
-    acknowledge(device, qp, wire::psn_add(s.expected_psn, wire::kPsnMask), wire::Aeth::ack(s.msn),
-                src_ipv4);
+    acknowledge(in, wire::psn_add(s.expected_psn, wire::kPsnMask), wire::Aeth::ack(s.msn));
 }
 
 }  // namespace uroce::transport

@@ -1,31 +1,14 @@
 // Retransmission, in one place: the retransmission and RNR timers, the
-// retry budget, and go-back-N restarts. The completer calls retry on a NAK
-// or a detected loss; the engine calls run_timers when one is due.
-#include "transport/transport.h"
+// retry budget, and go-back-N restarts. The completer retries on a NAK or a
+// detected loss; the engine runs the timers when one is due.
+#include "transport/completer.h"
 #include "wire/psn.h"
 
 namespace uroce::transport {
 
-// Goes back to `psn` on a NAK or a detected loss, spending one retry, unless
-// a retransmission is already under way.
-void Transport::retry(Device& device, Qp& qp, uint32_t psn) {
-    RequesterState& r = qp.requester;
-    if (r.retry_started) {
-        return;
-    }
-    if (r.retries_left == 0) {
-        ++device.stats().retry_exceeded_err;
-        fail_qp(device, qp, IBV_WC_RETRY_EXC_ERR);
-        return;
-    }
-    --r.retries_left;
-    r.retry_started = true;
-    restart_from(qp, psn);
-}
-
-// Go back N: send again from `psn`, which the responder has not taken.
-void Transport::restart_from(Qp& qp, uint32_t psn) {
-    RequesterState& r = qp.requester;
+// Go back N: the requester sends again from `psn`, which the responder has
+// not taken.
+void Completer::restart_from(RequesterState& r, uint32_t psn) {
     for (size_t i = 0; i < r.window.size(); ++i) {
         SendWork& w = r.window[i];
         if (!w.started || w.done || w.sends_nothing()) {
@@ -47,8 +30,26 @@ void Transport::restart_from(Qp& qp, uint32_t psn) {
     }
 }
 
-void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
+// Goes back to `psn` on a NAK or a detected loss, spending one retry, unless
+// a retransmission is already under way.
+void Completer::retry(const QpOf& at, uint32_t psn) {
+    Qp& qp = at.qp;
     RequesterState& r = qp.requester;
+    if (r.retry_started) {
+        return;
+    }
+    if (r.retries_left == 0) {
+        ++at.device.stats().retry_exceeded_err;
+        fail_qp(at, IBV_WC_RETRY_EXC_ERR);
+        return;
+    }
+    --r.retries_left;
+    r.retry_started = true;
+    restart_from(r, psn);
+}
+
+void Completer::run_timers(const QpOf& at, Clock::time_point now) {
+    RequesterState& r = at.qp.requester;
     if (now >= r.rnr_resume_at) {
         r.rnr_resume_at = kNever;
     }
@@ -56,13 +57,9 @@ void Transport::run_timers(Device& device, Qp& qp, Clock::time_point now) {
         return;
     }
     r.retransmit_at = kNever;
-    ++device.stats().retransmit_timeouts;
+    ++at.device.stats().retransmit_timeouts;
     r.retry_started = false;  // a timeout retries even while another retry is under way
-    retry(device, qp, r.unacked_psn);
-}
-
-Clock::time_point Transport::next_deadline(const Qp& qp) {
-    return std::min(qp.requester.retransmit_at, qp.requester.rnr_resume_at);
+    retry(at, r.unacked_psn);
 }
 
 }  // namespace uroce::transport

@@ -216,6 +216,24 @@ void Daemon::set_faults(const std::string& device, double drop, double duplicate
     EXPECT_EQ(client->call(request, &none), 0) << client->last_error();
 }
 
+Daemon::Step Daemon::step(const std::string& device, const std::string& action) const {
+    static const std::map<std::string, rpc::StepAction> kActions{{"pause", rpc::StepAction::kPause},
+                                                                 {"next", rpc::StepAction::kNext},
+                                                                 {"drop", rpc::StepAction::kDrop},
+                                                                 {"run", rpc::StepAction::kRun}};
+    std::string why;
+    const auto client = connect_tool(dir_, why);
+    EXPECT_TRUE(client) << "cannot connect to uroced: " << why;
+    rpc::StepRequest request{};
+    snprintf(request.device, sizeof(request.device), "%s", device.c_str());
+    request.action = kActions.at(action);
+    rpc::StepReply reply{};
+    if (client) {
+        EXPECT_EQ(client->call(request, &reply), 0) << action << ": " << client->last_error();
+    }
+    return {reply.packet ? std::string(reply.summary) : std::string(), reply.held};
+}
+
 namespace {
 
 constexpr std::string_view kChildOption = "--uroce-child=";

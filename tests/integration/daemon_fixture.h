@@ -50,6 +50,14 @@ class Daemon {
     // clears them. A test failure when the daemon refuses.
     void set_faults(const std::string& device, double drop, double duplicate = 0,
                     double reorder = 0) const;
+    // Step mode on `device`'s wire (as `uroce step`): `action` is "pause",
+    // "next", "drop" or "run", on the oldest held packet. What it acted on
+    // (its one-line summary, empty for none) and how many packets stay held.
+    struct Step {
+        std::string summary;
+        uint32_t held = 0;
+    };
+    Step step(const std::string& device, const std::string& action) const;
 
   private:
     void launch(uint16_t udp_port);

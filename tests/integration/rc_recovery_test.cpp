@@ -481,6 +481,76 @@ TEST_F(RcRecoveryTest, LossyLinkDeliversEverythingOnceInOrder) {
     EXPECT_GT(sum("duplicate_request") + sum("out_of_seq_request"), repeated);
 }
 
+// Packets held on a paused wire (uroce step): at least `count`, by the
+// deadline, then nothing more for a moment.
+uint32_t wait_held(const std::string& device, uint32_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    uint32_t held = 0;
+    while ((held = test_daemon().step(device, "pause").held) < count &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return test_daemon().step(device, "pause").held;
+}
+
+// A packet's operation and PSN, from its step summary.
+std::string operation_and_psn(const std::string& summary) {
+    std::istringstream words(summary);
+    std::string operation, psn_word, psn;
+    words >> operation >> psn_word >> psn;
+    return operation + " " + psn;
+}
+
+// Go back N across a local operation: a's 3-packet WRITE loses its first
+// packet, and b's sequence NAK sends a back to it, past the BIND_MW posted
+// behind it. The retransmission is the same request packets, none for the
+// bind (which ran once), and every WQE completes.
+TEST_F(RcRecoveryTest, GoBackNPassesALocalOperationWithoutSendingIt) {
+    RcOptions options;
+    options.timeout = 20;  // 4 s: no retransmission timer fires while packets are held
+    ASSERT_NO_FATAL_FAILURE(connect_pair(options));
+    Buffer& source = a_.buffer(4000, kRemoteAccess | IBV_ACCESS_MW_BIND, 1);
+    Buffer& target = b_.buffer(4000, kRemoteAccess, 2);
+    MwPtr window(ibv_alloc_mw(a_.pd(), IBV_MW_TYPE_2));
+    ASSERT_TRUE(window) << strerror(errno);
+    test_daemon().step("uroce0", "pause");
+    ibv_sge head = source.sge(0, 3000);
+    ibv_send_wr write = make_wr(1, IBV_WR_RDMA_WRITE, std::span(&head, 1));
+    write.wr.rdma = {target.addr(0), target.rkey()};
+    a_.post_send(write);
+    ibv_send_wr bind = make_wr(2, IBV_WR_BIND_MW, {});
+    bind.bind_mw.mw = window.get();
+    bind.bind_mw.rkey = ibv_inc_rkey(window->rkey);
+    bind.bind_mw.bind_info = {source.mr(), source.addr(0), 4000, IBV_ACCESS_REMOTE_READ};
+    a_.post_send(bind);
+    ibv_sge tail = source.sge(3000, 1000);
+    ibv_send_wr last = make_wr(3, IBV_WR_RDMA_WRITE, std::span(&tail, 1));
+    last.wr.rdma = {target.addr(3000), target.rkey()};
+    a_.post_send(last);
+
+    ASSERT_EQ(wait_held("uroce0", 4), 4u);  // WRITE first, middle, last; the second WRITE
+    std::vector<std::string> sent{operation_and_psn(test_daemon().step("uroce0", "drop").summary)};
+    for (int i = 0; i < 3; ++i) {
+        sent.push_back(operation_and_psn(test_daemon().step("uroce0", "next").summary));
+    }
+    ASSERT_EQ(wait_held("uroce0", 4), 4u) << "the retransmission after b's NAK";
+    std::vector<std::string> resent;
+    for (int i = 0; i < 4; ++i) {
+        resent.push_back(operation_and_psn(test_daemon().step("uroce0", "next").summary));
+    }
+    EXPECT_EQ(resent, sent);
+    test_daemon().step("uroce0", "run");
+
+    const std::vector<ibv_wc> wcs = a_.poll(3);
+    for (size_t i = 0; i < wcs.size(); ++i) {
+        EXPECT_EQ(wcs[i].wr_id, i + 1);
+        EXPECT_EQ(wcs[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(wcs[i].status);
+    }
+    EXPECT_EQ(wcs[1].opcode, IBV_WC_BIND_MW);
+    EXPECT_TRUE(same_bytes(target.bytes(), pattern(1, 4000)));
+}
+
 // PSNs start 16 below the wrap to 0: multi-packet messages of every kind
 // cross it.
 TEST_F(RcRecoveryTest, PsnWrapsAround) {

@@ -1,0 +1,64 @@
+// The responder (rxe_resp.c): checks each request's PSN, executes it against
+// the receive queue and registered memory, and answers with ACKs, NAKs, READ
+// responses and atomic acknowledgements (responder.cpp); UD's datagrams fill
+// receive WQEs and are not answered (datagram.cpp).
+#pragma once
+
+#include <stdint.h>
+
+#include <span>
+#include <vector>
+
+#include "memory/stage_pool.h"
+#include "transport/context.h"
+#include "transport/placements.h"
+#include "transport/request_errors.h"
+
+namespace uroce::transport {
+
+class Responder {
+  public:
+    explicit Responder(PacketOutput& output) : output_(output), placements_(*this) {}
+
+    // A request packet for a QP that takes requests, with nothing waiting
+    // before it.
+    void on_request(const Incoming& in);
+    // A UD datagram for a QP that takes requests.
+    void on_datagram(const Incoming& in);
+    // Answers what the responder has taken on: the rest of a READ
+    // response, then the requests waiting behind it. Whether it did anything.
+    bool run(const QpOf& at);
+    // Whether run() has something to do.
+    static bool busy(const Qp& qp) { return qp.responder.reply || !qp.responder.waiting.empty(); }
+    // A queued write for request `psn` could not be made.
+    void write_failed(const QpOf& at, uint32_t psn, RequestError error);
+    // The writes into applications' memory, queued: SEND and WRITE payloads
+    // here, READ responses by the completer; a failed one of the responder's
+    // comes back to write_failed.
+    Placements& placements() { return placements_; }
+
+  private:
+    void execute_send(const Incoming& in);
+    void execute_atomic_write(const Incoming& in);
+    void execute_write(const Incoming& in);
+    void execute_read(const Incoming& in, const ResponderResource& request);
+    void execute_atomic(const Incoming& in);
+    void answer_duplicate(const Incoming& in);
+    // Queues a packet's payload for where the message has got to; false
+    // when the QP failed instead.
+    bool place(const Incoming& in, std::span<const std::byte> payload, RequestError error);
+    bool placed(const Qp& qp);
+    void send_read_responses(const QpOf& at);
+    void acknowledge(const QpOf& at, uint32_t psn, wire::Aeth aeth);
+    void atomic_acknowledge(const QpOf& at, uint32_t psn, uint64_t original);
+    void responder_error(const QpOf& at, uint32_t psn, RequestError error);
+    void rnr_nak(const QpOf& at, uint32_t psn);
+    bool memory_failed(const QpOf& at, int error, uint32_t psn, RequestError failure);
+
+    PacketOutput& output_;
+    Placements placements_;
+    std::vector<std::byte> datagram_;  // a UD receive's GRH and payload
+    StageBuffer reply_stage_;          // a READ response's bytes
+};
+
+}  // namespace uroce::transport
