@@ -1,4 +1,5 @@
 #include "device/device.h"
+#include <limits.h>
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -152,17 +153,79 @@ Device::Device(const DeviceConfig& config, uint32_t index)
     : config_(config),
       index_(index),
       node_guid_(guid_from_address(config.address)),
-      qpns_(kFirstQpn, (1u << 24) - 1),
-      key_indexes_(1, (1u << 24) - 1),
-      srq_nums_(1, (1u << 24) - 1),
-      wq_nums_(1, (1u << 24) - 1),
+      qps_(kFirstQpn, (1u << 24) - 1),
+      wqs_(1, (1u << 24) - 1),
+      srqs_(1, (1u << 24) - 1),
+      keys_(1, (1u << 24) - 1),
       ind_table_nums_(1, (1u << 24) - 1) {
     attr_ = device_attributes(node_guid_);
     port_attr_ = port_attributes();
     gids_ = initial_gids(config.address, node_guid_);
 }
 
-Result Device::admit(pid_t client, int ObjectCounts::*kind, int max, const char* what) const {
+namespace {
+
+// Each kind's count in an ObjectCounts and its name in messages, by ObjectKind.
+struct KindInfo {
+    int ObjectCounts::*count;
+    const char* name;
+};
+constexpr KindInfo kKinds[] = {
+    {&ObjectCounts::pd, "PDs"},
+    {&ObjectCounts::mr, "MRs"},
+    {&ObjectCounts::mw, "MWs"},
+    {&ObjectCounts::cq, "CQs"},
+    {&ObjectCounts::qp, "QPs"},
+    {&ObjectCounts::srq, "SRQs"},
+    {&ObjectCounts::wq, "WQs"},
+    {&ObjectCounts::rwq_ind_table, "indirection tables"},
+    {&ObjectCounts::ah, "AHs"},
+    {&ObjectCounts::xrcd, "XRC domains"},
+    {&ObjectCounts::comp_channel, "completion channels"},
+    {&ObjectCounts::dm, "device memory allocations"},
+};
+
+const KindInfo& kind_info(ObjectKind kind) {
+    return kKinds[static_cast<size_t>(kind)];
+}
+
+}  // namespace
+
+int Device::limit(ObjectKind kind) const {
+    const ibv_device_attr& a = attr_.orig_attr;
+    switch (kind) {
+        case ObjectKind::kPd:
+            return a.max_pd;
+        case ObjectKind::kMr:
+            return a.max_mr;
+        case ObjectKind::kMw:
+            return a.max_mw;
+        case ObjectKind::kCq:
+            return a.max_cq;
+        case ObjectKind::kQp:
+            return a.max_qp;
+        case ObjectKind::kSrq:
+            return a.max_srq;
+        case ObjectKind::kWq:
+            return static_cast<int>(attr_.max_wq_type_rq);
+        case ObjectKind::kRwqIndTable:
+            return static_cast<int>(attr_.rss_caps.max_rwq_indirection_tables);
+        case ObjectKind::kAh:
+            return a.max_ah;
+        case ObjectKind::kXrcd:
+            return kMaxXrcds;
+        case ObjectKind::kCompChannel:
+            return kMaxCompChannels;
+        case ObjectKind::kDm:
+            return INT_MAX;  // bounded by bytes (max_dm_size)
+    }
+    return 0;
+}
+
+Result Device::admit(pid_t client, ObjectKind k) const {
+    int ObjectCounts::*const kind = kind_info(k).count;
+    const char* what = kind_info(k).name;
+    const int max = limit(k);
     if (counts_.*kind >= max) {
         return fail(ENOMEM, "device %s has its maximum of %d %s", name().c_str(), max, what);
     }
@@ -177,7 +240,8 @@ Result Device::admit(pid_t client, int ObjectCounts::*kind, int max, const char*
     return ok();
 }
 
-void Device::count(pid_t client, int ObjectCounts::*kind, int delta) {
+void Device::count(pid_t client, ObjectKind k, int delta) {
+    int ObjectCounts::*const kind = kind_info(k).count;
     counts_.*kind += delta;
     ObjectCounts& mine = per_client_[client];
     mine.*kind += delta;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device/id_allocator.h"
+#include "device/registry.h"
 #include "device/stats.h"
 #include "net/fault_injector.h"
 #include "net/pcap_writer.h"
@@ -42,6 +43,28 @@ struct ObjectCounts {
     bool operator==(const ObjectCounts&) const = default;
 };
 
+// The kinds of objects a device counts and bounds (Device::admit).
+enum class ObjectKind : uint8_t {
+    kPd,
+    kMr,
+    kMw,
+    kCq,
+    kQp,
+    kSrq,
+    kWq,
+    kRwqIndTable,
+    kAh,
+    kXrcd,
+    kCompChannel,
+    kDm
+};
+
+// A memory key's index names an MR or a window.
+struct KeyOwner {
+    Mr* mr = nullptr;
+    Mw* mw = nullptr;
+};
+
 struct DeviceConfig {
     std::string name;  // "uroce0"
     in_addr address;   // the device's IPv4 address; RoCEv2 GID ::ffff:a.b.c.d
@@ -67,13 +90,19 @@ class Device {
     const ibv_port_attr& port_attr() const { return port_attr_; }
     const std::vector<ibv_gid>& gids() const { return gids_; }
 
-    IdAllocator& qpns() { return qpns_; }
-    IdAllocator& key_indexes() { return key_indexes_; }
-    IdAllocator& srq_nums() { return srq_nums_; }
-    IdAllocator& wq_nums() { return wq_nums_; }
-    IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // Every QP of the device by number, for the packets addressed to it.
-    std::unordered_map<uint32_t, Qp*>& qp_table() { return qp_table_; }
+    Registry<Qp*>& qps() { return qps_; }
+    const Registry<Qp*>& qps() const { return qps_; }
+    // Every receive WQ by number, for the engine to flush those in ERR.
+    Registry<Wq*>& wqs() { return wqs_; }
+    // Every SRQ by number, for the XRC requests that name one.
+    Registry<std::weak_ptr<Srq>>& srqs() { return srqs_; }
+    // Memory regions and windows by key index (a key's upper 24 bits).
+    Registry<KeyOwner>& keys() { return keys_; }
+    Mr* find_mr(uint32_t key_index) const { return keys_.find(key_index).mr; }
+    Mw* find_mw(uint32_t key_index) const { return keys_.find(key_index).mw; }
+    // Indirection tables have numbers only.
+    IdAllocator& ind_table_nums() { return ind_table_nums_; }
     // The flow rules of the device's QPs, oldest first.
     std::vector<const Flow*>& flows() { return flows_; }
     const std::vector<const Flow*>& flows() const { return flows_; }
@@ -85,22 +114,6 @@ class Device {
     // that carries the device; null without one).
     Doorbell* doorbell() const { return doorbell_; }
     void set_doorbell(Doorbell* doorbell) { doorbell_ = doorbell; }
-    // Every receive WQ of the device by number, for the engine to flush those in ERR.
-    std::unordered_map<uint32_t, Wq*>& wq_table() { return wq_table_; }
-    // Every SRQ of the device by number, for the XRC requests that name one.
-    std::unordered_map<uint32_t, std::weak_ptr<Srq>>& srq_table() { return srq_table_; }
-    // Memory regions by key index (the key's upper 24 bits).
-    std::unordered_map<uint32_t, Mr*>& mr_table() { return mr_table_; }
-    Mr* find_mr(uint32_t key_index) const {
-        auto it = mr_table_.find(key_index);
-        return it == mr_table_.end() ? nullptr : it->second;
-    }
-    // Memory windows by key index (an index names an MR or a window).
-    std::unordered_map<uint32_t, Mw*>& mw_table() { return mw_table_; }
-    Mw* find_mw(uint32_t key_index) const {
-        auto it = mw_table_.find(key_index);
-        return it == mw_table_.end() ? nullptr : it->second;
-    }
     FaultInjector& faults() { return faults_; }
     PcapWriter& trace() { return trace_; }
     StepGate& step_gate() { return step_gate_; }
@@ -116,11 +129,12 @@ class Device {
     // A client (the process that opened the contexts) may hold a quarter of
     // each of the device's tables, so that one program at its limits leaves
     // the others room. Whether one more object of `kind` fits the table
-    // (`max` of them) and the client's share (ENOMEM, as the verbs' man
-    // pages, when not); then counting it in and out.
+    // (limit(kind) of them) and the client's share (ENOMEM, as the verbs'
+    // man pages, when not); then counting it in and out.
     static constexpr int kClientShares = 4;
-    Result admit(pid_t client, int ObjectCounts::*kind, int max, const char* what) const;
-    void count(pid_t client, int ObjectCounts::*kind, int delta);
+    int limit(ObjectKind kind) const;
+    Result admit(pid_t client, ObjectKind kind) const;
+    void count(pid_t client, ObjectKind kind, int delta);
     ObjectCounts client_counts(pid_t client) const;
     // XRC domains opened through a file, by (st_dev, st_ino).
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>>& xrcd_files() {
@@ -134,10 +148,10 @@ class Device {
     ibv_device_attr_ex attr_{};
     ibv_port_attr port_attr_{};
     std::vector<ibv_gid> gids_;
-    IdAllocator qpns_;
-    IdAllocator key_indexes_;
-    IdAllocator srq_nums_;
-    IdAllocator wq_nums_;
+    Registry<Qp*> qps_;
+    Registry<Wq*> wqs_;
+    Registry<std::weak_ptr<Srq>> srqs_;
+    Registry<KeyOwner> keys_;
     IdAllocator ind_table_nums_;
     ObjectCounts counts_;
     std::unordered_map<pid_t, ObjectCounts> per_client_;
@@ -145,15 +159,10 @@ class Device {
     FaultInjector faults_;
     PcapWriter trace_;
     StepGate step_gate_;
-    std::unordered_map<uint32_t, Qp*> qp_table_;
-    std::unordered_map<uint32_t, std::weak_ptr<Srq>> srq_table_;
-    std::unordered_map<uint32_t, Wq*> wq_table_;
     std::vector<const Flow*> flows_;
     std::set<Cq*> due_cq_events_;
     UnpolledCqs unpolled_cqs_;
     Doorbell* doorbell_ = nullptr;
-    std::unordered_map<uint32_t, Mr*> mr_table_;
-    std::unordered_map<uint32_t, Mw*> mw_table_;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };
 

@@ -42,7 +42,7 @@ bool to_gsi(std::span<const uint8_t> packet) {
 }
 
 bool has_member(Device& device, uint32_t group_ipv4) {
-    for (const auto& [qpn, qp] : device.qp_table()) {
+    for (const auto& [qpn, qp] : device.qps()) {
         if (transport::joined(*qp, group_ipv4)) {
             return true;
         }
@@ -359,7 +359,7 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     }
     bool any = run_responders();
     for (const auto& device : devices_) {
-        for (auto& [wq_num, wq] : device->wq_table()) {
+        for (auto& [wq_num, wq] : device->wqs()) {
             if (wq->state == IBV_WQS_ERR) {
                 any |= transport::flush_wq(*wq);
             }
@@ -457,7 +457,7 @@ bool Engine::work_pending() {
         return true;
     }
     for (const auto& device : devices_) {
-        for (auto& [wq_num, wq] : device->wq_table()) {
+        for (auto& [wq_num, wq] : device->wqs()) {
             if (wq->state == IBV_WQS_ERR && wq->ring.pending()) {
                 return true;
             }

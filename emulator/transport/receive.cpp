@@ -65,7 +65,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     // the group.
     if (service == wire::Service::kUd && packet.hdr.bth.dest_qp == wire::kMulticastQpn) {
         bool delivered = false;
-        for (auto& [qpn, qp] : to.qp_table()) {
+        for (auto& [qpn, qp] : to.qps()) {
             if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR &&
                 joined(*qp, arrival.dest_ipv4)) {
                 deliver(to, *qp, packet, arrival);
@@ -91,12 +91,12 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
         return;
     }
     // 7. A QP of the device, of the packet's transport service.
-    auto it = to.qp_table().find(packet.hdr.bth.dest_qp);
-    if (it == to.qp_table().end() || wire_service(it->second->type) != service) {
+    Qp* const found = to.qps().find(packet.hdr.bth.dest_qp);
+    if (!found || wire_service(found->type) != service) {
         ++to.stats().rcvd_unknown_qp;
         return;
     }
-    Qp& qp = *it->second;
+    Qp& qp = *found;
     // 8. Receiving, and for a connected QP, from its peer only.
     const bool connected = qp.type != IBV_QPT_UD;
     if (qp.attr.qp_state < IBV_QPS_RTR || (connected && destination_ipv4(qp) != arrival.src_ipv4)) {

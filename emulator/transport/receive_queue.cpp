@@ -25,8 +25,7 @@ void check_srq_limit(Srq& srq) {
 }  // namespace
 
 bool select_xrc_srq(Device& device, Qp& qp, uint32_t srq_num) {
-    auto it = device.srq_table().find(srq_num);
-    std::shared_ptr<Srq> srq = it == device.srq_table().end() ? nullptr : it->second.lock();
+    std::shared_ptr<Srq> srq = device.srqs().find(srq_num).lock();
     if (!srq || srq->type != IBV_SRQT_XRC || srq->xrcd->domain != qp.xrc_domain) {
         qp.responder.xrc_srq.reset();
         return false;

@@ -32,15 +32,14 @@ Result Context::create_ah(const rpc::CreateAhRequest& req, rpc::CreateAhReply& r
     if (Result r = check_ah_attr(req.attr); !r) {
         return r;
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::ah, device_.attr().orig_attr.max_ah, "AHs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kAh); !r) {
         return r;
     }
     auto ah = std::make_shared<Ah>();
     ah->pd = Ref<Pd>(pd);
     ah->attr = req.attr;
     reply.handle = ahs_.add(ah)->handle;
-    device_.count(owner_, &ObjectCounts::ah, 1);
+    device_.count(owner_, ObjectKind::kAh, 1);
     return ok();
 }
 
@@ -49,7 +48,7 @@ Result Context::destroy_ah(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EINVAL, "no AH with handle %u", req.handle);
     }
     ahs_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::ah, -1);
+    device_.count(owner_, ObjectKind::kAh, -1);
     return ok();
 }
 
@@ -64,8 +63,7 @@ Result Context::open_xrcd(const rpc::OpenXrcdRequest& req, rpc::OpenXrcdReply& r
     if (req.oflags & ~(O_CREAT | O_EXCL)) {
         return fail(EINVAL, "XRCD oflags 0x%x: only O_CREAT and O_EXCL are allowed", req.oflags);
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::xrcd, Device::kMaxXrcds, "XRC domains");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kXrcd); !r) {
         return r;
     }
     std::shared_ptr<XrcdDomain> domain;
@@ -95,7 +93,7 @@ Result Context::open_xrcd(const rpc::OpenXrcdRequest& req, rpc::OpenXrcdReply& r
     auto xrcd = std::make_shared<Xrcd>();
     xrcd->domain = domain;
     reply.handle = xrcds_.add(xrcd)->handle;
-    device_.count(owner_, &ObjectCounts::xrcd, 1);
+    device_.count(owner_, ObjectKind::kXrcd, 1);
     return ok();
 }
 
@@ -110,7 +108,7 @@ Result Context::close_xrcd(const rpc::HandleRequest& req, rpc::Empty&) {
     }
     const XrcdDomain domain = *xrcd->domain;
     xrcds_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::xrcd, -1);
+    device_.count(owner_, ObjectKind::kXrcd, -1);
     auto& files = device_.xrcd_files();
     if (auto it = files.find({domain.file_dev, domain.file_ino});
         domain.has_file && it != files.end() && it->second.expired()) {

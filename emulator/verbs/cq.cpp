@@ -26,9 +26,7 @@ Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, Un
     if (channels_.contains(req.channel_fd)) {
         return fail(EEXIST, "completion channel %d already exists", req.channel_fd);
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::comp_channel, Device::kMaxCompChannels,
-                                 "completion channels");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kCompChannel); !r) {
         return r;
     }
     if (descriptors_) {
@@ -46,7 +44,7 @@ Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, Un
         return r;
     }
     channels_.emplace(req.channel_fd, channel);
-    device_.count(owner_, &ObjectCounts::comp_channel, 1);
+    device_.count(owner_, ObjectKind::kCompChannel, 1);
     return ok();
 }
 
@@ -60,7 +58,7 @@ Result Context::destroy_comp_channel(const rpc::DestroyCompChannelRequest& req, 
                     it->second->users);
     }
     channels_.erase(it);
-    device_.count(owner_, &ObjectCounts::comp_channel, -1);
+    device_.count(owner_, ObjectKind::kCompChannel, -1);
     if (descriptors_) {
         descriptors_->give_back(owner_, 1);
     }
@@ -96,7 +94,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
         }
         channel = it->second;
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::cq, caps.max_cq, "CQs"); !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kCq); !r) {
         return r;
     }
     auto cq = std::make_shared<Cq>();
@@ -116,7 +114,7 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
         return r;
     }
     cqs_.add(cq);
-    device_.count(owner_, &ObjectCounts::cq, 1);
+    device_.count(owner_, ObjectKind::kCq, 1);
     reply = {cq->handle, cq->cqe, entries};
     fds.push_back(cq->ring.release_fd());
     return ok();
@@ -192,7 +190,7 @@ Result Context::destroy_cq(const rpc::HandleRequest& req, rpc::Empty&) {
     device_.due_cq_events().erase(cq.get());
     device_.unpolled_cqs().remove(*cq);
     cqs_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::cq, -1);
+    device_.count(owner_, ObjectKind::kCq, -1);
     return ok();
 }
 

@@ -50,12 +50,11 @@ Result check_range(uint64_t addr, uint64_t length, uint64_t iova) {
 }  // namespace
 
 Result Context::alloc_pd(const rpc::Empty&, rpc::AllocPdReply& reply) {
-    if (Result r = device_.admit(owner_, &ObjectCounts::pd, device_.attr().orig_attr.max_pd, "PDs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kPd); !r) {
         return r;
     }
     reply.handle = pds_.add(std::make_shared<Pd>())->handle;
-    device_.count(owner_, &ObjectCounts::pd, 1);
+    device_.count(owner_, ObjectKind::kPd, 1);
     return ok();
 }
 
@@ -68,7 +67,7 @@ Result Context::dealloc_pd(const rpc::HandleRequest& req, rpc::Empty&) {
         return fail(EBUSY, "PD %u is still used by %d objects", req.handle, pd->users);
     }
     pds_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::pd, -1);
+    device_.count(owner_, ObjectKind::kPd, -1);
     return ok();
 }
 
@@ -95,15 +94,14 @@ Result Context::reg_mr(const rpc::RegMrRequest& req, rpc::RegMrReply& reply) {
 Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
                                 uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                                 rpc::RegMrReply& reply) {
-    if (Result r = device_.admit(owner_, &ObjectCounts::mr, device_.attr().orig_attr.max_mr, "MRs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kMr); !r) {
         return r;
     }
-    auto index = device_.key_indexes().allocate();
+    auto mr = std::make_shared<Mr>();
+    const auto index = device_.keys().add({mr.get(), nullptr});
     if (!index) {
         return fail(ENOMEM, "no memory keys left");
     }
-    auto mr = std::make_shared<Mr>();
     mr->pd = Ref<Pd>(pd);
     mr->dm = Ref<Dm>(dm);
     mr->addr = addr;
@@ -117,8 +115,7 @@ Result Context::register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, ui
     mr->lkey = mr->rkey = make_key(*index, 0);
     mr->pid = pid_;
     mrs_.add(mr);
-    device_.mr_table()[mr->key_index] = mr.get();
-    device_.count(owner_, &ObjectCounts::mr, 1);
+    device_.count(owner_, ObjectKind::kMr, 1);
     reply = {mr->handle, mr->lkey, mr->rkey};
     return ok();
 }
@@ -222,10 +219,9 @@ Result Context::dereg_mr(const rpc::HandleRequest& req, rpc::Empty&) {
     if (mr->users) {
         return fail(EINVAL, "MR %u still has %d memory windows bound", req.handle, mr->users);
     }
-    device_.key_indexes().release(mr->key_index);
-    device_.mr_table().erase(mr->key_index);
+    device_.keys().remove(mr->key_index);
     mrs_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::mr, -1);
+    device_.count(owner_, ObjectKind::kMr, -1);
     return ok();
 }
 
@@ -253,7 +249,7 @@ Result Context::alloc_dm(const rpc::AllocDmRequest& req, rpc::AllocDmReply& repl
     dm->addr = req.addr;
     dm->length = req.length;
     reply.handle = dms_.add(dm)->handle;
-    device_.count(owner_, &ObjectCounts::dm, 1);
+    device_.count(owner_, ObjectKind::kDm, 1);
     device_.counts().dm_bytes += dm->length;
     return ok();
 }
@@ -266,7 +262,7 @@ Result Context::free_dm(const rpc::HandleRequest& req, rpc::Empty&) {
     if (dm->users) {
         return fail(EBUSY, "device memory %u still has %d MRs", req.handle, dm->users);
     }
-    device_.count(owner_, &ObjectCounts::dm, -1);
+    device_.count(owner_, ObjectKind::kDm, -1);
     device_.counts().dm_bytes -= dm->length;
     dms_.erase(req.handle);
     return ok();
@@ -312,23 +308,21 @@ Result Context::alloc_mw(const rpc::AllocMwRequest& req, rpc::AllocMwReply& repl
     if (req.type != IBV_MW_TYPE_1 && req.type != IBV_MW_TYPE_2) {
         return fail(EINVAL, "memory window type %d is neither 1 nor 2", req.type);
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::mw, device_.attr().orig_attr.max_mw, "MWs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kMw); !r) {
         return r;
     }
-    auto index = device_.key_indexes().allocate();
+    auto mw = std::make_shared<Mw>();
+    const auto index = device_.keys().add({nullptr, mw.get()});
     if (!index) {
         return fail(ENOMEM, "no memory keys left");
     }
-    auto mw = std::make_shared<Mw>();
     mw->pd = Ref<Pd>(pd);
     mw->type = static_cast<ibv_mw_type>(req.type);
     mw->key_index = *index;
     mw->rkey = make_key(*index, 0);
     mw->valid = mw->type == IBV_MW_TYPE_1;
     mws_.add(mw);
-    device_.mw_table()[mw->key_index] = mw.get();
-    device_.count(owner_, &ObjectCounts::mw, 1);
+    device_.count(owner_, ObjectKind::kMw, 1);
     reply = {mw->handle, mw->rkey};
     return ok();
 }
@@ -338,10 +332,9 @@ Result Context::dealloc_mw(const rpc::HandleRequest& req, rpc::Empty&) {
     if (!mw) {
         return fail(EINVAL, "no MW with handle %u", req.handle);
     }
-    device_.key_indexes().release(mw->key_index);
-    device_.mw_table().erase(mw->key_index);
+    device_.keys().remove(mw->key_index);
     mws_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::mw, -1);
+    device_.count(owner_, ObjectKind::kMw, -1);
     return ok();
 }
 

@@ -171,8 +171,7 @@ Result Context::create_rss_qp(const rpc::CreateQpRequest& req, rpc::CreateQpRepl
 // with the creator as its first holder, within the device's max_qp.
 Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
                        const std::shared_ptr<Xrcd>& xrcd) {
-    if (Result r = device_.admit(owner_, &ObjectCounts::qp, device_.attr().orig_attr.max_qp, "QPs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kQp); !r) {
         return r;
     }
     if (Doorbell* doorbell = device_.doorbell()) {
@@ -182,7 +181,7 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
         }
         qp->doorbell_slot = *slot;
     }
-    auto qpn = device_.qpns().allocate();
+    const auto qpn = device_.qps().add(qp.get());
     if (!qpn) {
         detach_doorbell(*qp);
         return fail(ENOMEM, "no QP numbers left");
@@ -190,8 +189,7 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
     qp->qpn = *qpn;
     qps_.add(qp);
     qp->holders.push_back({events_, qp->handle, user_handle, Ref<Xrcd>(xrcd)});
-    device_.qp_table()[qp->qpn] = qp.get();
-    device_.count(owner_, &ObjectCounts::qp, 1);
+    device_.count(owner_, ObjectKind::kQp, 1);
     return ok();
 }
 
@@ -434,10 +432,9 @@ Result Context::destroy_qp(const rpc::HandleRequest& req, rpc::Empty&) {
     if (!qp->holders.empty()) {
         return ok();  // an XRC_TGT QP that other handles still hold
     }
-    device_.qpns().release(qp->qpn);
-    device_.qp_table().erase(qp->qpn);
+    device_.qps().remove(qp->qpn);
     detach_doorbell(*qp);
-    device_.count(owner_, &ObjectCounts::qp, -1);
+    device_.count(owner_, ObjectKind::kQp, -1);
     return ok();
 }
 
@@ -459,8 +456,7 @@ Result Context::open_qp(const rpc::OpenQpRequest& req, rpc::OpenQpReply& reply) 
     if (!xrcd) {
         return fail(EINVAL, "no XRC domain with handle %u", req.xrcd);
     }
-    auto it = device_.qp_table().find(req.qpn);
-    Qp* qp = it == device_.qp_table().end() ? nullptr : it->second;
+    Qp* qp = device_.qps().find(req.qpn);
     if (!qp || qp->type != IBV_QPT_XRC_RECV || qp->xrc_domain != xrcd->domain) {
         return fail(EINVAL, "no XRC_TGT QP 0x%x in that XRC domain", req.qpn);
     }

@@ -54,7 +54,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     if (a.max_sge > static_cast<uint32_t>(caps.max_srq_sge)) {
         return fail(EINVAL, "SRQ max_sge %u is above the device's %d", a.max_sge, caps.max_srq_sge);
     }
-    if (Result r = device_.admit(owner_, &ObjectCounts::srq, caps.max_srq, "SRQs"); !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kSrq); !r) {
         return r;
     }
     auto srq = std::make_shared<Srq>();
@@ -65,7 +65,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
         !r) {
         return r;
     }
-    auto srq_num = device_.srq_nums().allocate();
+    const auto srq_num = device_.srqs().add(srq);
     if (!srq_num) {
         return fail(ENOMEM, "no SRQ numbers left");
     }
@@ -79,8 +79,7 @@ Result Context::create_srq(const rpc::CreateSrqRequest& req, rpc::CreateSrqReply
     srq->cq = Ref<Cq>(cq);
     srq->srq_num = *srq_num;
     srqs_.add(srq);
-    device_.srq_table()[srq->srq_num] = srq;
-    device_.count(owner_, &ObjectCounts::srq, 1);
+    device_.count(owner_, ObjectKind::kSrq, 1);
     reply = {srq->handle, srq->srq_num, srq->attr, srq->ring.entries(), srq->ring.entry_size()};
     fds.push_back(srq->ring.release_fd());
     return ok();
@@ -146,10 +145,9 @@ Result Context::destroy_srq(const rpc::HandleRequest& req, rpc::Empty&) {
     if (srq->users) {
         return fail(EBUSY, "SRQ %u is still used by %d QPs", req.handle, srq->users);
     }
-    device_.srq_nums().release(srq->srq_num);
-    device_.srq_table().erase(srq->srq_num);
+    device_.srqs().remove(srq->srq_num);
     srqs_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::srq, -1);
+    device_.count(owner_, ObjectKind::kSrq, -1);
     return ok();
 }
 

@@ -56,9 +56,7 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
     if (req.max_sge > max_sge) {
         return fail(EINVAL, "WQ max_sge %u is above the device's %u", req.max_sge, max_sge);
     }
-    if (Result r =
-            device_.admit(owner_, &ObjectCounts::wq, static_cast<int>(caps.max_wq_type_rq), "WQs");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kWq); !r) {
         return r;
     }
     auto wq = std::make_shared<Wq>();
@@ -69,7 +67,7 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
         !r) {
         return r;
     }
-    auto wq_num = device_.wq_nums().allocate();
+    const auto wq_num = device_.wqs().add(wq.get());
     if (!wq_num) {
         return fail(ENOMEM, "no WQ numbers left");
     }
@@ -78,8 +76,7 @@ Result Context::create_wq(const rpc::CreateWqRequest& req, rpc::CreateWqReply& r
     wq->cq = Ref<Cq>(cq);
     wq->wq_num = *wq_num;
     wqs_.add(wq);
-    device_.wq_table()[wq->wq_num] = wq.get();
-    device_.count(owner_, &ObjectCounts::wq, 1);
+    device_.count(owner_, ObjectKind::kWq, 1);
     reply = {wq->handle,
              wq->wq_num,
              wq->max_wr,
@@ -140,10 +137,9 @@ Result Context::destroy_wq(const rpc::HandleRequest& req, rpc::Empty&) {
     if (wq->users) {
         return fail(EBUSY, "WQ %u is still used by %d indirection tables", wq->wq_num, wq->users);
     }
-    device_.wq_nums().release(wq->wq_num);
-    device_.wq_table().erase(wq->wq_num);
+    device_.wqs().remove(wq->wq_num);
     wqs_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::wq, -1);
+    device_.count(owner_, ObjectKind::kWq, -1);
     return ok();
 }
 
@@ -166,10 +162,7 @@ Result Context::create_rwq_ind_table(const rpc::CreateRwqIndTableRequest& req,
         }
         table->wqs.emplace_back(wq);
     }
-    if (Result r =
-            device_.admit(owner_, &ObjectCounts::rwq_ind_table,
-                          static_cast<int>(rss.max_rwq_indirection_tables), "indirection tables");
-        !r) {
+    if (Result r = device_.admit(owner_, ObjectKind::kRwqIndTable); !r) {
         return r;
     }
     auto num = device_.ind_table_nums().allocate();
@@ -178,7 +171,7 @@ Result Context::create_rwq_ind_table(const rpc::CreateRwqIndTableRequest& req,
     }
     table->ind_tbl_num = *num;
     ind_tables_.add(table);
-    device_.count(owner_, &ObjectCounts::rwq_ind_table, 1);
+    device_.count(owner_, ObjectKind::kRwqIndTable, 1);
     reply = {table->handle, table->ind_tbl_num};
     return ok();
 }
@@ -194,7 +187,7 @@ Result Context::destroy_rwq_ind_table(const rpc::HandleRequest& req, rpc::Empty&
     }
     device_.ind_table_nums().release(table->ind_tbl_num);
     ind_tables_.erase(req.handle);
-    device_.count(owner_, &ObjectCounts::rwq_ind_table, -1);
+    device_.count(owner_, ObjectKind::kRwqIndTable, -1);
     return ok();
 }
 
