@@ -57,8 +57,16 @@ constexpr std::optional<wire::Service> wire_service(ibv_qp_type type) {
 }
 
 // A send WQE taken from the send queue, until it completes.
+// The row of a WQE whose opcode the provider could not have written: it
+// fails before it is sent, and completes as a send.
+inline constexpr wr::OpcodeInfo kUnknownOpcode{
+    "unknown", 0, 0, wr::Kind::kSend, IBV_WC_SEND, 0, false, false, false, false};
+
 struct SendWork {
     queues::SendWqe wqe{};
+    // The opcode's row, looked up once when the WQE is taken (every packet
+    // and acknowledgement asks it).
+    const wr::OpcodeInfo* row = &kUnknownOpcode;
     std::vector<ibv_sge> sges;
     std::vector<std::byte> inline_data;  // with IBV_SEND_INLINE
     uint64_t length = 0;                 // message bytes
@@ -83,15 +91,13 @@ struct SendWork {
     bool oversize = false;
 
     uint32_t last_psn() const;
-    // The opcode's row; nullptr for a WQE the provider could not have
-    // written (it fails before it is sent).
-    const wr::OpcodeInfo* info() const { return wr::opcode_info(wqe.opcode); }
+    const wr::OpcodeInfo& info() const { return *row; }
     // A READ or an atomic: answered with data, holds a max_rd_atomic slot.
-    bool is_read_or_atomic() const { return info() && info()->uses_rd_atomic; }
+    bool is_read_or_atomic() const { return row->uses_rd_atomic; }
     // Acts on the device's memory keys, not on the wire.
-    bool is_local_operation() const { return info() && info()->kind == wr::Kind::kLocal; }
+    bool is_local_operation() const { return row->kind == wr::Kind::kLocal; }
     // What its completion says; a WQE without a row completes as a send.
-    ibv_wc_opcode wc_opcode() const { return info() ? info()->wc_opcode : IBV_WC_SEND; }
+    ibv_wc_opcode wc_opcode() const { return row->wc_opcode; }
     // Completes without a packet on the wire.
     bool sends_nothing() const { return is_local_operation() || oversize; }
 };

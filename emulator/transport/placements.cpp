@@ -16,10 +16,7 @@ bool Placements::queue(const Placement& placement, pid_t pid, std::span<const st
     return true;
 }
 
-bool Placements::placed(const Qp* qp) {
-    if (writes_.empty()) {
-        return true;
-    }
+bool Placements::make_writes(const Qp* qp) {
     bool ok = true;
     flushing_.swap(queued_);
     writes_.flush([&](uint64_t tag, int error) {

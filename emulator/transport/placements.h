@@ -42,9 +42,10 @@ class Placements {
     // Makes the queued writes (every QP's); false when one of `qp`'s
     // responder failed (and failed the QP). Null: the end of the engine's
     // turn.
-    bool placed(const Qp* qp);
+    bool placed(const Qp* qp) { return writes_.empty() || make_writes(qp); }
 
   private:
+    bool make_writes(const Qp* qp);
     void failed(const Placement& placement);
 
     Responder& responder_;

@@ -68,7 +68,7 @@ const Positions& positions(const wr::OpcodeInfo& info) {
 
 // The wire operation of packet `index` of a WQE that goes on the wire.
 Operation send_operation(const SendWork& w, uint32_t index) {
-    const wr::OpcodeInfo& info = *w.info();
+    const wr::OpcodeInfo& info = w.info();
     switch (info.kind) {
         case wr::Kind::kRead:
             return Operation::kReadRequest;
@@ -152,6 +152,9 @@ bool Requester::take_work(const QpOf& at) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
         SendWork w;
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
+        if (const wr::OpcodeInfo* row = wr::opcode_info(w.wqe.opcode)) {
+            w.row = row;
+        }
         const std::byte* data = entry.data() + queues::kSendWqeFixed;
         const size_t room = entry.size() - queues::kSendWqeFixed;
         const bool is_inline = w.wqe.send_flags & IBV_SEND_INLINE;
@@ -172,13 +175,13 @@ bool Requester::take_work(const QpOf& at) {
             take_prefetched(w, data + w.sges.size() * sizeof(ibv_sge),
                             room - w.sges.size() * sizeof(ibv_sge));
         }
-        const wr::OpcodeInfo* info = w.info();  // null: failed above
-        const bool atomic = info && info->kind == wr::Kind::kAtomic;
+        const wr::Kind kind = w.info().kind;  // kUnknownOpcode's: failed above
+        const bool atomic = kind == wr::Kind::kAtomic;
         if (!w.error && w.length > kMaxMessage) {
             w.error = IBV_WC_LOC_LEN_ERR;
         }
         // An atomic write carries its 8 bytes inline (the provider copies them).
-        if (!w.error && wr::eight_bytes(info->kind) && (w.length != 8 || (w.wqe.remote_addr & 7))) {
+        if (!w.error && wr::eight_bytes(kind) && (w.length != 8 || (w.wqe.remote_addr & 7))) {
             w.error = w.length != 8 ? IBV_WC_LOC_LEN_ERR : IBV_WC_REM_INV_REQ_ERR;
         }
         if (!w.error && qp.type == IBV_QPT_UD && !address_datagram(qp, w)) {
@@ -286,7 +289,7 @@ bool Requester::start_work(const QpOf& at, SendWork& w) {
     }
     if (!w.sends_nothing() && w.inline_data.empty()) {
         // Reads and atomics write their answer into the gather list.
-        const int access = wr::returns_data(w.info()->kind) ? IBV_ACCESS_LOCAL_WRITE : 0;
+        const int access = wr::returns_data(w.info().kind) ? IBV_ACCESS_LOCAL_WRITE : 0;
         if (resolve_local(device, qp.pd.get(), w.sges, access, w.source) != AccessFault::kNone) {
             w.error = IBV_WC_LOC_PROT_ERR;
             return false;
