@@ -477,7 +477,7 @@ void Responder::execute_write(const Incoming& in) {
 }
 
 // Answers a READ (new or repeated) with response packets from
-// `request.psn`: the first burst now, the rest from run_responder().
+// `request.psn`: the first burst now, the rest from run().
 void Responder::execute_read(const Incoming& in, const ResponderResource& request) {
     Device& device = in.device;
     Qp& qp = in.qp;
