@@ -162,10 +162,15 @@ class UroceToolTest(unittest.TestCase):
 
     def test_start_failure_is_reported(self):
         """`uroce start` with a bad --device exits 1 and shows why (the end
-        of the daemon's log); nothing runs afterwards."""
-        result = self.uroce("start", "--device", "uroce0=not-an-address")
-        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
-        self.assertIn("not-an-address", result.stderr)
+        of the daemon's log, from this attempt only: an earlier failure's
+        lines are not its reason); nothing runs afterwards."""
+        first = self.uroce("start", "--device", "uroce0=not-an-address")
+        self.assertEqual(first.returncode, 1, first.stdout + first.stderr)
+        self.assertIn("not-an-address", first.stderr)
+        second = self.uroce("start", "--device", "uroce0=nor-this-one")
+        self.assertEqual(second.returncode, 1, second.stdout + second.stderr)
+        self.assertIn("nor-this-one", second.stderr)
+        self.assertNotIn("not-an-address", second.stderr)
         self.assert_not_running()
 
     def test_exec_passes_on_the_command_status(self):

@@ -23,8 +23,11 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(10);
 constexpr auto kStopTimeout = std::chrono::seconds(10);
 
-void print_log_tail(const RuntimePaths& paths) {
+// The last lines the daemon logged since `from` (the log's size when this
+// start began: what earlier attempts wrote is not this one's reason).
+void print_log_tail(const RuntimePaths& paths, uintmax_t from) {
     std::ifstream log(paths.log_file());
+    log.seekg(static_cast<std::streamoff>(from));
     std::vector<std::string> lines;
     for (std::string line; std::getline(log, line);) {
         lines.push_back(line);
@@ -65,6 +68,11 @@ int start(const RuntimePaths& paths, const Args& daemon_args) {
     std::error_code ignored;
     fs::create_directories(paths.dir, ignored);
     chmod(paths.dir.c_str(), 0700);
+    std::error_code no_log;
+    uintmax_t log_start = fs::file_size(paths.log_file(), no_log);
+    if (no_log) {
+        log_start = 0;
+    }
     const Locations where = locate();
     std::vector<std::string> args = {where.uroced.native(), "--runtime-dir", paths.dir.native()};
     args.insert(args.end(), daemon_args.begin(), daemon_args.end());
@@ -98,7 +106,7 @@ int start(const RuntimePaths& paths, const Args& daemon_args) {
         int wstatus;
         if (waitpid(pid, &wstatus, WNOHANG) == pid) {
             std::cerr << "uroce: uroced exited at start; its log says:\n";
-            print_log_tail(paths);
+            print_log_tail(paths, log_start);
             return kExitFailure;
         }
         if (std::string status = query_status(paths); !status.empty()) {
@@ -112,7 +120,7 @@ int start(const RuntimePaths& paths, const Args& daemon_args) {
     kill(pid, SIGTERM);
     std::cerr << "uroce: uroced did not become ready in " << kStartTimeout.count()
               << " s; its log says:\n";
-    print_log_tail(paths);
+    print_log_tail(paths, log_start);
     return kExitFailure;
 }
 
