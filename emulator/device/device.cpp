@@ -1,9 +1,10 @@
 #include "device/device.h"
-#include <limits.h>
 
 #include <arpa/inet.h>
 #include <endian.h>
 #include <string.h>
+
+#include <limits>
 
 #include "protocol/queues.h"
 #include "wire/ipv4_gid.h"
@@ -165,24 +166,31 @@ Device::Device(const DeviceConfig& config, uint32_t index)
 
 namespace {
 
-// Each kind's count in an ObjectCounts and its name in messages, by ObjectKind.
+// Each kind's count in an ObjectCounts, its name in messages and its
+// limit, by ObjectKind.
 struct KindInfo {
     int ObjectCounts::*count;
     const char* name;
+    int (*limit)(const ibv_device_attr_ex& attr);
 };
+using Attr = const ibv_device_attr_ex&;
 constexpr KindInfo kKinds[] = {
-    {&ObjectCounts::pd, "PDs"},
-    {&ObjectCounts::mr, "MRs"},
-    {&ObjectCounts::mw, "MWs"},
-    {&ObjectCounts::cq, "CQs"},
-    {&ObjectCounts::qp, "QPs"},
-    {&ObjectCounts::srq, "SRQs"},
-    {&ObjectCounts::wq, "WQs"},
-    {&ObjectCounts::rwq_ind_table, "indirection tables"},
-    {&ObjectCounts::ah, "AHs"},
-    {&ObjectCounts::xrcd, "XRC domains"},
-    {&ObjectCounts::comp_channel, "completion channels"},
-    {&ObjectCounts::dm, "device memory allocations"},
+    {&ObjectCounts::pd, "PDs", [](Attr a) { return a.orig_attr.max_pd; }},
+    {&ObjectCounts::mr, "MRs", [](Attr a) { return a.orig_attr.max_mr; }},
+    {&ObjectCounts::mw, "MWs", [](Attr a) { return a.orig_attr.max_mw; }},
+    {&ObjectCounts::cq, "CQs", [](Attr a) { return a.orig_attr.max_cq; }},
+    {&ObjectCounts::qp, "QPs", [](Attr a) { return a.orig_attr.max_qp; }},
+    {&ObjectCounts::srq, "SRQs", [](Attr a) { return a.orig_attr.max_srq; }},
+    {&ObjectCounts::wq, "WQs", [](Attr a) { return static_cast<int>(a.max_wq_type_rq); }},
+    {&ObjectCounts::rwq_ind_table, "indirection tables",
+     [](Attr a) { return static_cast<int>(a.rss_caps.max_rwq_indirection_tables); }},
+    {&ObjectCounts::ah, "AHs", [](Attr a) { return a.orig_attr.max_ah; }},
+    {&ObjectCounts::xrcd, "XRC domains", [](Attr) { return Device::kMaxXrcds; }},
+    {&ObjectCounts::comp_channel, "completion channels",
+     [](Attr) { return Device::kMaxCompChannels; }},
+    // Bounded by bytes (max_dm_size), not by count.
+    {&ObjectCounts::dm, "device memory allocations",
+     [](Attr) { return std::numeric_limits<int>::max(); }},
 };
 
 const KindInfo& kind_info(ObjectKind kind) {
@@ -192,34 +200,7 @@ const KindInfo& kind_info(ObjectKind kind) {
 }  // namespace
 
 int Device::limit(ObjectKind kind) const {
-    const ibv_device_attr& a = attr_.orig_attr;
-    switch (kind) {
-        case ObjectKind::kPd:
-            return a.max_pd;
-        case ObjectKind::kMr:
-            return a.max_mr;
-        case ObjectKind::kMw:
-            return a.max_mw;
-        case ObjectKind::kCq:
-            return a.max_cq;
-        case ObjectKind::kQp:
-            return a.max_qp;
-        case ObjectKind::kSrq:
-            return a.max_srq;
-        case ObjectKind::kWq:
-            return static_cast<int>(attr_.max_wq_type_rq);
-        case ObjectKind::kRwqIndTable:
-            return static_cast<int>(attr_.rss_caps.max_rwq_indirection_tables);
-        case ObjectKind::kAh:
-            return a.max_ah;
-        case ObjectKind::kXrcd:
-            return kMaxXrcds;
-        case ObjectKind::kCompChannel:
-            return kMaxCompChannels;
-        case ObjectKind::kDm:
-            return INT_MAX;  // bounded by bytes (max_dm_size)
-    }
-    return 0;
+    return kind_info(kind).limit(attr_);
 }
 
 Result Device::admit(pid_t client, ObjectKind k) const {

@@ -56,12 +56,12 @@ constexpr std::optional<wire::Service> wire_service(ibv_qp_type type) {
     }
 }
 
-// A send WQE taken from the send queue, until it completes.
 // The row of a WQE whose opcode the provider could not have written: it
 // fails before it is sent, and completes as a send.
 inline constexpr wr::OpcodeInfo kUnknownOpcode{
     "unknown", 0, 0, wr::Kind::kSend, IBV_WC_SEND, 0, false, false, false, false};
 
+// A send WQE taken from the send queue, until it completes.
 struct SendWork {
     queues::SendWqe wqe{};
     // The opcode's row, looked up once when the WQE is taken (every packet
