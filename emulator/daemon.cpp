@@ -70,6 +70,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     for (DeviceConfig config : options_.devices) {
         config.netdev = interface_holding(config.address);
         devices_.push_back(std::make_unique<Device>(config, next_device_index_++));
+        follow_link(*devices_.back());
     }
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
@@ -89,6 +90,12 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     publish_devices();
     for (const auto& device : devices_) {
         log_ready(*device);
+    }
+    if (Result r = links_.open(); r) {
+        links_wait_.assign(dup(links_.fd()));
+        watch_links();
+    } else {
+        log_warn("%s: ports will not follow their interfaces", r.message.c_str());
     }
     std::ofstream(paths_.pid_file()) << getpid() << "\n";
 }
@@ -130,6 +137,7 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
         }
     }
     auto device = std::make_unique<Device>(config, next_device_index_);
+    follow_link(*device);
     if (Result r = engine_->add_device(*device); !r) {
         return r;
     }
@@ -163,6 +171,54 @@ Result Daemon::delete_link(const Device& device) {
     }
     log_info("device %s deleted", name.c_str());
     return ok();
+}
+
+void Daemon::watch_links() {
+    links_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                           [this](const boost::system::error_code& error) {
+                               if (!error) {
+                                   follow_links(links_.drain());
+                                   watch_links();
+                               }
+                           });
+}
+
+void Daemon::follow_links(const LinkNews& news) {
+    std::vector<const Device*> gone;
+    for (const auto& device : devices_) {
+        const std::string& netdev = device->config().netdev;
+        if (!news.all && !news.interfaces.count(netdev)) {
+            continue;
+        }
+        if (!link_of(netdev)) {
+            gone.push_back(device.get());
+            continue;
+        }
+        follow_link(*device);
+    }
+    for (const Device* device : gone) {
+        log_info("device %s: interface %s is gone", device->name().c_str(),
+                 device->config().netdev.c_str());
+        delete_link(*device);
+    }
+}
+
+void Daemon::follow_link(Device& device) {
+    const std::string& netdev = device.config().netdev;
+    const Link link = link_of(netdev).value_or(Link{device.link().mtu, false});
+    const PortChange change = device.follow_link(link);
+    if (change.mtu) {
+        log_info("device %s: active MTU %u (%s's MTU is %u)", device.name().c_str(),
+                 128u << device.port_attr().active_mtu, netdev.c_str(), link.mtu);
+    }
+    if (change.state) {
+        log_info("device %s: port %s (%s is %s)", device.name().c_str(),
+                 ibv_port_state_str(device.port_attr().state), netdev.c_str(),
+                 link.up ? "up" : "down or without carrier");
+        if (server_) {
+            server_->post_port_event(device, link.up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
+        }
+    }
 }
 
 void Daemon::publish_devices() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "control/server.h"
 #include "device/device.h"
 #include "engine/engine.h"
+#include "net/link_monitor.h"
 #include "options.h"
 #include "protocol/runtime_dir.h"
 
@@ -35,6 +37,12 @@ class Daemon {
     // rdma link delete: the device's clients, rdma_cm IDs, socket and tree
     // entry go; its index is not given again, as the kernel's are not.
     Result delete_link(const Device& device);
+    // A port follows its interface (rxe's netdev notifier): its state and
+    // MTU change with the link, its clients hear PORT_ACTIVE or PORT_ERR,
+    // and the device goes when the interface does.
+    void watch_links();
+    void follow_links(const LinkNews& news);
+    void follow_link(Device& device);
     void publish_devices();
     void log_ready(const Device& device) const;
     void withdraw_devices();
@@ -47,6 +55,8 @@ class Daemon {
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<cm::ConnectionManager> cm_;  // outlives the server's sessions
     std::unique_ptr<Server> server_;
+    LinkMonitor links_;
+    boost::asio::posix::stream_descriptor links_wait_{io_};
     bool device_nodes_ = false;
     uint32_t next_device_index_ = 0;
 };

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <fstream>
 #include <span>
 
 #include "cm/connection_manager.h"
@@ -47,10 +46,10 @@ inline milliseconds iba_time(uint8_t exponent) {
     return milliseconds(exponent > 8 ? 1ull << (exponent - 8) : 1);
 }
 
-// iboe_get_mtu: the largest IB MTU whose RoCE packet fits the netdev's MTU.
+// iboe_get_mtu: the largest IB MTU whose RoCE packet fits the netdev's MTU
+// (the kernel's rdma_cm allows for other headers than rxe's port does).
 inline uint8_t path_mtu_of(const Device& device) {
-    int mtu = 1500;
-    std::ifstream("/sys/class/net/" + device.config().netdev + "/mtu") >> mtu;
+    const int mtu = static_cast<int>(device.link().mtu);
     const int payload = mtu - (40 + 8 + 12 + 4 + 28 + 4);  // GRH/IP, UDP, BTH, XRC, atomic, ICRC
     uint8_t ib_mtu = IBV_MTU_256;
     for (uint8_t code = IBV_MTU_4096; code >= IBV_MTU_256; --code) {

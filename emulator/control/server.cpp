@@ -263,7 +263,7 @@ std::string Server::status_text() const {
         const ibv_port_attr& port = device->port_attr();
         add_device_line(out, *device);
         out << "  port 1 " << ibv_port_state_str(port.state) << " max_mtu " << (128 << port.max_mtu)
-            << " link_layer Ethernet\n";
+            << " active_mtu " << (128 << port.active_mtu) << " link_layer Ethernet\n";
         for (size_t i = 0; i < device->gids().size(); ++i) {
             out << "  gid " << i << " " << gid_text(device->gids()[i]) << " RoCE v2\n";
         }
@@ -338,6 +338,14 @@ void Server::remove_device(const Device& device) {
     }
     for (const auto& session : sessions_) {
         session->device_removed(device);
+    }
+}
+
+void Server::post_port_event(const Device& device, ibv_event_type type) const {
+    for (const auto& session : sessions_) {
+        if (const Context* context = session->context(); context && &context->device() == &device) {
+            context->post_port_event(type);
+        }
     }
 }
 

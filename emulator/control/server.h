@@ -71,6 +71,8 @@ class Server {
     }
     // Before a device leaves: its clients lose their contexts, its trace stops.
     void remove_device(const Device& device);
+    // Every context open on `device` hears a port event.
+    void post_port_event(const Device& device, ibv_event_type type) const;
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;

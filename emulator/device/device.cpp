@@ -37,6 +37,12 @@ constexpr uint16_t kMaxCqPeriodUs = 4095;    // as mlx5
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // as the on-chip memory of a ConnectX NIC
 // The first QP number handed to applications: 0 and 1 are the special QPs.
 constexpr uint32_t kFirstQpn = 0x11;
+// rxe's headers allowance (RXE_MAX_HDR_LENGTH) in an interface MTU:
+// Ethernet, IP, UDP, BTH and the largest extension headers.
+constexpr unsigned kRoceHeadersBytes = 80;
+// ibv_port_attr.phys_state (IB_PORT_PHYS_STATE_*), as rxe reports them.
+constexpr uint8_t kPhysDisabled = 3;
+constexpr uint8_t kPhysLinkUp = 5;
 
 // EUI-64 from the locally administered MAC 02:00:a:b:c:d that stands for the
 // device's address: deterministic, unique per address.
@@ -127,7 +133,7 @@ ibv_port_attr port_attributes() {
     port.max_vl_num = 1;
     port.active_width = 1;   // 1X
     port.active_speed = 32;  // 25 Gb/s (EDR lane)
-    port.phys_state = 5;     // LinkUp
+    port.phys_state = kPhysLinkUp;
     port.link_layer = IBV_LINK_LAYER_ETHERNET;
     // A kernel's GID table has a fixed length with empty slots (rxe's has
     // 1024); querying an empty one is ENODATA.
@@ -149,6 +155,28 @@ std::vector<ibv_gid> initial_gids(in_addr address, uint64_t node_guid) {
 }
 
 }  // namespace
+
+ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
+    const unsigned payload = link_mtu > kRoceHeadersBytes ? link_mtu - kRoceHeadersBytes : 0;
+    ibv_mtu mtu = IBV_MTU_256;
+    for (ibv_mtu larger : {IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
+        if (payload >= (128u << larger)) {
+            mtu = larger;
+        }
+    }
+    return mtu;
+}
+
+PortChange Device::follow_link(const Link& link) {
+    const ibv_port_state state = link.up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+    const ibv_mtu mtu = ib_mtu_for_link(link.mtu);
+    const PortChange change{state != port_attr_.state, mtu != port_attr_.active_mtu};
+    port_attr_.state = state;
+    port_attr_.phys_state = link.up ? kPhysLinkUp : kPhysDisabled;
+    port_attr_.active_mtu = mtu;
+    link_ = link;
+    return change;
+}
 
 Device::Device(const DeviceConfig& config, uint32_t index)
     : config_(config),

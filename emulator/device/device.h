@@ -18,6 +18,7 @@
 #include "device/registry.h"
 #include "device/stats.h"
 #include "net/fault_injector.h"
+#include "net/interfaces.h"
 #include "net/pcap_writer.h"
 #include "net/step_gate.h"
 #include "objects/unpolled_cqs.h"
@@ -65,6 +66,17 @@ struct KeyOwner {
     Mw* mw = nullptr;
 };
 
+// The largest IB MTU whose RoCEv2 packet fits an interface MTU of
+// `link_mtu` bytes, as rxe_set_mtu computes it: the MTU less rxe's 80 bytes
+// of headers, IB_MTU_256 at the least and IB_MTU_4096 at the most.
+ibv_mtu ib_mtu_for_link(unsigned link_mtu);
+
+// What changed when a port followed its interface (Device::follow_link).
+struct PortChange {
+    bool state = false;  // went ACTIVE or DOWN
+    bool mtu = false;    // active_mtu changed
+};
+
 struct DeviceConfig {
     std::string name;  // "uroce0"
     in_addr address;   // the device's IPv4 address; RoCEv2 GID ::ffff:a.b.c.d
@@ -88,6 +100,12 @@ class Device {
 
     const ibv_device_attr_ex& attr() const { return attr_; }
     const ibv_port_attr& port_attr() const { return port_attr_; }
+    bool port_active() const { return port_attr_.state == IBV_PORT_ACTIVE; }
+    // The port takes its interface's link: ACTIVE with carrier, else DOWN;
+    // active_mtu from its MTU (ib_mtu_for_link). A QP's path MTU is capped
+    // by active_mtu when it is set, so a change reaches new QPs only.
+    PortChange follow_link(const Link& link);
+    const Link& link() const { return link_; }
     const std::vector<ibv_gid>& gids() const { return gids_; }
 
     // Every QP of the device by number, for the packets addressed to it.
@@ -147,6 +165,7 @@ class Device {
     uint64_t node_guid_;
     ibv_device_attr_ex attr_{};
     ibv_port_attr port_attr_{};
+    Link link_{65536, true};  // lo's until the daemon reads the interface
     std::vector<ibv_gid> gids_;
     Registry<Qp*> qps_;
     Registry<Wq*> wqs_;

@@ -8,6 +8,7 @@ namespace uroce {
 
 #define UROCE_DEVICE_COUNTERS(X)                                                       \
     X(sent_pkts, "packets sent")                                                       \
+    X(send_err, "packets the kernel would not send (above the MTU, no route): lost")   \
     X(rcvd_pkts, "packets received")                                                   \
     X(duplicate_request, "requests received again (answered, not executed again)")     \
     X(out_of_seq_request, "requests past the expected PSN (NAKed)")                    \

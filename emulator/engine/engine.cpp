@@ -2,14 +2,17 @@
 
 #include <arpa/inet.h>
 #include <sched.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <stdexcept>
 
 #include "engine/frame_steering.h"
+#include "net/interfaces.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
+#include "util/log.h"
 #include "wire/ipv4_gid.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
@@ -73,6 +76,9 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     }
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
+    network_.on_send_failed([this](size_t index, uint32_t dest_ipv4, int error, unsigned packets) {
+        send_failed(index, dest_ipv4, error, packets);
+    });
 }
 
 Engine::~Engine() = default;
@@ -524,14 +530,39 @@ void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint
     transport_.finish_placements();
 }
 
-void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                                  uint16_t src_port, Clock::time_point now) {
+Device* Engine::device_of_socket(size_t index) const {
     // A device's index is its socket's, and stays its own after others are removed.
     for (const auto& device : devices_) {
         if (device->index() == index) {
-            receive(*device, bytes, src_ipv4, device->config().address.s_addr, true, src_port, now);
-            return;
+            return device.get();
         }
+    }
+    return nullptr;
+}
+
+void Engine::send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned packets) {
+    Device* device = device_of_socket(index);
+    if (!device) {
+        return;
+    }
+    device->stats().send_err += packets;
+    if (!send_failures_logged_.allow(RateLimit::Clock::now())) {
+        return;
+    }
+    if (send_failures_logged_.suppressed()) {
+        log_warn("%llu more failed sends not logged",
+                 static_cast<unsigned long long>(send_failures_logged_.suppressed()));
+    }
+    const Link& link = device->link();
+    log_warn("device %s: %u packet%s to %s not sent: %s (%s's MTU is %u; lost, as on a wire)",
+             device->name().c_str(), packets, packets == 1 ? "" : "s", ipv4_text(dest_ipv4).c_str(),
+             strerror(error), device->config().netdev.c_str(), link.mtu);
+}
+
+void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                                  uint16_t src_port, Clock::time_point now) {
+    if (Device* device = device_of_socket(index)) {
+        receive(*device, bytes, src_ipv4, device->config().address.s_addr, true, src_port, now);
     }
 }
 

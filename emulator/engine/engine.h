@@ -23,6 +23,7 @@
 #include "net/udp_network.h"
 #include "queues/doorbell.h"
 #include "transport/transport.h"
+#include "util/rate_limit.h"
 
 namespace uroce {
 
@@ -125,6 +126,10 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void note_timer(const Qp& qp);
     bool deliver_local(transport::Clock::time_point now);
     // receive_datagram, leaving the responder's writes queued for the turn's end.
+    // The device whose socket is `index` (null once removed).
+    Device* device_of_socket(size_t index) const;
+    // Packets the kernel would not send: counted (send_err) and logged.
+    void send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned packets);
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, transport::Clock::time_point now);
     // Hands a packet to the transport's receive path (transport/receive.cpp).
@@ -178,6 +183,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool programs_starving_ = false;  // UnpolledCqs::starving() on some device
     MadReceiver mad_receiver_;
     PacketLog packet_log_;
+    RateLimit send_failures_logged_{10, 1};
     uint32_t gsi_psn_ = 0;
     transport::Clock::time_point last_control_poll_{};
 };

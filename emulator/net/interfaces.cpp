@@ -2,6 +2,12 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "util/unique_fd.h"
 
 namespace uroce {
 
@@ -48,6 +54,25 @@ std::vector<in_addr> ipv4_addresses_of(const std::string& name) {
         }
     }
     return out;
+}
+
+std::optional<Link> link_of(const std::string& name) {
+    ifreq request{};
+    if (name.size() >= sizeof(request.ifr_name)) {
+        return std::nullopt;
+    }
+    memcpy(request.ifr_name, name.data(), name.size());
+    UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd || ioctl(fd.get(), SIOCGIFMTU, &request) != 0) {
+        return std::nullopt;
+    }
+    Link link;
+    link.mtu = static_cast<unsigned>(request.ifr_mtu);
+    if (ioctl(fd.get(), SIOCGIFFLAGS, &request) != 0) {
+        return std::nullopt;
+    }
+    link.up = (request.ifr_flags & IFF_UP) && (request.ifr_flags & IFF_RUNNING);
+    return link;
 }
 
 std::string ipv4_text(uint32_t address) {

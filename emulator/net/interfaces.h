@@ -3,6 +3,7 @@
 
 #include <netinet/in.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@ std::string interface_holding(in_addr address);
 // The IPv4 addresses of interface `name` (its labelled ones, "eth0:1", too),
 // in the order getifaddrs lists them; empty when it has none or does not exist.
 std::vector<in_addr> ipv4_addresses_of(const std::string& name);
+
+// What a device's port follows of its interface.
+struct Link {
+    unsigned mtu = 0;  // bytes of an IP packet (the interface's MTU)
+    bool up = false;   // administratively up and with carrier (IFF_UP and IFF_RUNNING)
+    bool operator==(const Link&) const = default;
+};
+
+// Interface `name`'s link now; nothing when there is no such interface.
+std::optional<Link> link_of(const std::string& name);
 
 // "127.0.0.2" for an address in network order.
 std::string ipv4_text(uint32_t address);

@@ -52,6 +52,7 @@ struct UdpNetwork::Buffer {
     iovec iov{};
     msghdr msg{};
     int fd = -1;
+    size_t index = 0;      // of the device's socket
     uint16_t segment = 0;  // bytes of each packet
     unsigned segments = 0;
     size_t used = 0;
@@ -125,6 +126,7 @@ Result UdpNetwork::open(in_addr address) {
     segmentation_ =
         segmentation_ && setsockopt(fd.get(), SOL_UDP, UDP_SEGMENT, &off, sizeof(off)) == 0;
     sockets_.push_back(std::move(fd));
+    segments_.push_back(segmentation_);
     addresses_.push_back(address);
     source_sockets_.emplace_back();
     watch(sockets_.size() - 1);
@@ -226,7 +228,10 @@ bool UdpNetwork::continues_train(int fd, uint32_t dest_ipv4, size_t size) const 
 void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet,
                       uint16_t src_port) {
     if (packet.size() > kMaxPacket) {
-        return;  // longer than any MTU the devices offer
+        if (send_failed_) {
+            send_failed_(index, dest_ipv4, EMSGSIZE, 1);  // longer than any MTU a device offers
+        }
+        return;
     }
     const int fd =
         src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
@@ -253,6 +258,7 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t>
     }
     Buffer* buffer = take_buffer();
     buffer->fd = fd;
+    buffer->index = index;
     buffer->peer = {};
     buffer->peer.sin_family = AF_INET;
     buffer->peer.sin_addr.s_addr = dest_ipv4;
@@ -265,7 +271,7 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t>
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_sendmsg(sqe, fd, &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);
-    train_ = segmentation_ && !packet.empty() ? buffer : nullptr;
+    train_ = segments_[index] && !packet.empty() ? buffer : nullptr;
 }
 
 void UdpNetwork::submit() {
@@ -330,12 +336,22 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
         return;
     }
     Buffer* buffer = reinterpret_cast<Buffer*>(data);
-    if (cqe_result < 0 && buffer->segments > 1 && segmentation_) {
-        // A kernel or device that cannot segment: packets go one by one
-        // from now on (these are lost, and retransmitted).
-        segmentation_ = false;
-        log_warn("UDP segmentation offload failed (%s): sending packets one by one",
-                 strerror(-cqe_result));
+    if (cqe_result < 0) {
+        // A route whose interface cannot segment (udp_send_skb's EIO): that
+        // socket's packets go one by one from now on. Any other failure
+        // (EMSGSIZE above the MTU, EINVAL for a segment above it, no
+        // route) is the packets', whether segmented or not.
+        if (cqe_result == -EIO && buffer->segments > 1 && segments_.at(buffer->index)) {
+            segments_[buffer->index] = false;
+            log_warn(
+                "UDP segmentation offload failed (%s) on the route to %s: that device "
+                "sends packets one by one",
+                strerror(-cqe_result), inet_ntoa(buffer->peer.sin_addr));
+        }
+        if (send_failed_) {
+            send_failed_(buffer->index, buffer->peer.sin_addr.s_addr, -cqe_result,
+                         buffer->segments);
+        }
     }
     free_.push_back(buffer);  // a failed send is a lost packet
 }

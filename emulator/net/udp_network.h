@@ -32,11 +32,17 @@ class UdpNetwork {
   public:
     // (index of the receiving socket, packet, source address, source port)
     using Receiver = std::function<void(size_t, std::span<const uint8_t>, uint32_t, uint16_t)>;
+    // (index of the sending socket, destination, errno, packets): packets
+    // the kernel would not send (larger than the route's MTU, no route, a
+    // full socket), lost as on a wire.
+    using SendFailed = std::function<void(size_t, uint32_t, int, unsigned)>;
 
     explicit UdpNetwork(uint16_t port);
     ~UdpNetwork();
     UdpNetwork(const UdpNetwork&) = delete;
     UdpNetwork& operator=(const UdpNetwork&) = delete;
+
+    void on_send_failed(SendFailed failed) { send_failed_ = std::move(failed); }
 
     // Binds <address>:<port>; the socket's index is the order of opening.
     Result open(in_addr address);
@@ -108,7 +114,11 @@ class UdpNetwork {
     std::vector<size_t> readable_;  // sockets reported readable, not yet drained
     std::vector<size_t> draining_;  // those poll() is draining
     Buffer* train_ = nullptr;       // the last send, until submitted: packets may join it
-    bool segmentation_ = true;      // off once the kernel refused a segmented send
+    bool segmentation_ = true;      // off on a kernel without UDP_SEGMENT
+    // Per socket index: off once its route could not segment (EIO: its
+    // interface does not offload checksums).
+    std::vector<bool> segments_;
+    SendFailed send_failed_;
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;

@@ -26,6 +26,10 @@ void Context::post_device_fatal() const {
     events_->post(0, IBV_EVENT_DEVICE_FATAL);
 }
 
+void Context::post_port_event(ibv_event_type type) const {
+    events_->post(Device::kPortCount, type);  // the element of a port event is its number
+}
+
 // A client that disconnects or dies loses everything it created, dependents
 // first, exactly as if it had destroyed each object itself.
 Context::~Context() {

@@ -102,6 +102,8 @@ class Context {
     ObjectCounts counts() const;
     // The device is going away (rdma link delete): IBV_EVENT_DEVICE_FATAL.
     void post_device_fatal() const;
+    // The port followed its link: IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR.
+    void post_port_event(ibv_event_type type) const;
     // The objects themselves, for RDMA netlink's resource dumps.
     const HandleTable<Pd>& pds() const { return pds_; }
     const HandleTable<Cq>& cqs() const { return cqs_; }

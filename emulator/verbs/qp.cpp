@@ -3,6 +3,7 @@
 #include <linux/capability.h>
 #include <string.h>
 
+#include <algorithm>
 #include <bit>
 
 #include "protocol/work_requests.h"
@@ -389,6 +390,11 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     }
     const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);
+    // As on a RoCE NIC, a QP's packets fit its port's link: a larger path
+    // MTU becomes the port's active MTU (ibv_query_qp reports it).
+    if (mask & IBV_QP_PATH_MTU) {
+        qp->attr.path_mtu = std::min(qp->attr.path_mtu, device_.port_attr().active_mtu);
+    }
     qp->move_to(next, mask, "ibv_modify_qp");
     transport::prepare_transport(*qp, from, mask);
     // The engine looks at it on its next turn: it may have work to take up

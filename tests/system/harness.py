@@ -303,6 +303,7 @@ class DeviceStatus:
     node_guid: str
     port_state: str = ""
     max_mtu: int = 0
+    active_mtu: int = 0
     link_layer: str = ""
     gids: dict = dataclasses.field(default_factory=dict)  # index -> (gid, type)
     objects: dict = dataclasses.field(default_factory=dict)
@@ -338,7 +339,7 @@ def parse_status(text):
     """Parses the status report (emulator/control/server.cpp)."""
     header = re.compile(r"uroced pid (\d+), (\d+) devices?$")
     device_re = re.compile(r"device (\S+) address (\S+) node_guid (\S+)$")
-    port_re = re.compile(r"  port 1 (\S+) max_mtu (\d+) link_layer (\S+)$")
+    port_re = re.compile(r"  port 1 (\S+) max_mtu (\d+) active_mtu (\d+) link_layer (\S+)$")
     gid_re = re.compile(r"  gid (\d+) (\S+) (.+)$")
     objects_re = re.compile(r"  objects (.+)$")
     client_re = re.compile(r"client pid (\d+) uid (\d+) device (\S+) objects (.+)$")
@@ -354,8 +355,8 @@ def parse_status(text):
             device = DeviceStatus(m.group(1), m.group(2), m.group(3))
             status.devices[device.name] = device
         elif device and (m := port_re.match(line)):
-            device.port_state, device.max_mtu, device.link_layer = (
-                m.group(1), int(m.group(2)), m.group(3))
+            device.port_state, device.max_mtu, device.active_mtu, device.link_layer = (
+                m.group(1), int(m.group(2)), int(m.group(3)), m.group(4))
         elif device and (m := gid_re.match(line)):
             device.gids[int(m.group(1))] = (m.group(2), m.group(3))
         elif device and (m := objects_re.match(line)):
@@ -766,10 +767,11 @@ def free_tcp_port():
         return s.getsockname()[1]
 
 
-def tcp_port_listening(port):
-    """Whether a socket listens on TCP `port` (IPv4 or IPv6), seen without
-    connecting to it (a connection would be taken for the peer's)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+def tcp_port_listening(port, pid="self"):
+    """Whether a socket listens on TCP `port` (IPv4 or IPv6) in the network
+    namespace of process `pid`, seen without connecting to it (a connection
+    would be taken for the peer's)."""
+    for table in ("/proc/%s/net/tcp" % pid, "/proc/%s/net/tcp6" % pid):
         try:
             with open(table) as f:
                 rows = [line.split() for line in f.readlines()[1:]]
@@ -821,7 +823,8 @@ def run_server_client(env, server_args, client_args, port, timeout=RUN_TIMEOUT, 
     try:
         start("server", server_args)
         server = procs["server"][0]
-        wait_for(lambda: tcp_port_listening(port) or server.poll() is not None, 10.0,
+        # The server's own table: it may run in another network namespace.
+        wait_for(lambda: tcp_port_listening(port, server.pid) or server.poll() is not None, 10.0,
                  "%s to listen on TCP port %d" % (server_args[0], port), log)
         for attempt in range(connect_attempts):
             start("client", client_args)

@@ -257,7 +257,7 @@ class Lab01DevicesPortsGids(LabTestCase):
             self.assertIn("  gid 0: %s  RoCE v2" % harness.gid0_groups_for(address), program)
             self.assertIn("  gid 1: %s  RoCE v2" % link_local, program)
             self.assertIn("device %s address %s node_guid %s\n  port 1 active max_mtu 4096 "
-                          "link_layer Ethernet\n  gid 0 %s RoCE v2\n" % (
+                          "active_mtu 4096 link_layer Ethernet\n  gid 0 %s RoCE v2\n" % (
                               name, address, guid, harness.gid0_for(address)), status)
             if links is not None:
                 self.assertRegex(links, r"link %s/1 state ACTIVE physical_state LINK_UP "

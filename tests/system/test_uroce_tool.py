@@ -94,8 +94,9 @@ class UroceToolTest(unittest.TestCase):
             device = status.devices[name]
             self.assertEqual(device.address, address)
             self.assertEqual(device.node_guid, harness.guid_colon(harness.node_guid_for(address)))
-            self.assertEqual((device.port_state, device.max_mtu, device.link_layer),
-                             ("active", 4096, "Ethernet"))
+            # lo: far more than 4096 + 80 bytes.
+            self.assertEqual((device.port_state, device.max_mtu, device.active_mtu,
+                              device.link_layer), ("active", 4096, 4096, "Ethernet"))
             self.assertEqual(device.gids[0], (harness.gid0_for(address), "RoCE v2"))
             self.assertEqual(device.objects, harness.zero_counts())
 

@@ -52,4 +52,13 @@ TEST(interfaces, LoHoldsTheLoopbackAddress) {
     EXPECT_TRUE(uroce::ipv4_addresses_of("nosuch0").empty());
 }
 
+TEST(interfaces, LoIsUpWithItsMtu) {
+    const auto link = uroce::link_of("lo");
+    ASSERT_TRUE(link.has_value());
+    EXPECT_TRUE(link->up);
+    EXPECT_GE(link->mtu, 1280u);  // 65536 by default; whatever it is, IPv6's minimum at least
+    EXPECT_FALSE(uroce::link_of("nosuch0").has_value());
+    EXPECT_FALSE(uroce::link_of("a-name-longer-than-ifnamsiz").has_value());
+}
+
 }  // namespace

@@ -142,5 +142,47 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     EXPECT_EQ(received.at[0], to_first);
 }
 
+// A packet the kernel will not send is reported, with its socket, peer,
+// errno and count, and the packets after it still go.
+TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
+    UdpNetwork network(free_udp_port());
+    ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
+    ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
+    struct Failure {
+        size_t index;
+        uint32_t dest;
+        int error;
+        unsigned packets;
+    };
+    std::vector<Failure> failures;
+    network.on_send_failed([&](size_t index, uint32_t dest, int error, unsigned packets) {
+        failures.push_back({index, dest, error, packets});
+    });
+    // Longer than any packet a device sends.
+    network.send(0, ipv4("127.0.0.2").s_addr, numbered(0, UdpNetwork::kMaxPacket + 1),
+                 network.port());
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0].index, 0u);
+    EXPECT_EQ(failures[0].error, EMSGSIZE);
+    // From a loopback address to one no loopback route reaches: the kernel
+    // refuses it when the send completes.
+    network.send(1, ipv4("192.0.2.1").s_addr, numbered(1, 64), network.port());  // TEST-NET-1
+    network.send(0, ipv4("127.0.0.2").s_addr, numbered(2, 64), network.port());
+    network.submit();
+    Received received;
+    receive_all(network, 1, received);
+    for (int turn = 0; turn < 1000 && failures.size() < 2; ++turn) {
+        network.poll([](size_t, std::span<const uint8_t>, uint32_t, uint16_t) {});
+        usleep(100);
+    }
+    ASSERT_EQ(failures.size(), 2u);
+    EXPECT_EQ(failures[1].index, 1u);
+    EXPECT_EQ(failures[1].dest, ipv4("192.0.2.1").s_addr);
+    EXPECT_NE(failures[1].error, 0);
+    EXPECT_EQ(failures[1].packets, 1u);
+    ASSERT_EQ(received.at[1].size(), 1u);
+    EXPECT_EQ(received.at[1][0], numbered(2, 64));
+}
+
 }  // namespace
 }  // namespace uroce

@@ -1,0 +1,43 @@
+// The kernel's news of network interfaces (rtnetlink, RTMGRP_LINK): which
+// interfaces were added, removed or changed (MTU, up, carrier) since the
+// last drain. The daemon reads each named interface again (link_of) rather
+// than trusting the message's fields.
+#pragma once
+
+#include <stdint.h>
+
+#include <set>
+#include <span>
+#include <string>
+
+#include "util/result.h"
+#include "util/unique_fd.h"
+
+namespace uroce {
+
+struct LinkNews {
+    std::set<std::string> interfaces;  // by name
+    // The kernel dropped messages (the socket overran): every interface
+    // must be read again.
+    bool all = false;
+};
+
+// Adds the interfaces named by the RTM_NEWLINK and RTM_DELLINK messages in
+// `bytes` (one datagram of the socket) to `news`. Messages that do not
+// parse end the walk; they change nothing.
+void parse_link_messages(std::span<const uint8_t> bytes, LinkNews& news);
+
+class LinkMonitor {
+  public:
+    Result open();
+    int fd() const { return fd_.get(); }
+    // What the waiting messages say, at most kMaxDatagrams of them (the
+    // rest stay for the next drain).
+    LinkNews drain();
+    static constexpr unsigned kMaxDatagrams = 64;
+
+  private:
+    UniqueFd fd_;
+};
+
+}  // namespace uroce

@@ -1,0 +1,153 @@
+"""Several hosts on one machine: network namespaces joined by a veth pair
+(two hosts) or by a bridge (any number), with one uroced in each, as
+machines on one Ethernet segment would be (docs/multi-host.md).
+
+Each host's interface is eth0 with the address 10.77.0.<n>/24; its device
+is uroce_<tag><letter> (device nodes are named by device, and tests run
+side by side). Namespaces need root: the suite runs as root (README).
+"""
+
+import itertools
+import os
+import re
+import subprocess
+
+import harness
+
+SUBNET = "10.77.0."
+ROCE_PORT = "4791"  # every host has a network of its own: the standard port
+_fabric_numbers = itertools.count()
+
+
+def ip(*args):
+    """Runs ip(8); a failure fails the test with what ip said."""
+    result = subprocess.run(["ip", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, timeout=30)
+    if result.returncode != 0:
+        hint = "" if os.geteuid() == 0 else " (network namespaces need root)"
+        raise AssertionError("ip %s failed%s:\n%s" % (" ".join(args), hint, result.stdout))
+    return result.stdout
+
+
+class Host:
+    """A network namespace with eth0, an address and a uroced."""
+
+    def __init__(self, netns, letter, address, device):
+        self.netns = netns
+        self.letter = letter
+        self.address = address
+        self.device = device
+        self.interface = "eth0"
+        self.daemon = harness.Daemon(["--device", "%s=%s" % (device, address),
+                                      "--udp-port", ROCE_PORT])
+
+    def command(self, args):
+        """`args` run in this host's namespace with its daemon's environment
+        (the rest of the environment is the caller's)."""
+        variables = {name: value for name, value in self.daemon.env().items()
+                     if os.environ.get(name) != value}
+        return ["ip", "netns", "exec", self.netns, "env",
+                *("%s=%s" % item for item in sorted(variables.items())), *args]
+
+    def run(self, args, timeout=harness.RUN_TIMEOUT):
+        return subprocess.run(self.command(args), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+
+    def popen(self, args, **kwargs):
+        return subprocess.Popen(self.command(args), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                **kwargs)
+
+    def link(self, *words):
+        """ip link set eth0 WORDS... in this host."""
+        ip("-n", self.netns, "link", "set", self.interface, *words)
+
+    def port(self):
+        """{field: value} of `ibv_devinfo -v` for this host's device."""
+        result = self.run([harness.require_program("ibv_devinfo"), "-v", "-d", self.device])
+        if result.returncode != 0:
+            raise AssertionError("ibv_devinfo failed:\n%s\n%s" % (result.stdout, self.daemon.log()))
+        return {name: harness.devinfo_field(result.stdout, name)
+                for name in ("state", "max_mtu", "active_mtu", "phys_state")}
+
+    def counter(self, name):
+        return harness.parse_stats(self.daemon.stats_text())[self.device][name]
+
+
+class Fabric:
+    """`count` hosts, joined by a veth pair (two hosts) or by a bridge in a
+    namespace of its own, every link at `mtu` bytes."""
+
+    def __init__(self, count=2, mtu=1500, bridge=False):
+        tag = "%d%d" % (os.getpid() % 100000, next(_fabric_numbers))
+        self.prefix = "uroce-%s-" % tag
+        self.bridge = self.prefix + "br" if bridge or count != 2 else None
+        self.hosts = [Host(self.prefix + letter, letter, SUBNET + str(n + 1),
+                           "uroce_%s%s" % (tag, letter))
+                      for n, letter in enumerate("abcdefgh"[:count])]
+        self.mtu = mtu
+
+    def start(self):
+        try:
+            self._build()
+            for host in self.hosts:
+                host.daemon.start(wrapper=["ip", "netns", "exec", host.netns])
+            # A veth has carrier a moment after it is up.
+            for host in self.hosts:
+                harness.wait_for(lambda: "PORT_ACTIVE" in host.port()["state"], 10.0,
+                                 "%s's port to be active" % host.device, self.log)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _build(self):
+        for host in self.hosts:
+            ip("netns", "add", host.netns)
+            ip("-n", host.netns, "link", "set", "lo", "up")
+        if self.bridge:
+            ip("netns", "add", self.bridge)
+            ip("-n", self.bridge, "link", "add", "br0", "type", "bridge")
+            ip("-n", self.bridge, "link", "set", "br0", "mtu", str(self.mtu), "up")
+            for host in self.hosts:
+                port = "to-" + host.letter
+                ip("link", "add", "eth0", "netns", host.netns, "type", "veth",
+                   "peer", "name", port, "netns", self.bridge)
+                ip("-n", self.bridge, "link", "set", port, "mtu", str(self.mtu), "master", "br0",
+                   "up")
+        else:
+            a, b = self.hosts
+            ip("link", "add", "eth0", "netns", a.netns, "type", "veth",
+               "peer", "name", "eth0", "netns", b.netns)
+        for host in self.hosts:
+            ip("-n", host.netns, "addr", "add", host.address + "/24", "dev", "eth0")
+            host.link("mtu", str(self.mtu), "up")
+
+    def close(self):
+        for host in self.hosts:
+            try:
+                host.daemon.stop()
+            finally:
+                host.daemon.cleanup()
+        for netns in [h.netns for h in self.hosts] + ([self.bridge] if self.bridge else []):
+            subprocess.run(["ip", "netns", "del", netns], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+    def set_mtu(self, mtu):
+        """Every link of the fabric at `mtu` bytes (the bridge's ports first)."""
+        if self.bridge:
+            for host in self.hosts:
+                ip("-n", self.bridge, "link", "set", "to-" + host.letter, "mtu", str(mtu))
+            ip("-n", self.bridge, "link", "set", "br0", "mtu", str(mtu))
+        for host in self.hosts:
+            host.link("mtu", str(mtu))
+        self.mtu = mtu
+
+    def log(self):
+        return "\n".join(host.daemon.log() for host in self.hosts)
+
+
+def mtu_of(field):
+    """4096 from ibv_devinfo's '4096 (5)'."""
+    return int(re.match(r"(\d+)", field).group(1))

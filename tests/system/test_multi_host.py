@@ -1,0 +1,210 @@
+"""Hosts on a real network: one uroced per network namespace, joined by a
+veth pair or a bridge (hosts.py). A device's port follows its interface:
+active_mtu from the interface's MTU as rxe computes it, state with the
+link, IBV_EVENT_PORT_ERR / PORT_ACTIVE, the device gone with the
+interface; unmodified programs with their default options work across a
+1500-byte link; a packet the kernel will not send is counted and logged."""
+
+import re
+import threading
+import unittest
+
+import harness
+import hosts
+from hosts import mtu_of
+
+PERFTESTS = ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat",
+             "ib_write_lat", "ib_read_lat")
+PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+
+
+def run_pair(fabric, server, client, program, *options, timeout=60.0):
+    """`program` as a user runs it between two hosts: the server on
+    `server`, the client on `client` connecting to the server's address,
+    with a TCP port of their own. Returns (server, client) PairSide."""
+    path = harness.require_program(program)
+    port = harness.free_tcp_port()
+    common = ["-p", str(port), *options]
+    return harness.run_server_client(
+        None, server.command([path, "-d", server.device, *common]),
+        client.command([path, "-d", client.device, *common, server.address]), port,
+        timeout=timeout, log=fabric.log)
+
+
+class FabricTestCase(unittest.TestCase):
+    """A fabric for the whole class (hosts.Fabric arguments in `fabric_args`)."""
+
+    fabric_args = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fabric = hosts.Fabric(**cls.fabric_args).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fabric.close()
+
+    def assertPairSucceeded(self, pair, what):
+        for side in pair:
+            self.assertEqual(side.returncode, 0, "%s: %s\n%s\n%s" % (
+                what, side.args, side.output, self.fabric.log()))
+
+
+class DefaultsAcrossA1500ByteLinkTest(FabricTestCase):
+    """Two hosts on a veth at MTU 1500, as a CI job's containers on a
+    default network are."""
+
+    def test_active_mtu_is_the_largest_that_fits_the_interface(self):
+        # rxe: 1500 - 80 bytes of headers leaves room for 1024-byte payloads.
+        for host in self.fabric.hosts:
+            port = host.port()
+            self.assertEqual(mtu_of(port["active_mtu"]), 1024, port)
+            self.assertEqual(mtu_of(port["max_mtu"]), 4096, port)
+            self.assertIn("PORT_ACTIVE", port["state"])
+
+    def test_perftest_with_its_default_options(self):
+        a, b = self.fabric.hosts
+        for program in PERFTESTS:
+            with self.subTest(program=program):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program), program)
+        for connection in ("UC", "UD"):
+            with self.subTest(connection=connection):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_send_bw", "-c",
+                                                  connection), "ib_send_bw -c " + connection)
+
+    def test_pingpong_examples_with_their_default_sizes(self):
+        a, b = self.fabric.hosts
+        for program in PINGPONGS:
+            with self.subTest(program=program):
+                # RoCE needs a GID index (-g): their only non-default option.
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program, "-g", "0"), program)
+
+    def test_a_path_mtu_above_the_port_is_capped(self):
+        """-m 4096 on a 1500-byte link: the QPs send 1024-byte packets (a
+        4096-byte one would never arrive, and the pair would fail with
+        retries exceeded)."""
+        a, b = self.fabric.hosts
+        sent_before = b.counter("send_err")
+        for program in ("ibv_rc_pingpong", "ibv_uc_pingpong"):
+            with self.subTest(program=program):
+                self.assertPairSucceeded(
+                    run_pair(self.fabric, a, b, program, "-g", "0", "-m", "4096", "-s", "16384",
+                             "-n", "200"), program + " -m 4096")
+        self.assertEqual(b.counter("send_err"), sent_before)
+
+
+class PortFollowsItsLinkTest(unittest.TestCase):
+    """A fabric per test: each changes the links."""
+
+    def setUp(self):
+        self.fabric = hosts.Fabric().start()
+        self.addCleanup(self.fabric.close)
+
+    def wait_for_port(self, host, what, predicate):
+        harness.wait_for(lambda: predicate(host.port()), 10.0,
+                         "%s's port %s" % (host.device, what), self.fabric.log)
+
+    def test_state_and_events_follow_the_link(self):
+        a, b = self.fabric.hosts
+        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        try:
+            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
+                             "ibv_asyncwatch to open the device", self.fabric.log)
+            a.link("down")
+            self.wait_for_port(a, "to go down", lambda p: "PORT_DOWN" in p["state"])
+            self.assertIn("DISABLED", a.port()["phys_state"])
+            # b's end of the veth lost its carrier: b's port is down too.
+            self.wait_for_port(b, "to go down", lambda p: "PORT_DOWN" in p["state"])
+            a.link("up")
+            for host in (a, b):
+                self.wait_for_port(host, "to come back", lambda p: "PORT_ACTIVE" in p["state"])
+        finally:
+            watch.terminate()
+            output = watch.communicate(timeout=10)[0]
+        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+        self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
+                         output)
+        self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0"))
+
+    def test_an_mtu_change_reaches_the_port_without_a_restart(self):
+        a, b = self.fabric.hosts
+        self.fabric.set_mtu(9000)
+        for host in (a, b):
+            self.wait_for_port(host, "to take MTU 9000",
+                               lambda p: mtu_of(p["active_mtu"]) == 4096)
+        self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_write_bw"))
+        self.fabric.set_mtu(1280)
+        for host in (a, b):
+            self.wait_for_port(host, "to take MTU 1280",
+                               lambda p: mtu_of(p["active_mtu"]) == 1024)
+        self.fabric.set_mtu(1000)
+        for host in (a, b):
+            self.wait_for_port(host, "to take MTU 1000",
+                               lambda p: mtu_of(p["active_mtu"]) == 512)
+        self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_send_bw"))
+
+    def test_packets_above_a_shrunk_link_are_counted_logged_and_retried(self):
+        """QPs set up at MTU 9000 keep their 4096-byte path MTU when b's link
+        shrinks to 1500 under them: b's packets can no longer be sent. Each
+        is counted in send_err and logged, and the RC QP retransmits until
+        its retries are exhausted, as on a wire that drops them."""
+        a, b = self.fabric.hosts
+        self.fabric.set_mtu(9000)
+        self.wait_for_port(b, "to take MTU 9000", lambda p: mtu_of(p["active_mtu"]) == 4096)
+        shrink = _Later(3.0, lambda: b.link("mtu", "1500"))
+        try:
+            server, client = run_pair(self.fabric, a, b, "ib_write_bw", "-D", "8", timeout=90.0)
+        finally:
+            shrink.cancel()
+        self.assertNotEqual(client.returncode, 0, client.output)
+        self.assertIn("Failed status 12", client.output)  # IBV_WC_RETRY_EXC_ERR
+        self.assertGreater(b.counter("send_err"), 0)
+        self.assertGreater(b.counter("retry_exceeded_err"), 0)
+        self.assertRegex(b.daemon.log(), r"device %s: \d+ packets? to %s not sent: Message too "
+                         r"long \(eth0's MTU is 1500" % (b.device, re.escape(a.address)))
+
+    def test_the_device_goes_with_its_interface(self):
+        a, b = self.fabric.hosts
+        hosts.ip("-n", a.netns, "link", "del", "eth0")  # both ends of the veth go
+        for host in (a, b):
+            harness.wait_for(lambda: host.device not in host.daemon.status().devices, 10.0,
+                             "%s to be removed" % host.device, self.fabric.log)
+            self.assertIn("interface eth0 is gone", host.daemon.log())
+            listed = host.run([harness.require_program("ibv_devices")])
+            self.assertNotIn(host.device, listed.stdout)
+
+    def assertPairSucceeded(self, pair, what=""):
+        for side in pair:
+            self.assertEqual(side.returncode, 0, "%s: %s\n%s\n%s" % (
+                what, side.args, side.output, self.fabric.log()))
+
+
+class _Later:
+    """Runs `action` once after `seconds`, in a thread, unless cancelled."""
+
+    def __init__(self, seconds, action):
+        self.timer = threading.Timer(seconds, action)
+        self.timer.start()
+
+    def cancel(self):
+        self.timer.cancel()
+        self.timer.join()
+
+
+class ThreeHostsOnABridgeTest(FabricTestCase):
+    """Three hosts on one bridge: every pair connects, each through its own
+    daemon, across the same segment."""
+
+    fabric_args = {"count": 3}
+
+    def test_every_pair_of_hosts_connects(self):
+        a, b, c = self.fabric.hosts
+        for server, client in ((a, b), (b, c), (c, a)):
+            with self.subTest(server=server.letter, client=client.letter):
+                self.assertPairSucceeded(
+                    run_pair(self.fabric, server, client, "ibv_rc_pingpong", "-g", "0"),
+                    "%s to %s" % (client.letter, server.letter))
+
+
+if __name__ == "__main__":
+    unittest.main()
