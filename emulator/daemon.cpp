@@ -216,6 +216,7 @@ void Daemon::follow_link(Device& device) {
                  ibv_port_state_str(device.port_attr().state), netdev.c_str(),
                  link.up ? "up" : "down or without carrier");
         if (server_) {
+            publish_devices();  // the tree's ports/1/state and phys_state
             server_->post_port_event(device, link.up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
         }
     }

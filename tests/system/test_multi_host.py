@@ -5,6 +5,7 @@ link, IBV_EVENT_PORT_ERR / PORT_ACTIVE, the device gone with the
 interface; unmodified programs with their default options work across a
 1500-byte link; a packet the kernel will not send is counted and logged."""
 
+import os
 import re
 import threading
 import unittest
@@ -113,11 +114,13 @@ class PortFollowsItsLinkTest(unittest.TestCase):
             a.link("down")
             self.wait_for_port(a, "to go down", lambda p: "PORT_DOWN" in p["state"])
             self.assertIn("DISABLED", a.port()["phys_state"])
+            self.assertEqual(self.sysfs_port_state(a), "1: DOWN")
             # b's end of the veth lost its carrier: b's port is down too.
             self.wait_for_port(b, "to go down", lambda p: "PORT_DOWN" in p["state"])
             a.link("up")
             for host in (a, b):
                 self.wait_for_port(host, "to come back", lambda p: "PORT_ACTIVE" in p["state"])
+            self.assertEqual(self.sysfs_port_state(a), "4: ACTIVE")
         finally:
             watch.terminate()
             output = watch.communicate(timeout=10)[0]
@@ -125,6 +128,14 @@ class PortFollowsItsLinkTest(unittest.TestCase):
         self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
                          output)
         self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0"))
+
+    @staticmethod
+    def sysfs_port_state(host):
+        """What a program reading the device's tree finds (the kernel's file)."""
+        path = os.path.join(host.daemon.sysfs_path, "class", "infiniband", host.device, "ports",
+                            "1", "state")
+        with open(path) as f:
+            return f.read().strip()
 
     def test_an_mtu_change_reaches_the_port_without_a_restart(self):
         a, b = self.fabric.hosts
