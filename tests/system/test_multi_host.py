@@ -7,6 +7,9 @@ interface; unmodified programs with their default options work across a
 
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 import threading
 import unittest
 
@@ -200,6 +203,66 @@ class _Later:
     def cancel(self):
         self.timer.cancel()
         self.timer.join()
+
+
+class UnprivilegedNamespaceTest(unittest.TestCase):
+    """uroced as a rootless container runs it: started by an unprivileged
+    user (nobody) inside a user and network namespace of its own (`unshare
+    -Urn`), with no capability outside them. It cannot make a device node
+    in /dev (the preload bridge gives one) or raise its priority, and two
+    devices on the ends of a veth it made itself carry ibv_rc_pingpong."""
+
+    SCRIPT = r"""
+set -e
+ip link set lo up
+ip link add va type veth peer name vb
+ip addr add 10.77.0.1/24 dev va; ip addr add 10.77.0.2/24 dev vb
+ip link set va up; ip link set vb up
+"$KIT/uroced" --runtime-dir "$BASE/run" --device uroce_ua=10.77.0.1 \
+    --device uroce_ub=10.77.0.2 >"$BASE/uroced.log" 2>&1 &
+daemon=$!
+trap 'kill $daemon; wait $daemon' EXIT
+for _ in $(seq 100); do [ -d "$BASE/run/sysfs/class" ] && break; sleep 0.1; done
+export SYSFS_PATH="$BASE/run/sysfs" UROCE_RUNTIME_DIR="$BASE/run"
+export RDMAV_DRIVERS="$KIT/liburoce" LD_PRELOAD="$KIT/liburoce-bridge.so"
+timeout 30 ibv_rc_pingpong -d uroce_ua -g 0 -p 18515 >"$BASE/server" 2>&1 &
+server=$!
+for _ in $(seq 100); do grep -q ":4853 .* 0A " /proc/net/tcp && break; sleep 0.1; done
+timeout 30 ibv_rc_pingpong -d uroce_ub -g 0 -p 18515 10.77.0.1
+wait $server
+"""
+    NOBODY = 65534
+
+    def test_runs_with_no_privilege(self):
+        if os.geteuid() != 0:
+            self.fail("this test starts the daemon as nobody: the suite runs as root (README)")
+        # The build may be where nobody cannot read: the daemon and libraries
+        # go to a directory of nobody's.
+        base = tempfile.mkdtemp(prefix="uroce-unprivileged-")
+        self.addCleanup(shutil.rmtree, base, True)
+        kit = os.path.join(base, "kit")
+        os.mkdir(kit)
+        provider = harness.required_path("UROCE_PROVIDER_FILE")
+        for path in (harness.uroced_path(), provider, harness.required_path("UROCE_BRIDGE")):
+            shutil.copy(path, kit)
+        os.chmod(base, 0o755)
+        os.chown(base, self.NOBODY, self.NOBODY)
+        env = dict(os.environ, KIT=kit, BASE=base)
+        result = subprocess.run(
+            ["setpriv", "--reuid=%d" % self.NOBODY, "--regid=%d" % self.NOBODY, "--clear-groups",
+             "unshare", "-Urn", "sh", "-c", self.SCRIPT],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, timeout=90)
+        try:
+            with open(os.path.join(base, "uroced.log")) as f:
+                daemon_log = f.read()
+        except OSError:
+            daemon_log = "(no log)"
+        self.assertEqual(result.returncode, 0, "%s\n%s" % (result.stdout, daemon_log))
+        self.assertRegex(result.stdout, r"1000 iters in [\d.]+ seconds")
+        self.assertIn("device uroce_ua ready on 10.77.0.1 via va (device node from the preload "
+                      "bridge)", daemon_log)
+        self.assertIn("active MTU 1024 (va's MTU is 1500)", daemon_log)
 
 
 class ThreeHostsOnABridgeTest(FabricTestCase):
