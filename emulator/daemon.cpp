@@ -155,20 +155,17 @@ Result Daemon::delete_link(const Device& device) {
         return fail(ENODEV, "no such device");
     }
     const std::string name = device.name();
-    std::vector<bridge::TreeDevice> node;
-    for (const bridge::TreeDevice& entry : tree_entries(devices_, paths_.socket())) {
-        if (entry.ibdev == name) {
-            node.push_back(entry);
-        }
-    }
+    const std::string node_name = device.uverbs_name();
     server_->remove_device(device);
     cm_->remove_device(device);
     engine_->remove_device(device);
     devices_.erase(it);
     publish_devices();
-    if (device_nodes_) {
-        bridge::remove_device_nodes(node);
-    }
+    std::vector<std::filesystem::path> node;
+    std::erase_if(nodes_made_, [&](const std::filesystem::path& path) {
+        return path.filename() == node_name && (node.push_back(path), true);
+    });
+    bridge::remove_device_nodes(node);
     log_info("device %s deleted", name.c_str());
     return ok();
 }
@@ -225,7 +222,7 @@ void Daemon::follow_link(Device& device) {
 void Daemon::publish_devices() {
     const auto tree = tree_entries(devices_, paths_.socket());
     bridge::write_tree(paths_.sysfs(), tree, paths_.socket());
-    device_nodes_ = bridge::create_device_nodes(tree);
+    device_nodes_ = bridge::create_device_nodes(tree, nodes_made_);
 }
 
 void Daemon::log_ready(const Device& device) const {
@@ -236,9 +233,8 @@ void Daemon::log_ready(const Device& device) const {
 
 void Daemon::withdraw_devices() {
     const auto tree = tree_entries(devices_, paths_.socket());
-    if (device_nodes_) {
-        bridge::remove_device_nodes(tree);
-    }
+    bridge::remove_device_nodes(nodes_made_);  // another daemon's stay
+    nodes_made_.clear();
     bridge::remove_tree(paths_.sysfs());
 }
 

@@ -57,7 +57,9 @@ class Daemon {
     std::unique_ptr<Server> server_;
     LinkMonitor links_;
     boost::asio::posix::stream_descriptor links_wait_{io_};
-    bool device_nodes_ = false;
+    bool device_nodes_ = false;  // /dev/infiniband could be written
+    // The device nodes this daemon made, and so removes.
+    std::vector<std::filesystem::path> nodes_made_;
     uint32_t next_device_index_ = 0;
 };
 

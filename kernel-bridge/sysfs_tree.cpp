@@ -392,22 +392,24 @@ void remove_tree(const fs::path& root) {
     fs::remove_all(root);
 }
 
-bool create_device_nodes(const std::vector<TreeDevice>& devices, const fs::path& dev_dir) {
+bool create_device_nodes(const std::vector<TreeDevice>& devices, std::vector<fs::path>& made,
+                         const fs::path& dev_dir) {
     std::error_code ec;
     const bool made_dir = fs::create_directories(dev_dir, ec);
     if (ec) {
         return false;
     }
-    std::vector<fs::path> made;
+    const size_t before = made.size();
     for (const TreeDevice& dev : devices) {
         const fs::path node = dev_dir / dev.uverbs;
         if (fs::is_symlink(node, ec) && fs::read_symlink(node, ec) == "/dev/null") {
             continue;
         }
         if (::symlink("/dev/null", node.c_str()) != 0) {
-            for (const fs::path& p : made) {
-                fs::remove(p, ec);
+            for (size_t i = before; i < made.size(); ++i) {
+                fs::remove(made[i], ec);
             }
+            made.resize(before);
             if (made_dir) {
                 fs::remove(dev_dir, ec);
             }
@@ -418,16 +420,19 @@ bool create_device_nodes(const std::vector<TreeDevice>& devices, const fs::path&
     return true;
 }
 
-void remove_device_nodes(const std::vector<TreeDevice>& devices, const fs::path& dev_dir) {
+void remove_device_nodes(const std::vector<fs::path>& nodes) {
     std::error_code ec;
-    for (const TreeDevice& dev : devices) {
-        const fs::path node = dev_dir / dev.uverbs;
+    std::set<fs::path> dirs;
+    for (const fs::path& node : nodes) {
         if (fs::is_symlink(node, ec) && fs::read_symlink(node, ec) == "/dev/null") {
             fs::remove(node, ec);
         }
+        dirs.insert(node.parent_path());
     }
-    if (fs::is_empty(dev_dir, ec)) {
-        fs::remove(dev_dir, ec);
+    for (const fs::path& dir : dirs) {
+        if (fs::is_empty(dir, ec)) {
+            fs::remove(dir, ec);
+        }
     }
 }
 

@@ -61,12 +61,16 @@ std::string cpu_mask(const std::string& cpulist, unsigned bits);
 void remove_tree(const std::filesystem::path& root);
 
 // Creates <dev_dir>/<uverbs> as a symlink to /dev/null for every device (the
-// tree's 'dev' files say the same major:minor). Returns false, leaving nothing
-// behind, when that is not permitted or another file holds such a name.
+// tree's 'dev' files say the same major:minor) that has none yet, adding the
+// paths it made to `made`: a symlink another daemon made (for a device of
+// the same name) is left to it. Returns false, leaving nothing of this
+// call behind, when that is not permitted or another file holds such a
+// name.
 bool create_device_nodes(const std::vector<TreeDevice>& devices,
+                         std::vector<std::filesystem::path>& made,
                          const std::filesystem::path& dev_dir = "/dev/infiniband");
-// Removes the symlinks create_device_nodes made, and dev_dir if it is then empty.
-void remove_device_nodes(const std::vector<TreeDevice>& devices,
-                         const std::filesystem::path& dev_dir = "/dev/infiniband");
+// Removes `nodes` (what create_device_nodes made) that are still symlinks
+// to /dev/null, and their directory if it is then empty.
+void remove_device_nodes(const std::vector<std::filesystem::path>& nodes);
 
 }  // namespace uroce::bridge

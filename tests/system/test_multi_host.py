@@ -265,6 +265,37 @@ wait $server
         self.assertIn("active MTU 1024 (va's MTU is 1500)", daemon_log)
 
 
+class TwoDaemonsOnOneMachineTest(unittest.TestCase):
+    """Two daemons on one machine with a device of the same name (on
+    addresses of their own) and one each of their own: a daemon removes
+    only the /dev/infiniband nodes it made, so stopping the second leaves
+    the first's nodes, devices and programs alone."""
+
+    def test_stopping_one_daemon_leaves_the_others_devices_alone(self):
+        tag = os.getpid()
+        shared, first_own, second_own = ("uroce_%s%d" % (n, tag) for n in ("same", "one", "two"))
+        node = lambda name: os.path.join("/dev/infiniband", "uverbs-" + name)
+        first = harness.Daemon(["--device", "%s=127.0.0.5" % shared,
+                                "--device", "%s=127.0.0.6" % first_own])
+        second = harness.Daemon(["--device", "%s=127.0.0.7" % shared,
+                                 "--device", "%s=127.0.0.8" % second_own])
+        for daemon in (first, second):
+            self.addCleanup(daemon.cleanup)
+            daemon.start()
+        made = os.path.islink(node(shared))  # as root; otherwise there are no nodes at all
+        second.stop()
+        for name in (shared, first_own):
+            self.assertEqual(os.path.islink(node(name)), made,
+                             "the second daemon removed the first's node for %s" % name)
+        self.assertFalse(os.path.lexists(node(second_own)))
+        pair = harness.run_pingpong(first.env(), shared, first_own, 100, 4096, log=first.log)
+        for side in pair:
+            self.assertEqual(side.returncode, 0, side.output)
+        first.stop()
+        for name in (shared, first_own):
+            self.assertFalse(os.path.lexists(node(name)), "no daemon runs, yet %s stays" % name)
+
+
 class ThreeHostsOnABridgeTest(FabricTestCase):
     """Three hosts on one bridge: every pair connects, each through its own
     daemon, across the same segment."""

@@ -219,13 +219,33 @@ TEST(sysfsTree, DeviceNodesAreSymlinksToDevNull) {
     TempDir tmp;
     const fs::path dev_dir = tmp.path() / "infiniband";
     const std::vector<TreeDevice> devices = {device("uroce0", 1), device("uroce1", 2)};
-    ASSERT_TRUE(uroce::bridge::create_device_nodes(devices, dev_dir));
-    for (const char* name : {"uverbs-uroce0", "uverbs-uroce1"}) {
-        EXPECT_TRUE(fs::is_symlink(dev_dir / name));
-        EXPECT_EQ(fs::read_symlink(dev_dir / name), "/dev/null");
+    std::vector<fs::path> made;
+    ASSERT_TRUE(uroce::bridge::create_device_nodes(devices, made, dev_dir));
+    EXPECT_EQ(made, (std::vector<fs::path>{dev_dir / "uverbs-uroce0", dev_dir / "uverbs-uroce1"}));
+    for (const fs::path& node : made) {
+        EXPECT_TRUE(fs::is_symlink(node));
+        EXPECT_EQ(fs::read_symlink(node), "/dev/null");
     }
-    EXPECT_TRUE(uroce::bridge::create_device_nodes(devices, dev_dir));  // already there
-    uroce::bridge::remove_device_nodes(devices, dev_dir);
+    EXPECT_TRUE(uroce::bridge::create_device_nodes(devices, made, dev_dir));  // already there
+    EXPECT_EQ(made.size(), 2u);
+    uroce::bridge::remove_device_nodes(made);
+    EXPECT_FALSE(fs::exists(dev_dir));
+}
+
+// Two daemons with a device of the same name: the node is the first's to
+// remove, and the second's stop leaves the first's nodes alone.
+TEST(sysfsTree, ADaemonRemovesOnlyTheNodesItMade) {
+    TempDir tmp;
+    const fs::path dev_dir = tmp.path() / "infiniband";
+    std::vector<fs::path> first, second;
+    ASSERT_TRUE(uroce::bridge::create_device_nodes({device("uroce0", 1)}, first, dev_dir));
+    ASSERT_TRUE(uroce::bridge::create_device_nodes({device("uroce0", 1), device("uroce9", 2)},
+                                                   second, dev_dir));
+    EXPECT_EQ(second, (std::vector<fs::path>{dev_dir / "uverbs-uroce9"}));
+    uroce::bridge::remove_device_nodes(second);
+    EXPECT_TRUE(fs::is_symlink(dev_dir / "uverbs-uroce0"));
+    EXPECT_FALSE(fs::exists(dev_dir / "uverbs-uroce9"));
+    uroce::bridge::remove_device_nodes(first);
     EXPECT_FALSE(fs::exists(dev_dir));
 }
 
@@ -235,14 +255,18 @@ TEST(sysfsTree, DeviceNodesAllOrNothing) {
     fs::create_directories(dev_dir);
     std::ofstream(dev_dir / "uverbs-uroce1") << "not ours";
     const std::vector<TreeDevice> devices = {device("uroce0", 1), device("uroce1", 2)};
-    EXPECT_FALSE(uroce::bridge::create_device_nodes(devices, dev_dir));
+    std::vector<fs::path> made;
+    EXPECT_FALSE(uroce::bridge::create_device_nodes(devices, made, dev_dir));
+    EXPECT_TRUE(made.empty());
     EXPECT_FALSE(fs::exists(dev_dir / "uverbs-uroce0"));
-    uroce::bridge::remove_device_nodes(devices, dev_dir);
+    uroce::bridge::remove_device_nodes({dev_dir / "uverbs-uroce1"});
     EXPECT_EQ(read(dev_dir / "uverbs-uroce1"), "not ours");  // not a symlink to /dev/null: kept
 }
 
 TEST(sysfsTree, DeviceNodesFailWhereNotPermitted) {
-    EXPECT_FALSE(uroce::bridge::create_device_nodes({device("uroce0", 1)}, "/proc/uroce-test"));
+    std::vector<fs::path> made;
+    EXPECT_FALSE(
+        uroce::bridge::create_device_nodes({device("uroce0", 1)}, made, "/proc/uroce-test"));
 }
 
 }  // namespace
