@@ -273,6 +273,19 @@ std::string Server::status_text() const {
         if (device->faults().active()) {
             out << "  faults " << faults_text(device->faults().settings()) << "\n";
         }
+        if (!device->groups().empty()) {
+            out << "  multicast groups " << device->groups().size();
+            constexpr size_t kGroupsShown = 8;
+            size_t shown = 0;
+            for (const auto& [group, attachments] : device->groups()) {
+                if (shown++ == kGroupsShown) {
+                    out << " ...";
+                    break;
+                }
+                out << " " << ipv4_text(group);
+            }
+            out << "\n";
+        }
         if (auto it = traces_.find(device.get()); it != traces_.end()) {
             out << (device->trace().is_open() ? "  tracing ("
                                               : "  trace stopped by a write error (")

@@ -167,6 +167,22 @@ ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
     return mtu;
 }
 
+void Device::join_group(uint32_t group_ipv4) {
+    if (++groups_[group_ipv4] == 1 && group_listener_) {
+        group_listener_(group_ipv4, true);
+    }
+}
+
+void Device::leave_group(uint32_t group_ipv4) {
+    auto it = groups_.find(group_ipv4);
+    if (it != groups_.end() && --it->second == 0) {
+        groups_.erase(it);
+        if (group_listener_) {
+            group_listener_(group_ipv4, false);
+        }
+    }
+}
+
 PortChange Device::follow_link(const Link& link) {
     const ibv_port_state state = link.up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
     const ibv_mtu mtu = ib_mtu_for_link(link.mtu);

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -124,6 +125,15 @@ class Device {
     // The flow rules of the device's QPs, oldest first.
     std::vector<const Flow*>& flows() { return flows_; }
     const std::vector<const Flow*>& flows() const { return flows_; }
+    // The IPv4 multicast groups its UD QPs joined (IPv4-mapped MGIDs), with
+    // how many attachments each. The first join and the last leave reach the
+    // listener: the engine, which joins the group on the device's interface.
+    using GroupListener = std::function<void(uint32_t group_ipv4, bool joined)>;
+    void set_group_listener(GroupListener listener) { group_listener_ = std::move(listener); }
+    void join_group(uint32_t group_ipv4);
+    void leave_group(uint32_t group_ipv4);
+    bool in_group(uint32_t group_ipv4) const { return groups_.contains(group_ipv4); }
+    const std::map<uint32_t, int>& groups() const { return groups_; }
     // CQs whose moderated completion event waits for its period to end.
     std::set<Cq*>& due_cq_events() { return due_cq_events_; }
     // CQs holding completions their program has not taken yet.
@@ -180,6 +190,8 @@ class Device {
     StepGate step_gate_;
     std::vector<const Flow*> flows_;
     std::set<Cq*> due_cq_events_;
+    std::map<uint32_t, int> groups_;
+    GroupListener group_listener_;
     UnpolledCqs unpolled_cqs_;
     Doorbell* doorbell_ = nullptr;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

@@ -44,13 +44,10 @@ bool to_gsi(std::span<const uint8_t> packet) {
            wire::decode_bth(packet.first<wire::kBthBytes>()).dest_qp == wire::kGsiQpn;
 }
 
-bool has_member(Device& device, uint32_t group_ipv4) {
-    for (const auto& [qpn, qp] : device.qps()) {
-        if (transport::joined(*qp, group_ipv4)) {
-            return true;
-        }
-    }
-    return false;
+// Whether the device's interface reaches other hosts: loopback carries no
+// multicast between them, and this daemon delivers to its own devices.
+bool on_a_network(const Device& device) {
+    return device.config().netdev != "lo";
 }
 
 }  // namespace
@@ -73,6 +70,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
             throw std::runtime_error(r.message);
         }
         device->set_doorbell(&doorbell_);
+        listen_to_groups(*device);
     }
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
@@ -83,8 +81,23 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
 
 Engine::~Engine() = default;
 
+void Engine::listen_to_groups(Device& device) {
+    device.set_group_listener([this, &device](uint32_t group, bool joined) {
+        if (!on_a_network(device)) {
+            return;
+        }
+        if (!joined) {
+            network_.leave(device.index(), group);
+        } else if (Result r = network_.join(device.index(), group); !r) {
+            // Its members hear this daemon's devices only.
+            log_warn("device %s: %s", device.name().c_str(), r.message.c_str());
+        }
+    });
+}
+
 Result Engine::add_device(Device& device) {
     device.set_doorbell(&doorbell_);
+    listen_to_groups(device);
     return network_.open(device.config().address);
 }
 
@@ -250,13 +263,17 @@ void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, u
 void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
                      std::vector<uint8_t>&& bytes) {
     const uint32_t src_ipv4 = from.config().address.s_addr;
-    // The emulated fabric is this daemon's devices: a multicast packet
-    // reaches each device with a member of the group, whatever the path.
+    // A multicast packet reaches each of this daemon's devices with a member
+    // of the group, whatever the path, and the group on the sender's
+    // network (where other hosts' members are).
     if (is_multicast(dest_ipv4)) {
         for (const auto& device : devices_) {
-            if (has_member(*device, dest_ipv4)) {
+            if (device->in_group(dest_ipv4)) {
                 local_.push_back({device.get(), src_ipv4, dest_ipv4, src_port, bytes});
             }
+        }
+        if (on_a_network(from)) {
+            network_.send(from.index(), dest_ipv4, bytes, src_port);
         }
         recycle(std::move(bytes));
         return;
@@ -526,7 +543,9 @@ void Engine::sleep() {
 
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, Clock::time_point now) {
-    receive_from_network(index, bytes, src_ipv4, src_port, now);
+    const Device* device = device_of_socket(index);
+    receive_from_network(index, bytes, src_ipv4, src_port,
+                         device ? device->config().address.s_addr : 0, now);
     transport_.finish_placements();
 }
 
@@ -560,9 +579,18 @@ void Engine::send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned p
 }
 
 void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                                  uint16_t src_port, Clock::time_point now) {
-    if (Device* device = device_of_socket(index)) {
-        receive(*device, bytes, src_ipv4, device->config().address.s_addr, true, src_port, now);
+                                  uint16_t src_port, uint32_t dest_ipv4, Clock::time_point now) {
+    if (index != UdpNetwork::kGroup) {
+        if (Device* device = device_of_socket(index)) {
+            receive(*device, bytes, src_ipv4, dest_ipv4, true, src_port, now);
+        }
+        return;
+    }
+    // A multicast group's datagram: each device with a member takes it.
+    for (const auto& device : devices_) {
+        if (device->in_group(dest_ipv4)) {
+            receive(*device, bytes, src_ipv4, dest_ipv4, true, src_port, now);
+        }
     }
 }
 
@@ -590,8 +618,9 @@ bool Engine::run_once(Clock::time_point now) {
         last_control_poll_ = now;
     }
     bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
-                                          uint32_t src_ipv4, uint16_t src_port) {
-        receive_from_network(index, bytes, src_ipv4, src_port, now);
+                                          uint32_t src_ipv4, uint16_t src_port,
+                                          uint32_t dest_ipv4) {
+        receive_from_network(index, bytes, src_ipv4, src_port, dest_ipv4, now);
     });
     busy |= release_stepped();
     busy |= release_held(now);

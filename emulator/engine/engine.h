@@ -131,7 +131,11 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // Packets the kernel would not send: counted (send_err) and logged.
     void send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned packets);
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                              uint16_t src_port, transport::Clock::time_point now);
+                              uint16_t src_port, uint32_t dest_ipv4,
+                              transport::Clock::time_point now);
+    // The device's first join of a multicast group joins it on the network,
+    // its last leave leaves it.
+    void listen_to_groups(Device& device);
     // Hands a packet to the transport's receive path (transport/receive.cpp).
     void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,
                  bool from_udp, uint16_t src_port, transport::Clock::time_point now);

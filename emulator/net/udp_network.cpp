@@ -27,9 +27,22 @@ constexpr unsigned kBatchSize = 32;  // messages per recvmmsg
 constexpr size_t kReceiveBytes = 65536;
 constexpr int kSocketBufferBytes = 8 << 20;
 
-// A completion's user data: a send's Buffer (aligned, so bit 0 clear), or a
-// socket's readiness, (index << 1) | 1.
+// A completion's user data: a send's Buffer (aligned, so bits 0 and 1
+// clear), or a socket's readiness: kReadable, the socket's index from bit
+// 2, and for a multicast group's socket kGroupSocket and the generation of
+// its slot from bit 32 (a slot is reused: a late completion for the
+// group that had it must not be taken for the new one's).
 constexpr uint64_t kReadable = 1;
+constexpr uint64_t kGroupSocket = 2;
+
+uint64_t readiness_tag(size_t index, bool group, uint32_t generation = 0) {
+    return uint64_t{generation} << 32 | uint64_t{index} << 2 | kReadable |
+           (group ? kGroupSocket : 0);
+}
+
+size_t tag_index(uint64_t tag) {
+    return (tag & 0xffffffffu) >> 2;
+}
 
 // The size of each datagram of a received train; 0 for one datagram.
 size_t train_segment(msghdr& header) {
@@ -85,12 +98,18 @@ UdpNetwork::~UdpNetwork() {
 namespace {
 
 // A non-blocking UDP socket on address:port with don't-fragment set (so
-// that the kernel sends IP ID 0, as uroce's ICRC assumes).
+// that the kernel sends IP ID 0, as uroce's ICRC assumes), whose multicast
+// leaves through the address's interface and does not loop back.
 Result bind_udp(in_addr address, uint16_t port, bool share_port, UniqueFd& out) {
     UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr = address;
+    const uint8_t no_loop = 0;
+    if (fd) {
+        setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_IF, &address, sizeof(address));
+        setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof(no_loop));
+    }
     addr.sin_port = htons(port);
     const int pmtu = IP_PMTUDISC_DO;
     const int on = 1;
@@ -129,21 +148,91 @@ Result UdpNetwork::open(in_addr address) {
     segments_.push_back(segmentation_);
     addresses_.push_back(address);
     source_sockets_.emplace_back();
-    watch(sockets_.size() - 1);
+    watch(readiness_tag(sockets_.size() - 1, false));
     submit();
     return ok();
 }
 
 void UdpNetwork::close(size_t index) {
-    // The armed poll holds the socket: cancel it (its completion and this
-    // request's carry the same tag, and poll() skips both for a closed index).
-    io_uring_sqe* sqe = next_sqe();
-    const uint64_t tag = (uint64_t{index} << 1) | kReadable;
-    io_uring_prep_poll_remove(sqe, tag);
-    io_uring_sqe_set_data64(sqe, tag);
-    submit();
+    for (const GroupSocket& g : groups_) {
+        if (g.members.contains(index)) {
+            leave(index, g.group);
+        }
+    }
+    unwatch(readiness_tag(index, false));
     sockets_[index].reset();
     source_sockets_[index].clear();
+}
+
+UdpNetwork::GroupSocket* UdpNetwork::group_socket(uint32_t group) {
+    for (GroupSocket& g : groups_) {
+        if (g.fd && g.group == group) {
+            return &g;
+        }
+    }
+    return nullptr;
+}
+
+Result UdpNetwork::join(size_t index, uint32_t group) {
+    GroupSocket* g = group_socket(group);
+    if (!g) {
+        // Bound to the group: it takes that group's datagrams and no others.
+        UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = group;
+        addr.sin_port = htons(port_);
+        const int on = 1;
+        const int off = 0;
+        if (!fd || setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+            setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off)) != 0 ||
+            bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+            return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(addr.sin_addr), port_,
+                        strerror(errno));
+        }
+        setsockopt(fd.get(), SOL_UDP, UDP_GRO, &on, sizeof(on));
+        auto free_slot = std::find_if(groups_.begin(), groups_.end(),
+                                      [](const GroupSocket& s) { return !s.fd; });
+        if (free_slot == groups_.end()) {
+            free_slot = groups_.insert(groups_.end(), GroupSocket{});
+        }
+        free_slot->fd = std::move(fd);
+        free_slot->group = group;
+        g = &*free_slot;
+        ++free_slot->generation;
+        watch(readiness_tag(free_slot - groups_.begin(), true, free_slot->generation));
+        submit();
+    }
+    ip_mreqn request{};
+    request.imr_multiaddr.s_addr = group;
+    request.imr_address = addresses_[index];
+    if (!g->members.contains(index) &&
+        setsockopt(g->fd.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof(request)) != 0) {
+        const int error = errno;
+        if (g->members.empty()) {
+            unwatch(readiness_tag(g - groups_.data(), true, g->generation));
+            g->fd.reset();
+        }
+        return fail(error, "cannot join %s: %s", inet_ntoa(request.imr_multiaddr),
+                    strerror(error));
+    }
+    g->members.insert(index);
+    return ok();
+}
+
+void UdpNetwork::leave(size_t index, uint32_t group) {
+    GroupSocket* g = group_socket(group);
+    if (!g || !g->members.erase(index)) {
+        return;
+    }
+    ip_mreqn request{};
+    request.imr_multiaddr.s_addr = group;
+    request.imr_address = addresses_[index];
+    setsockopt(g->fd.get(), IPPROTO_IP, IP_DROP_MEMBERSHIP, &request, sizeof(request));
+    if (g->members.empty()) {
+        unwatch(readiness_tag(g - groups_.data(), true, g->generation));
+        g->fd.reset();
+    }
 }
 
 uint16_t UdpNetwork::source_port(size_t index, uint16_t wanted) {
@@ -213,10 +302,21 @@ void UdpNetwork::Buffer::prepare() {
     }
 }
 
-void UdpNetwork::watch(size_t index) {
+void UdpNetwork::watch(uint64_t tag) {
+    const size_t index = tag_index(tag);
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_poll_add(sqe, sockets_[index].get(), POLLIN);
-    io_uring_sqe_set_data64(sqe, (uint64_t{index} << 1) | kReadable);
+    io_uring_prep_poll_add(
+        sqe, (tag & kGroupSocket ? groups_[index].fd : sockets_[index]).get(), POLLIN);
+    io_uring_sqe_set_data64(sqe, tag);
+}
+
+// The armed poll holds the socket: cancel it (its completion and this
+// request's carry the same tag, and poll() skips both for a closed socket).
+void UdpNetwork::unwatch(uint64_t tag) {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_poll_remove(sqe, tag);
+    io_uring_sqe_set_data64(sqe, tag);
+    submit();
 }
 
 bool UdpNetwork::continues_train(int fd, uint32_t dest_ipv4, size_t size) const {
@@ -282,7 +382,8 @@ void UdpNetwork::submit() {
     }
 }
 
-unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive) {
+unsigned UdpNetwork::drain(int fd, size_t index, uint32_t dest_ipv4, unsigned limit,
+                           const Receiver& receive) {
     Batch& b = *batch_;
     unsigned taken = 0;
     while (taken < limit) {
@@ -300,7 +401,7 @@ unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive
             h.msg_control = b.controls[i];
             h.msg_controllen = sizeof(b.controls[i]);
         }
-        const int n = recvmmsg(sockets_[index].get(), b.headers, want, MSG_DONTWAIT, nullptr);
+        const int n = recvmmsg(fd, b.headers, want, MSG_DONTWAIT, nullptr);
         if (n <= 0) {
             break;
         }
@@ -315,7 +416,7 @@ unsigned UdpNetwork::drain(size_t index, unsigned limit, const Receiver& receive
             do {
                 const size_t bytes = segment ? std::min(segment, length - offset) : length;
                 receive(index, {b.data[i] + offset, bytes}, b.peers[i].sin_addr.s_addr,
-                        ntohs(b.peers[i].sin_port));
+                        ntohs(b.peers[i].sin_port), dest_ipv4);
                 offset += bytes;
                 ++taken;
             } while (offset < length);
@@ -332,7 +433,7 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
     const int cqe_result = cqe->res;
     io_uring_cqe_seen(&ring_, cqe);
     if (data & kReadable) {
-        readable_.push_back(data >> 1);
+        readable_.push_back(data);
         return;
     }
     Buffer* buffer = reinterpret_cast<Buffer*>(data);
@@ -365,14 +466,20 @@ bool UdpNetwork::poll(const Receiver& receive) {
     }
     // Draining may send answers, and a send may wait and note readiness.
     draining_.swap(readable_);
-    for (const size_t index : draining_) {
-        if (!sockets_[index]) {
+    for (const uint64_t tag : draining_) {
+        const size_t index = tag_index(tag);
+        const bool group = tag & kGroupSocket;
+        const int fd = (group ? groups_[index].fd : sockets_[index]).get();
+        if (fd < 0 || (group && tag >> 32 != groups_[index].generation)) {
             continue;  // closed: its cancelled poll, or readiness that came first
         }
-        const unsigned taken = drain(index, kMaxReceivesPerPoll, receive);
+        const unsigned taken =
+            drain(fd, group ? kGroup : index,
+                  group ? groups_[index].group : addresses_[index].s_addr, kMaxReceivesPerPoll,
+                  receive);
         any |= taken > 0;
         backlogged_ |= taken >= kMaxReceivesPerPoll;
-        watch(index);
+        watch(tag);
     }
     draining_.clear();
     return any;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -30,8 +31,11 @@ namespace uroce {
 
 class UdpNetwork {
   public:
-    // (index of the receiving socket, packet, source address, source port)
-    using Receiver = std::function<void(size_t, std::span<const uint8_t>, uint32_t, uint16_t)>;
+    // (index of the receiving device's socket, or kGroup for a multicast
+    // group's, packet, source address, source port, destination address)
+    using Receiver =
+        std::function<void(size_t, std::span<const uint8_t>, uint32_t, uint16_t, uint32_t)>;
+    static constexpr size_t kGroup = SIZE_MAX;
     // (index of the sending socket, destination, errno, packets): packets
     // the kernel would not send (larger than the route's MTU, no route, a
     // full socket), lost as on a wire.
@@ -46,9 +50,18 @@ class UdpNetwork {
 
     // Binds <address>:<port>; the socket's index is the order of opening.
     Result open(in_addr address);
-    // Closes socket `index` and its send-only sockets (rdma link delete);
-    // the index is not used again.
+    // Closes socket `index` and its send-only sockets (rdma link delete),
+    // leaving its groups; the index is not used again.
     void close(size_t index);
+
+    // Device `index` joins IPv4 multicast group `group` on its interface
+    // (IP_ADD_MEMBERSHIP: IGMP, and the interface's filter): the group's
+    // datagrams arrive, through one socket per group bound to it, with
+    // kGroup as their index. Sends to a group leave through the device's
+    // interface and do not loop back (the engine delivers to its own
+    // devices itself).
+    Result join(size_t index, uint32_t group);
+    void leave(size_t index, uint32_t group);
 
     // The source port device `index` can send from for `wanted`: it, once a
     // socket is bound there (SO_REUSEPORT, so that daemons of one user
@@ -87,9 +100,18 @@ class UdpNetwork {
   private:
     struct Buffer;
     struct Batch;
+    // A multicast group's receiving socket and the devices that joined it.
+    struct GroupSocket {
+        UniqueFd fd;
+        uint32_t group = 0;
+        uint32_t generation = 0;  // of the slot, one more for each group that has it
+        std::set<size_t> members;
+    };
     io_uring_sqe* next_sqe();
-    // Asks the ring to report when socket `index` is readable.
-    void watch(size_t index);
+    // Asks the ring to report when the socket a readiness tag names is
+    // readable (readiness_tag in udp_network.cpp), or to stop.
+    void watch(uint64_t tag);
+    void unwatch(uint64_t tag);
     // Whether `packet` may join the train being gathered.
     bool continues_train(int fd, uint32_t dest_ipv4, size_t size) const;
     // A free send buffer; waits for a send to complete when all are in use.
@@ -97,9 +119,12 @@ class UdpNetwork {
     // A send's completion frees its buffer; a socket's readiness is noted
     // in readable_.
     void take_completion(io_uring_cqe* cqe);
-    // Hands the datagrams waiting in socket `index` to `receive`, up to
-    // `limit` (and the rest of a train); returns how many.
-    unsigned drain(size_t index, unsigned limit, const Receiver& receive);
+    // Hands the datagrams waiting in `fd` to `receive` as device `index`'s
+    // (or kGroup's) for `dest_ipv4`, up to `limit` (and the rest of a
+    // train); returns how many.
+    unsigned drain(int fd, size_t index, uint32_t dest_ipv4, unsigned limit,
+                   const Receiver& receive);
+    GroupSocket* group_socket(uint32_t group);
 
     uint16_t port_;
     io_uring ring_{};
@@ -111,8 +136,9 @@ class UdpNetwork {
     std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<Buffer*> free_;
-    std::vector<size_t> readable_;  // sockets reported readable, not yet drained
-    std::vector<size_t> draining_;  // those poll() is draining
+    std::vector<GroupSocket> groups_;  // a closed one's slot is reused
+    std::vector<uint64_t> readable_;   // readiness tags of sockets not yet drained
+    std::vector<uint64_t> draining_;   // those poll() is draining
     Buffer* train_ = nullptr;       // the last send, until submitted: packets may join it
     bool segmentation_ = true;      // off on a kernel without UDP_SEGMENT
     // Per socket index: off once its route could not segment (EIO: its

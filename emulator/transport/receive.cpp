@@ -40,7 +40,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
         arrival.from_udp ? wire::parse_packet(
                                bytes,
                                wire::IcrcAddresses::v4(wire::ipv4_bytes(arrival.src_ipv4),
-                                                       wire::ipv4_bytes(to.config().address.s_addr),
+                                                       wire::ipv4_bytes(arrival.dest_ipv4),
                                                        arrival.src_port, arrival.dest_port),
                                packet)
                          : wire::parse_headers(bytes, packet);

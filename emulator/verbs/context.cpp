@@ -41,7 +41,7 @@ Context::~Context() {
     rpc::Empty none;
     destroy_all(flows_, [&](uint32_t h) { destroy_flow({h}, none); });
     destroy_all(qps_, [&](uint32_t h) {
-        qps_.find(h)->mcast_groups.clear();
+        leave_groups(*qps_.find(h));
         destroy_qp({h}, none);
     });
     destroy_all(ind_tables_, [&](uint32_t h) { destroy_rwq_ind_table({h}, none); });

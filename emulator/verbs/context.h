@@ -94,6 +94,8 @@ class Context {
 
     Result attach_mcast(const rpc::McastRequest&, rpc::Empty&);
     Result detach_mcast(const rpc::McastRequest&, rpc::Empty&);
+    // Detaches a QP that goes with its client from every group.
+    void leave_groups(Qp& qp);
 
     Result create_flow(const rpc::CreateFlowRequest&, rpc::CreateFlowReply&);
     Result destroy_flow(const rpc::HandleRequest&, rpc::Empty&);

@@ -12,6 +12,7 @@
 #include "transport/transport.h"
 #include "util/capabilities.h"
 #include "verbs/context.h"
+#include "wire/ipv4_gid.h"
 #include "wire/headers.h"
 
 namespace uroce {
@@ -491,6 +492,9 @@ Result Context::attach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
         return fail(ENOMEM, "QP %u is in the maximum number of multicast groups", qp->qpn);
     }
     qp->mcast_groups.insert({gid, req.lid});
+    if (wire::is_ipv4_mapped(gid)) {
+        device_.join_group(wire::gid_ipv4(req.gid.raw));
+    }
     return ok();
 }
 
@@ -504,7 +508,21 @@ Result Context::detach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
     if (!qp->mcast_groups.erase({gid, req.lid})) {
         return fail(EINVAL, "QP %u is not attached to that multicast group", qp->qpn);
     }
+    if (wire::is_ipv4_mapped(gid)) {
+        device_.leave_group(wire::gid_ipv4(req.gid.raw));
+    }
     return ok();
+}
+
+void Context::leave_groups(Qp& qp) {
+    for (const auto& [gid, lid] : qp.mcast_groups) {
+        if (wire::is_ipv4_mapped(gid)) {
+            uint32_t group;
+            memcpy(&group, &gid[12], sizeof(group));
+            device_.leave_group(group);
+        }
+    }
+    qp.mcast_groups.clear();
 }
 
 }  // namespace uroce

@@ -23,6 +23,12 @@ inline uint32_t gid_ipv4(const uint8_t (&gid)[16]) {
     return ipv4;
 }
 
+// Whether `gid` is IPv4-mapped (::ffff:a.b.c.d).
+inline bool is_ipv4_mapped(const std::array<uint8_t, 16>& gid) {
+    static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
+}
+
 // The four bytes of `ipv4` (network order), as the ICRC covers them.
 inline std::array<uint8_t, 4> ipv4_bytes(uint32_t ipv4) {
     std::array<uint8_t, 4> bytes;

@@ -45,7 +45,8 @@ struct Received {
 void receive_all(UdpNetwork& network, size_t expected, Received& received) {
     for (int turn = 0; turn < 10000; ++turn) {
         network.poll([&](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                         uint16_t src_port) {
+                         uint16_t src_port, uint32_t dest_ipv4) {
+            EXPECT_EQ(dest_ipv4, ipv4(index == 1 ? "127.0.0.2" : "127.0.0.1").s_addr);
             EXPECT_EQ(src_ipv4, ipv4(index == 1 ? "127.0.0.1" : "127.0.0.2").s_addr);
             EXPECT_EQ(src_port, network.port());
             received.at[index].emplace_back(bytes.begin(), bytes.end());
@@ -172,7 +173,7 @@ TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
     Received received;
     receive_all(network, 1, received);
     for (int turn = 0; turn < 1000 && failures.size() < 2; ++turn) {
-        network.poll([](size_t, std::span<const uint8_t>, uint32_t, uint16_t) {});
+        network.poll([](size_t, std::span<const uint8_t>, uint32_t, uint16_t, uint32_t) {});
         usleep(100);
     }
     ASSERT_EQ(failures.size(), 2u);
