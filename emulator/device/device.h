@@ -134,6 +134,9 @@ class Device {
     void leave_group(uint32_t group_ipv4);
     bool in_group(uint32_t group_ipv4) const { return groups_.contains(group_ipv4); }
     const std::map<uint32_t, int>& groups() const { return groups_; }
+    // Whether its interface refused it a packet socket (said once in the log).
+    bool frames_refused() const { return frames_refused_; }
+    void set_frames_refused() { frames_refused_ = true; }
     // CQs whose moderated completion event waits for its period to end.
     std::set<Cq*>& due_cq_events() { return due_cq_events_; }
     // CQs holding completions their program has not taken yet.
@@ -192,6 +195,7 @@ class Device {
     std::set<Cq*> due_cq_events_;
     std::map<uint32_t, int> groups_;
     GroupListener group_listener_;
+    bool frames_refused_ = false;
     UnpolledCqs unpolled_cqs_;
     Doorbell* doorbell_ = nullptr;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;

@@ -1,7 +1,10 @@
 #include "engine/engine.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -156,7 +159,8 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
 
 // The segment joins every device of the daemon. As a NIC's embedded switch
 // loops a port's frames back to its own flow rules, the sending device
-// steers the frame too, to every QP but the one that sent it.
+// steers the frame too, to every QP but the one that sent it. A device on
+// a network also puts the frame on its interface.
 void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) {
     const auto bytes = std::span(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
     from.trace().record_frame(bytes);
@@ -164,7 +168,40 @@ void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byt
         if (device.get() != &from) {
             device->trace().record_frame(bytes);
         }
-        steer_frame(*device, frame, device.get() == &from ? &sender : nullptr);
+        if (!steer_frame(*device, frame, device.get() == &from ? &sender : nullptr)) {
+            ++device->stats().raw_unmatched;
+        }
+    }
+    if (on_a_network(from) && open_frames(from)) {
+        if (const int error = network_.send_frame(from.index(), bytes)) {
+            ++from.stats().send_err;
+            log_send_failure(from, "a frame not sent on %s: %s", from.config().netdev.c_str(),
+                             strerror(error));
+        }
+    }
+}
+
+bool Engine::open_frames(Device& device) {
+    if (network_.has_frames(device.index()) || device.frames_refused()) {
+        return !device.frames_refused();
+    }
+    const unsigned ifindex = if_nametoindex(device.config().netdev.c_str());
+    Result r = ifindex ? network_.open_frames(device.index(), static_cast<int>(ifindex))
+                       : fail(ENODEV, "no interface %s", device.config().netdev.c_str());
+    if (!r) {
+        device.set_frames_refused();  // said once: a daemon without CAP_NET_RAW keeps frames inside
+        log_warn("device %s: RAW_PACKET frames stay inside this daemon: %s", device.name().c_str(),
+                 r.message.c_str());
+    }
+    return static_cast<bool>(r);
+}
+
+// A frame from the device's interface: what its rules take (the rest is
+// the host's, as a NIC passes it to the kernel).
+void Engine::receive_frame_from_network(size_t index, std::span<const uint8_t> frame) {
+    if (Device* device = device_of_socket(index)) {
+        device->trace().record_frame(frame);
+        steer_frame(*device, std::as_bytes(frame));
     }
 }
 
@@ -565,6 +602,12 @@ void Engine::send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned p
         return;
     }
     device->stats().send_err += packets;
+    log_send_failure(*device, "%u packet%s to %s not sent: %s (%s's MTU is %u; lost, as on a wire)",
+                     packets, packets == 1 ? "" : "s", ipv4_text(dest_ipv4).c_str(),
+                     strerror(error), device->config().netdev.c_str(), device->link().mtu);
+}
+
+void Engine::log_send_failure(const Device& device, const char* format, ...) {
     if (!send_failures_logged_.allow(RateLimit::Clock::now())) {
         return;
     }
@@ -572,10 +615,12 @@ void Engine::send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned p
         log_warn("%llu more failed sends not logged",
                  static_cast<unsigned long long>(send_failures_logged_.suppressed()));
     }
-    const Link& link = device->link();
-    log_warn("device %s: %u packet%s to %s not sent: %s (%s's MTU is %u; lost, as on a wire)",
-             device->name().c_str(), packets, packets == 1 ? "" : "s", ipv4_text(dest_ipv4).c_str(),
-             strerror(error), device->config().netdev.c_str(), link.mtu);
+    char text[512];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    log_warn("device %s: %s", device.name().c_str(), text);
 }
 
 void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
@@ -617,11 +662,20 @@ bool Engine::run_once(Clock::time_point now) {
         io_.poll();
         last_control_poll_ = now;
     }
-    bool busy = network_.poll([this, now](size_t index, std::span<const uint8_t> bytes,
-                                          uint32_t src_ipv4, uint16_t src_port,
-                                          uint32_t dest_ipv4) {
-        receive_from_network(index, bytes, src_ipv4, src_port, dest_ipv4, now);
-    });
+    // A device with flow rules hears its interface's frames.
+    for (const auto& device : devices_) {
+        if (!device->flows().empty() && on_a_network(*device)) {
+            open_frames(*device);
+        }
+    }
+    bool busy = network_.poll(
+        [this, now](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
+                    uint16_t src_port, uint32_t dest_ipv4) {
+            receive_from_network(index, bytes, src_ipv4, src_port, dest_ipv4, now);
+        },
+        [this](size_t index, std::span<const uint8_t> frame) {
+            receive_frame_from_network(index, frame);
+        });
     busy |= release_stepped();
     busy |= release_held(now);
     busy |= deliver_local(now);

@@ -133,6 +133,13 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
                               uint16_t src_port, uint32_t dest_ipv4,
                               transport::Clock::time_point now);
+    // Opens the device's packet socket, once; false (said once) when it
+    // cannot be (no CAP_NET_RAW).
+    bool open_frames(Device& device);
+    void receive_frame_from_network(size_t index, std::span<const uint8_t> frame);
+    // A line in the log for a packet or frame not sent, at most 10 a second.
+    void log_send_failure(const Device& device, const char* format, ...)
+        __attribute__((format(printf, 3, 4)));
     // The device's first join of a multicast group joins it on the network,
     // its last leave leaves it.
     void listen_to_groups(Device& device);

@@ -66,17 +66,15 @@ std::vector<const Flow*> takers(const Device& device, const steering::FrameField
 
 }  // namespace
 
-void steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sender) {
+bool steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sender) {
     const std::optional<steering::FrameFields> fields = steering::parse_frame(frame);
     if (!fields) {
-        ++device.stats().raw_unmatched;
-        return;
+        return false;
     }
     bool drop = false;
     std::vector<const Flow*> flows = takers(device, *fields, sender, drop);
     if (flows.empty()) {
-        ++device.stats().raw_unmatched;
-        return;
+        return false;
     }
     if (drop) {
         ++device.stats().raw_steered_drop;
@@ -95,6 +93,7 @@ void steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sen
             transport::receive_frame(device, *qp, frame);
         }
     }
+    return true;
 }
 
 }  // namespace uroce

@@ -15,8 +15,9 @@ struct Qp;
 // to the defaults. What no NORMAL rule traps goes to the ALL_DEFAULT rules,
 // and, when multicast, the MC_DEFAULT ones; SNIFFER rules see every frame.
 // A drop action among the rules that take it drops it for them all. Each
-// QP receives a frame once; a frame nobody takes is counted and lost. The
-// QP `sender`, when given, takes nothing (it sent the frame).
-void steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sender = nullptr);
+// QP receives a frame once. The QP `sender`, when given, takes nothing (it
+// sent the frame). False when no rule took the frame (or it does not
+// parse): the caller says what becomes of it.
+bool steer_frame(Device& device, std::span<const std::byte> frame, const Qp* sender = nullptr);
 
 }  // namespace uroce

@@ -1,6 +1,8 @@
 #include "net/udp_network.h"
 
 #include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <string.h>
@@ -27,22 +29,28 @@ constexpr unsigned kBatchSize = 32;  // messages per recvmmsg
 constexpr size_t kReceiveBytes = 65536;
 constexpr int kSocketBufferBytes = 8 << 20;
 
-// A completion's user data: a send's Buffer (aligned, so bits 0 and 1
-// clear), or a socket's readiness: kReadable, the socket's index from bit
-// 2, and for a multicast group's socket kGroupSocket and the generation of
-// its slot from bit 32 (a slot is reused: a late completion for the
-// group that had it must not be taken for the new one's).
+// A completion's user data: a send's Buffer (aligned, so bits 0 to 2
+// clear), or a socket's readiness: kReadable, the socket's kind in bits 1
+// and 2, its index from bit 3, and for a multicast group's socket the
+// generation of its slot from bit 32 (a slot is reused: a late completion
+// for the group that had it must not be taken for the new one's).
 constexpr uint64_t kReadable = 1;
-constexpr uint64_t kGroupSocket = 2;
+enum class SocketKind : uint64_t { kDevice, kGroup, kFrames };
 
-uint64_t readiness_tag(size_t index, bool group, uint32_t generation = 0) {
-    return uint64_t{generation} << 32 | uint64_t{index} << 2 | kReadable |
-           (group ? kGroupSocket : 0);
+uint64_t readiness_tag(SocketKind kind, size_t index, uint32_t generation = 0) {
+    return uint64_t{generation} << 32 | uint64_t{index} << 3 | static_cast<uint64_t>(kind) << 1 |
+           kReadable;
 }
 
 size_t tag_index(uint64_t tag) {
-    return (tag & 0xffffffffu) >> 2;
+    return (tag & 0xffffffffu) >> 3;
 }
+
+SocketKind tag_kind(uint64_t tag) {
+    return static_cast<SocketKind>((tag >> 1) & 3);
+}
+
+constexpr size_t kMaxFrame = 9018;  // a jumbo frame with a VLAN tag: the largest a QP sends
 
 // The size of each datagram of a received train; 0 for one datagram.
 size_t train_segment(msghdr& header) {
@@ -148,7 +156,7 @@ Result UdpNetwork::open(in_addr address) {
     segments_.push_back(segmentation_);
     addresses_.push_back(address);
     source_sockets_.emplace_back();
-    watch(readiness_tag(sockets_.size() - 1, false));
+    watch(readiness_tag(SocketKind::kDevice, sockets_.size() - 1));
     submit();
     return ok();
 }
@@ -159,9 +167,70 @@ void UdpNetwork::close(size_t index) {
             leave(index, g.group);
         }
     }
-    unwatch(readiness_tag(index, false));
+    unwatch(readiness_tag(SocketKind::kDevice, index));
     sockets_[index].reset();
     source_sockets_[index].clear();
+    if (has_frames(index)) {
+        unwatch(readiness_tag(SocketKind::kFrames, index));
+        frame_sockets_[index].reset();
+    }
+}
+
+Result UdpNetwork::open_frames(size_t index, int ifindex) {
+    UniqueFd fd(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL)));
+    sockaddr_ll address{};
+    address.sll_family = AF_PACKET;
+    address.sll_protocol = htons(ETH_P_ALL);
+    address.sll_ifindex = ifindex;
+    const int on = 1;
+    if (!fd || bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+        return fail(errno, "cannot open a packet socket on interface %d: %s", ifindex,
+                    strerror(errno));
+    }
+    // Its own frames are not news to the device (before 4.20: skipped in drain_frames).
+    setsockopt(fd.get(), SOL_PACKET, PACKET_IGNORE_OUTGOING, &on, sizeof(on));
+    if (frame_sockets_.size() <= index) {
+        frame_sockets_.resize(index + 1);
+    }
+    frame_sockets_[index] = std::move(fd);
+    watch(readiness_tag(SocketKind::kFrames, index));
+    submit();
+    return ok();
+}
+
+bool UdpNetwork::has_frames(size_t index) const {
+    return index < frame_sockets_.size() && frame_sockets_[index];
+}
+
+int UdpNetwork::send_frame(size_t index, std::span<const uint8_t> frame) {
+    if (!has_frames(index)) {
+        return ENETDOWN;
+    }
+    const ssize_t sent = ::send(frame_sockets_[index].get(), frame.data(), frame.size(), 0);
+    return sent < 0 ? errno : 0;
+}
+
+unsigned UdpNetwork::drain_frames(int fd, size_t index, unsigned limit,
+                                  const FrameReceiver& receive) {
+    unsigned taken = 0;
+    uint8_t* frame = batch_->data[0];
+    while (taken < limit) {
+        sockaddr_ll from{};
+        socklen_t length = sizeof(from);
+        const ssize_t n = recvfrom(fd, frame, kMaxFrame, MSG_DONTWAIT | MSG_TRUNC,
+                                   reinterpret_cast<sockaddr*>(&from), &length);
+        if (n < 0) {
+            break;
+        }
+        ++taken;
+        // Longer than any frame a QP takes (the interface's GRO may glue
+        // frames together): not for the QPs, as on a NIC whose MTU it passes.
+        if (from.sll_pkttype == PACKET_OUTGOING || static_cast<size_t>(n) > kMaxFrame || !receive) {
+            continue;
+        }
+        receive(index, {frame, static_cast<size_t>(n)});
+    }
+    return taken;
 }
 
 UdpNetwork::GroupSocket* UdpNetwork::group_socket(uint32_t group) {
@@ -200,7 +269,8 @@ Result UdpNetwork::join(size_t index, uint32_t group) {
         free_slot->group = group;
         g = &*free_slot;
         ++free_slot->generation;
-        watch(readiness_tag(free_slot - groups_.begin(), true, free_slot->generation));
+        watch(
+            readiness_tag(SocketKind::kGroup, free_slot - groups_.begin(), free_slot->generation));
         submit();
     }
     ip_mreqn request{};
@@ -210,11 +280,10 @@ Result UdpNetwork::join(size_t index, uint32_t group) {
         setsockopt(g->fd.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof(request)) != 0) {
         const int error = errno;
         if (g->members.empty()) {
-            unwatch(readiness_tag(g - groups_.data(), true, g->generation));
+            unwatch(readiness_tag(SocketKind::kGroup, g - groups_.data(), g->generation));
             g->fd.reset();
         }
-        return fail(error, "cannot join %s: %s", inet_ntoa(request.imr_multiaddr),
-                    strerror(error));
+        return fail(error, "cannot join %s: %s", inet_ntoa(request.imr_multiaddr), strerror(error));
     }
     g->members.insert(index);
     return ok();
@@ -230,7 +299,7 @@ void UdpNetwork::leave(size_t index, uint32_t group) {
     request.imr_address = addresses_[index];
     setsockopt(g->fd.get(), IPPROTO_IP, IP_DROP_MEMBERSHIP, &request, sizeof(request));
     if (g->members.empty()) {
-        unwatch(readiness_tag(g - groups_.data(), true, g->generation));
+        unwatch(readiness_tag(SocketKind::kGroup, g - groups_.data(), g->generation));
         g->fd.reset();
     }
 }
@@ -302,11 +371,22 @@ void UdpNetwork::Buffer::prepare() {
     }
 }
 
-void UdpNetwork::watch(uint64_t tag) {
+int UdpNetwork::fd_of(uint64_t tag) const {
     const size_t index = tag_index(tag);
+    switch (tag_kind(tag)) {
+        case SocketKind::kDevice:
+            return sockets_[index].get();
+        case SocketKind::kGroup:
+            return groups_[index].generation == tag >> 32 ? groups_[index].fd.get() : -1;
+        case SocketKind::kFrames:
+            return frame_sockets_[index].get();
+    }
+    return -1;
+}
+
+void UdpNetwork::watch(uint64_t tag) {
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_poll_add(
-        sqe, (tag & kGroupSocket ? groups_[index].fd : sockets_[index]).get(), POLLIN);
+    io_uring_prep_poll_add(sqe, fd_of(tag), POLLIN);
     io_uring_sqe_set_data64(sqe, tag);
 }
 
@@ -457,7 +537,7 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
     free_.push_back(buffer);  // a failed send is a lost packet
 }
 
-bool UdpNetwork::poll(const Receiver& receive) {
+bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame) {
     bool any = false;
     backlogged_ = false;
     io_uring_cqe* cqe;
@@ -467,16 +547,23 @@ bool UdpNetwork::poll(const Receiver& receive) {
     // Draining may send answers, and a send may wait and note readiness.
     draining_.swap(readable_);
     for (const uint64_t tag : draining_) {
-        const size_t index = tag_index(tag);
-        const bool group = tag & kGroupSocket;
-        const int fd = (group ? groups_[index].fd : sockets_[index]).get();
-        if (fd < 0 || (group && tag >> 32 != groups_[index].generation)) {
+        const int fd = fd_of(tag);
+        if (fd < 0) {
             continue;  // closed: its cancelled poll, or readiness that came first
         }
-        const unsigned taken =
-            drain(fd, group ? kGroup : index,
-                  group ? groups_[index].group : addresses_[index].s_addr, kMaxReceivesPerPoll,
-                  receive);
+        const size_t index = tag_index(tag);
+        unsigned taken = 0;
+        switch (tag_kind(tag)) {
+            case SocketKind::kDevice:
+                taken = drain(fd, index, addresses_[index].s_addr, kMaxReceivesPerPoll, receive);
+                break;
+            case SocketKind::kGroup:
+                taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive);
+                break;
+            case SocketKind::kFrames:
+                taken = drain_frames(fd, index, kMaxReceivesPerPoll, receive_frame);
+                break;
+        }
         any |= taken > 0;
         backlogged_ |= taken >= kMaxReceivesPerPoll;
         watch(tag);

@@ -63,6 +63,16 @@ class UdpNetwork {
     Result join(size_t index, uint32_t group);
     void leave(size_t index, uint32_t group);
 
+    // RAW_PACKET frames on device `index`'s interface `ifindex`, through a
+    // packet socket (CAP_NET_RAW). What arrives there reaches poll()'s
+    // FrameReceiver; frames the host sends itself do not.
+    Result open_frames(size_t index, int ifindex);
+    bool has_frames(size_t index) const;
+    // Sends one frame there now: 0, or the errno of a frame not sent.
+    int send_frame(size_t index, std::span<const uint8_t> frame);
+    // (index of the device whose interface the frame arrived on, frame)
+    using FrameReceiver = std::function<void(size_t, std::span<const uint8_t>)>;
+
     // The source port device `index` can send from for `wanted`: it, once a
     // socket is bound there (SO_REUSEPORT, so that daemons of one user
     // share ports), else the device's own port when it cannot be bound.
@@ -85,8 +95,9 @@ class UdpNetwork {
     // a train that crosses the bound).
     static constexpr unsigned kMaxReceivesPerPoll = 256;
 
-    // Hands every packet that arrived to `receive`; true when there were any.
-    bool poll(const Receiver& receive);
+    // Hands every packet that arrived to `receive`, every frame to
+    // `receive_frame`; true when there were any.
+    bool poll(const Receiver& receive, const FrameReceiver& receive_frame = {});
     // Whether the last poll() reached kMaxReceivesPerPoll on some socket:
     // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
@@ -112,6 +123,8 @@ class UdpNetwork {
     // readable (readiness_tag in udp_network.cpp), or to stop.
     void watch(uint64_t tag);
     void unwatch(uint64_t tag);
+    // The socket a readiness tag names; -1 once closed (or its slot reused).
+    int fd_of(uint64_t tag) const;
     // Whether `packet` may join the train being gathered.
     bool continues_train(int fd, uint32_t dest_ipv4, size_t size) const;
     // A free send buffer; waits for a send to complete when all are in use.
@@ -125,6 +138,7 @@ class UdpNetwork {
     unsigned drain(int fd, size_t index, uint32_t dest_ipv4, unsigned limit,
                    const Receiver& receive);
     GroupSocket* group_socket(uint32_t group);
+    unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive);
 
     uint16_t port_;
     io_uring ring_{};
@@ -136,11 +150,12 @@ class UdpNetwork {
     std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;
     std::vector<std::unique_ptr<Buffer>> buffers_;
     std::vector<Buffer*> free_;
-    std::vector<GroupSocket> groups_;  // a closed one's slot is reused
-    std::vector<uint64_t> readable_;   // readiness tags of sockets not yet drained
-    std::vector<uint64_t> draining_;   // those poll() is draining
-    Buffer* train_ = nullptr;       // the last send, until submitted: packets may join it
-    bool segmentation_ = true;      // off on a kernel without UDP_SEGMENT
+    std::vector<GroupSocket> groups_;      // a closed one's slot is reused
+    std::vector<UniqueFd> frame_sockets_;  // by device index, once opened
+    std::vector<uint64_t> readable_;       // readiness tags of sockets not yet drained
+    std::vector<uint64_t> draining_;       // those poll() is draining
+    Buffer* train_ = nullptr;              // the last send, until submitted: packets may join it
+    bool segmentation_ = true;             // off on a kernel without UDP_SEGMENT
     // Per socket index: off once its route could not segment (EIO: its
     // interface does not offload checksums).
     std::vector<bool> segments_;

@@ -5,6 +5,7 @@ link, IBV_EVENT_PORT_ERR / PORT_ACTIVE, the device gone with the
 interface; unmodified programs with their default options work across a
 1500-byte link; a packet the kernel will not send is counted and logged."""
 
+import json
 import os
 import re
 import shutil
@@ -95,6 +96,103 @@ class DefaultsAcrossA1500ByteLinkTest(FabricTestCase):
                     run_pair(self.fabric, a, b, program, "-g", "0", "-m", "4096", "-s", "16384",
                              "-n", "200"), program + " -m 4096")
         self.assertEqual(b.counter("send_err"), sent_before)
+
+
+class RawEthernetAcrossAVethTest(FabricTestCase):
+    """RAW_PACKET QPs on interface-bound devices send and receive real
+    frames on the interface (a packet socket in each daemon): perftest's
+    raw_ethernet_bw between the hosts, and frames to and from a plain
+    packet socket that knows nothing of RDMA."""
+
+    ETHERTYPE = 0x88B5  # IEEE's local experimental EtherType
+
+    def mac(self, host):
+        return json.loads(hosts.ip("-n", host.netns, "-j", "link", "show", "eth0"))[0]["address"]
+
+    def raw_ethernet_bw(self, host, role, source, dest):
+        return host.popen([harness.require_program("raw_ethernet_bw"), "-d", host.device,
+                           "--" + role, "-B", source, "-E", dest, "-D", "2"])
+
+    def test_raw_ethernet_bw_between_the_hosts(self):
+        a, b = self.fabric.hosts
+        server = self.raw_ethernet_bw(a, "server", self.mac(a), self.mac(b))
+        try:
+            harness.wait_for(lambda: a.daemon.device_counts(a.device).get("qp", 0) == 1, 10.0,
+                             "the server's RAW_PACKET QP", self.fabric.log)
+            client = self.raw_ethernet_bw(b, "client", self.mac(b), self.mac(a))
+            client_output = client.communicate(timeout=30)[0]
+            server_output = server.communicate(timeout=30)[0]
+        finally:
+            for proc in (server,):
+                if proc.poll() is None:
+                    proc.kill()
+        context = "--- server\n%s\n--- client\n%s\n%s" % (server_output, client_output,
+                                                           self.fabric.log())
+        self.assertEqual((server.returncode, client.returncode), (0, 0), context)
+        received = a.counter("raw_rcvd_frames")
+        self.assertGreater(received, 0, context)
+        # Every frame the server took came over the veth: b sent at least as many.
+        self.assertGreaterEqual(b.counter("raw_sent_frames"), received, context)
+
+    def test_frames_to_and_from_a_plain_packet_socket(self):
+        a, b = self.fabric.hosts
+        # A packet socket on b sends frames to a's MAC for three seconds while
+        # raw_ethernet_bw's server on a counts what its flow rule takes.
+        server = self.raw_ethernet_bw(a, "server", self.mac(a), self.mac(b))
+        try:
+            harness.wait_for(lambda: a.daemon.device_counts(a.device).get("qp", 0) == 1, 10.0,
+                             "the server's RAW_PACKET QP", self.fabric.log)
+            sent = b.run(["python3", "-c", PACKET_SOCKET_SENDER, self.mac(a), self.mac(b),
+                          str(self.ETHERTYPE)], timeout=30)
+            self.assertEqual(sent.returncode, 0, sent.stdout)
+            server_output = server.communicate(timeout=30)[0]
+        finally:
+            if server.poll() is None:
+                server.kill()
+        self.assertEqual(server.returncode, 0, server_output + self.fabric.log())
+        self.assertGreater(a.counter("raw_rcvd_frames"), 0, server_output)
+        # And the other way: raw_ethernet_bw's client on a, a packet socket on b.
+        listener = b.popen(["python3", "-c", PACKET_SOCKET_RECEIVER, self.mac(a)])
+        time_to_listen = listener.stdout.readline()
+        self.assertEqual(time_to_listen.strip(), "listening")
+        client = self.raw_ethernet_bw(a, "client", self.mac(a), self.mac(b))
+        client_output = client.communicate(timeout=30)[0]
+        heard = listener.communicate(timeout=30)[0]
+        self.assertEqual(client.returncode, 0, client_output + self.fabric.log())
+        self.assertRegex(heard, r"^frames [1-9]\d*", heard)
+
+
+# A plain AF_PACKET sender: argv = destination MAC, source MAC, EtherType.
+PACKET_SOCKET_SENDER = r"""
+import socket, sys, time
+dest, source, ethertype = bytes.fromhex(sys.argv[1].replace(":", "")), \
+    bytes.fromhex(sys.argv[2].replace(":", "")), int(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+frame = dest + source + ethertype.to_bytes(2, "big") + bytes(range(256)) * 4
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    s.send(frame)
+    time.sleep(0.001)
+"""
+
+# A plain AF_PACKET listener: counts the frames from MAC argv[1] for 4 s.
+PACKET_SOCKET_RECEIVER = r"""
+import socket, sys, time
+source = bytes.fromhex(sys.argv[1].replace(":", ""))
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind(("eth0", 0))
+s.settimeout(0.2)
+print("listening", flush=True)
+frames, end = 0, time.monotonic() + 4
+while time.monotonic() < end:
+    try:
+        frame, address = s.recvfrom(65536)
+    except socket.timeout:
+        continue
+    frames += frame[6:12] == source and address[2] != socket.PACKET_OUTGOING
+print("frames", frames)
+"""
 
 
 class PortFollowsItsLinkTest(unittest.TestCase):
