@@ -37,13 +37,13 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     // 2. Headers, and the ICRC of what came over UDP (a local delivery has none).
     wire::ParsedPacket packet;
     const wire::ParseError error =
-        arrival.from_udp ? wire::parse_packet(
-                               bytes,
-                               wire::IcrcAddresses::v4(wire::ipv4_bytes(arrival.src_ipv4),
-                                                       wire::ipv4_bytes(arrival.dest_ipv4),
-                                                       arrival.src_port, arrival.dest_port),
-                               packet)
-                         : wire::parse_headers(bytes, packet);
+        arrival.from_udp
+            ? wire::parse_packet(bytes,
+                                 wire::IcrcAddresses::v4(wire::ipv4_bytes(arrival.src_ipv4),
+                                                         wire::ipv4_bytes(arrival.dest_ipv4),
+                                                         arrival.src_port, arrival.dest_port),
+                                 packet)
+            : wire::parse_headers(bytes, packet);
     if (error != wire::ParseError::kOk) {
         ++(error == wire::ParseError::kIcrcMismatch ? to.stats().rcvd_icrc_err
                                                     : to.stats().rcvd_malformed);

@@ -12,8 +12,8 @@
 #include "transport/transport.h"
 #include "util/capabilities.h"
 #include "verbs/context.h"
-#include "wire/ipv4_gid.h"
 #include "wire/headers.h"
+#include "wire/ipv4_gid.h"
 
 namespace uroce {
 namespace {
