@@ -115,6 +115,8 @@ class RawEthernetAcrossAVethTest(FabricTestCase):
 
     def test_raw_ethernet_bw_between_the_hosts(self):
         a, b = self.fabric.hosts
+        # The class's other test moves the same counters.
+        received_before, sent_before = a.counter("raw_rcvd_frames"), b.counter("raw_sent_frames")
         server = self.raw_ethernet_bw(a, "server", self.mac(a), self.mac(b))
         try:
             harness.wait_for(lambda: a.daemon.device_counts(a.device).get("qp", 0) == 1, 10.0,
@@ -129,13 +131,14 @@ class RawEthernetAcrossAVethTest(FabricTestCase):
         context = "--- server\n%s\n--- client\n%s\n%s" % (server_output, client_output,
                                                            self.fabric.log())
         self.assertEqual((server.returncode, client.returncode), (0, 0), context)
-        received = a.counter("raw_rcvd_frames")
+        received = a.counter("raw_rcvd_frames") - received_before
         self.assertGreater(received, 0, context)
         # Every frame the server took came over the veth: b sent at least as many.
-        self.assertGreaterEqual(b.counter("raw_sent_frames"), received, context)
+        self.assertGreaterEqual(b.counter("raw_sent_frames") - sent_before, received, context)
 
     def test_frames_to_and_from_a_plain_packet_socket(self):
         a, b = self.fabric.hosts
+        received_before = a.counter("raw_rcvd_frames")
         # A packet socket on b sends frames to a's MAC for three seconds while
         # raw_ethernet_bw's server on a counts what its flow rule takes.
         server = self.raw_ethernet_bw(a, "server", self.mac(a), self.mac(b))
@@ -150,7 +153,7 @@ class RawEthernetAcrossAVethTest(FabricTestCase):
             if server.poll() is None:
                 server.kill()
         self.assertEqual(server.returncode, 0, server_output + self.fabric.log())
-        self.assertGreater(a.counter("raw_rcvd_frames"), 0, server_output)
+        self.assertGreater(a.counter("raw_rcvd_frames") - received_before, 0, server_output)
         # And the other way: raw_ethernet_bw's client on a, a packet socket on b.
         listener = b.popen(["python3", "-c", PACKET_SOCKET_RECEIVER, self.mac(a)])
         time_to_listen = listener.stdout.readline()
