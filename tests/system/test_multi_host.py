@@ -72,10 +72,13 @@ class DefaultsAcrossA1500ByteLinkTest(FabricTestCase):
         for program in PERFTESTS:
             with self.subTest(program=program):
                 self.assertPairSucceeded(run_pair(self.fabric, a, b, program), program)
-        for connection in ("UC", "UD"):
-            with self.subTest(connection=connection):
-                self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_send_bw", "-c",
-                                                  connection), "ib_send_bw -c " + connection)
+        # UC and UD lose what finds no receive WQE, and a bandwidth test's
+        # receiver that falls behind waits for ever for its count: the
+        # transports with a program that cannot overrun its peer.
+        for program, connection in (("ib_write_bw", "UC"), ("ib_send_lat", "UD")):
+            with self.subTest(program=program, connection=connection):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program, "-c", connection),
+                                         "%s -c %s" % (program, connection))
 
     def test_pingpong_examples_with_their_default_sizes(self):
         a, b = self.fabric.hosts
