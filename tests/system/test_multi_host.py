@@ -328,7 +328,7 @@ daemon=$!
 trap 'kill $daemon; wait $daemon' EXIT
 for _ in $(seq 100); do [ -d "$BASE/run/sysfs/class" ] && break; sleep 0.1; done
 export SYSFS_PATH="$BASE/run/sysfs" UROCE_RUNTIME_DIR="$BASE/run"
-export RDMAV_DRIVERS="$KIT/liburoce" LD_PRELOAD="$KIT/liburoce-bridge.so"
+export RDMAV_DRIVERS="$KIT/liburoce" LD_PRELOAD="${SANITIZERS:+$SANITIZERS:}$KIT/liburoce-bridge.so"
 timeout 30 ibv_rc_pingpong -d uroce_ua -g 0 -p 18515 >"$BASE/server" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q ":4853 .* 0A " /proc/net/tcp && break; sleep 0.1; done
@@ -351,7 +351,13 @@ wait $server
             shutil.copy(path, kit)
         os.chmod(base, 0o755)
         os.chown(base, self.NOBODY, self.NOBODY)
-        env = dict(os.environ, KIT=kit, BASE=base)
+        # A sanitizer build's runtimes come before the bridge, as in
+        # harness.client_environment.
+        env = dict(os.environ, KIT=kit, BASE=base,
+                   SANITIZERS=os.environ.get("UROCE_SANITIZER_PRELOAD", ""))
+        if env["SANITIZERS"]:
+            env["ASAN_OPTIONS"] = ":".join(
+                filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
         result = subprocess.run(
             ["setpriv", "--reuid=%d" % self.NOBODY, "--regid=%d" % self.NOBODY, "--clear-groups",
              "unshare", "-Urn", "sh", "-c", self.SCRIPT],
