@@ -187,11 +187,11 @@ void Daemon::follow_links(const LinkNews& news) {
         if (!news.all && !news.interfaces.count(netdev)) {
             continue;
         }
-        if (!link_of(netdev)) {
+        if (const std::optional<Link> link = link_of(netdev)) {
+            follow_link(*device, *link);
+        } else {
             gone.push_back(device.get());
-            continue;
         }
-        follow_link(*device);
     }
     for (const Device* device : gone) {
         log_info("device %s: interface %s is gone", device->name().c_str(),
@@ -201,8 +201,12 @@ void Daemon::follow_links(const LinkNews& news) {
 }
 
 void Daemon::follow_link(Device& device) {
+    // An interface gone meanwhile: down (follow_links removes the device).
+    follow_link(device, link_of(device.config().netdev).value_or(Link{device.link().mtu, false}));
+}
+
+void Daemon::follow_link(Device& device, const Link& link) {
     const std::string& netdev = device.config().netdev;
-    const Link link = link_of(netdev).value_or(Link{device.link().mtu, false});
     const PortChange change = device.follow_link(link);
     if (change.mtu) {
         log_info("device %s: active MTU %u (%s's MTU is %u)", device.name().c_str(),
@@ -232,7 +236,6 @@ void Daemon::log_ready(const Device& device) const {
 }
 
 void Daemon::withdraw_devices() {
-    const auto tree = tree_entries(devices_, paths_.socket());
     bridge::remove_device_nodes(nodes_made_);  // another daemon's stay
     nodes_made_.clear();
     bridge::remove_tree(paths_.sysfs());

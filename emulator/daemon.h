@@ -42,7 +42,8 @@ class Daemon {
     // and the device goes when the interface does.
     void watch_links();
     void follow_links(const LinkNews& news);
-    void follow_link(Device& device);
+    void follow_link(Device& device);  // reads the interface
+    void follow_link(Device& device, const Link& link);
     void publish_devices();
     void log_ready(const Device& device) const;
     void withdraw_devices();

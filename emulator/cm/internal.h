@@ -51,14 +51,7 @@ inline milliseconds iba_time(uint8_t exponent) {
 inline uint8_t path_mtu_of(const Device& device) {
     const int mtu = static_cast<int>(device.link().mtu);
     const int payload = mtu - (40 + 8 + 12 + 4 + 28 + 4);  // GRH/IP, UDP, BTH, XRC, atomic, ICRC
-    uint8_t ib_mtu = IBV_MTU_256;
-    for (uint8_t code = IBV_MTU_4096; code >= IBV_MTU_256; --code) {
-        if (payload >= (128 << code)) {
-            ib_mtu = code;
-            break;
-        }
-    }
-    return std::min<uint8_t>(ib_mtu, device.port_attr().active_mtu);
+    return std::min<uint8_t>(ib_mtu_fitting(payload), device.port_attr().active_mtu);
 }
 
 inline Gid gid_of(uint32_t ipv4) {

@@ -156,15 +156,18 @@ std::vector<ibv_gid> initial_gids(in_addr address, uint64_t node_guid) {
 
 }  // namespace
 
-ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
-    const unsigned payload = link_mtu > kRoceHeadersBytes ? link_mtu - kRoceHeadersBytes : 0;
+ibv_mtu ib_mtu_fitting(int payload) {
     ibv_mtu mtu = IBV_MTU_256;
     for (ibv_mtu larger : {IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096}) {
-        if (payload >= (128u << larger)) {
+        if (payload >= (128 << larger)) {
             mtu = larger;
         }
     }
     return mtu;
+}
+
+ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
+    return ib_mtu_fitting(static_cast<int>(link_mtu) - static_cast<int>(kRoceHeadersBytes));
 }
 
 void Device::join_group(uint32_t group_ipv4) {

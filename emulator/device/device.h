@@ -67,6 +67,8 @@ struct KeyOwner {
     Mw* mw = nullptr;
 };
 
+// The largest IB MTU of at most `payload` bytes; IB_MTU_256 at the least.
+ibv_mtu ib_mtu_fitting(int payload);
 // The largest IB MTU whose RoCEv2 packet fits an interface MTU of
 // `link_mtu` bytes, as rxe_set_mtu computes it: the MTU less rxe's 80 bytes
 // of headers, IB_MTU_256 at the least and IB_MTU_4096 at the most.
@@ -101,7 +103,6 @@ class Device {
 
     const ibv_device_attr_ex& attr() const { return attr_; }
     const ibv_port_attr& port_attr() const { return port_attr_; }
-    bool port_active() const { return port_attr_.state == IBV_PORT_ACTIVE; }
     // The port takes its interface's link: ACTIVE with carrier, else DOWN;
     // active_mtu from its MTU (ib_mtu_for_link). A QP's path MTU is capped
     // by active_mtu when it is set, so a change reaches new QPs only.

@@ -233,6 +233,19 @@ unsigned UdpNetwork::drain_frames(int fd, size_t index, unsigned limit,
     return taken;
 }
 
+namespace {
+
+// What IP_ADD_MEMBERSHIP and IP_DROP_MEMBERSHIP take: `group` on the
+// interface that holds `address`.
+ip_mreqn membership(uint32_t group, in_addr address) {
+    ip_mreqn request{};
+    request.imr_multiaddr.s_addr = group;
+    request.imr_address = address;
+    return request;
+}
+
+}  // namespace
+
 UdpNetwork::GroupSocket* UdpNetwork::group_socket(uint32_t group) {
     for (GroupSocket& g : groups_) {
         if (g.fd && g.group == group) {
@@ -273,9 +286,7 @@ Result UdpNetwork::join(size_t index, uint32_t group) {
             readiness_tag(SocketKind::kGroup, free_slot - groups_.begin(), free_slot->generation));
         submit();
     }
-    ip_mreqn request{};
-    request.imr_multiaddr.s_addr = group;
-    request.imr_address = addresses_[index];
+    const ip_mreqn request = membership(group, addresses_[index]);
     if (!g->members.contains(index) &&
         setsockopt(g->fd.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof(request)) != 0) {
         const int error = errno;
@@ -294,9 +305,7 @@ void UdpNetwork::leave(size_t index, uint32_t group) {
     if (!g || !g->members.erase(index)) {
         return;
     }
-    ip_mreqn request{};
-    request.imr_multiaddr.s_addr = group;
-    request.imr_address = addresses_[index];
+    const ip_mreqn request = membership(group, addresses_[index]);
     setsockopt(g->fd.get(), IPPROTO_IP, IP_DROP_MEMBERSHIP, &request, sizeof(request));
     if (g->members.empty()) {
         unwatch(readiness_tag(SocketKind::kGroup, g - groups_.data(), g->generation));

@@ -517,9 +517,7 @@ Result Context::detach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
 void Context::leave_groups(Qp& qp) {
     for (const auto& [gid, lid] : qp.mcast_groups) {
         if (wire::is_ipv4_mapped(gid)) {
-            uint32_t group;
-            memcpy(&group, &gid[12], sizeof(group));
-            device_.leave_group(group);
+            device_.leave_group(wire::gid_ipv4(gid));
         }
     }
     qp.mcast_groups.clear();

@@ -29,6 +29,12 @@ inline bool is_ipv4_mapped(const std::array<uint8_t, 16>& gid) {
     return memcmp(gid.data(), kPrefix, sizeof(kPrefix)) == 0;
 }
 
+inline uint32_t gid_ipv4(const std::array<uint8_t, 16>& gid) {
+    uint32_t ipv4;
+    memcpy(&ipv4, &gid[12], sizeof(ipv4));
+    return ipv4;
+}
+
 // The four bytes of `ipv4` (network order), as the ICRC covers them.
 inline std::array<uint8_t, 4> ipv4_bytes(uint32_t ipv4) {
     std::array<uint8_t, 4> bytes;

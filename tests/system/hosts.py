@@ -148,6 +148,36 @@ class Fabric:
         return "\n".join(host.daemon.log() for host in self.hosts)
 
 
+def mckey_to_members(test, fabric, group, members, sender, while_joined=lambda host: None):
+    """mckey as a user runs it: a receiver on each host of `members` joins
+    `group` and waits for 10 datagrams; once each receiver's QP is attached
+    (its device lists the group in `uroce status`; `while_joined(host)`
+    looks at the host then), the sender on `sender` sends them. Asserts
+    that every mckey finished them."""
+    mckey = harness.require_program("mckey")
+    receivers = [host.popen([mckey, "-m", group, "-b", host.address, "-C", "10"])
+                 for host in members]
+    try:
+        for host in members:
+            harness.wait_for(lambda: re.search(r"  multicast groups \d+ .*%s" % re.escape(group),
+                                               host.daemon.status().text),
+                             10.0, "%s's mckey to attach its QP" % host.device, fabric.log)
+            while_joined(host)
+        sent = sender.run([mckey, "-m", group, "-b", sender.address, "-s", "-C", "10"],
+                          timeout=30)
+        test.assertEqual(sent.returncode, 0, sent.stdout)
+        for host, receiver in zip(members, receivers):
+            output = receiver.communicate(timeout=20)[0]
+            test.assertEqual(receiver.returncode, 0, "%s's mckey:\n%s\n%s" % (
+                host.device, output, fabric.log()))
+            test.assertIn("data transfers complete", output)
+    finally:
+        for receiver in receivers:
+            if receiver.poll() is None:
+                receiver.kill()
+                receiver.communicate()
+
+
 def mtu_of(field):
     """4096 from ibv_devinfo's '4096 (5)'."""
     return int(re.match(r"(\d+)", field).group(1))

@@ -112,28 +112,12 @@ class Lab11ThreeHosts(unittest.TestCase):
         fabric = hosts.Fabric(count=3).start()
         self.addCleanup(fabric.close)
         a, b, c = fabric.hosts
-        mckey = harness.require_program("mckey")
-        receivers = [h.popen([mckey, "-m", "239.1.2.3", "-b", h.address, "-C", "10"])
-                     for h in (a, b)]
-        try:
-            for host in (a, b):
-                harness.wait_for(
-                    lambda: "multicast groups 1 239.1.2.3" in host.daemon.status().text, 10.0,
-                    "%s's receiver to attach" % host.device, fabric.log)
-                joined = hosts.ip("-n", host.netns, "maddr", "show", "dev", "eth0")
-                self.assertRegex(joined, r"inet\s+239\.1\.2\.3")
-            sender = c.run([mckey, "-m", "239.1.2.3", "-b", c.address, "-s", "-C", "10"],
-                           timeout=30)
-            self.assertEqual(sender.returncode, 0, sender.stdout)
-            for receiver in receivers:
-                output = receiver.communicate(timeout=20)[0]
-                self.assertEqual(receiver.returncode, 0, output + fabric.log())
-                self.assertIn("data transfers complete", output)
-        finally:
-            for receiver in receivers:
-                if receiver.poll() is None:
-                    receiver.kill()
-                    receiver.communicate()
+
+        def joined(host):
+            self.assertIn("multicast groups 1 239.1.2.3", host.daemon.status().text)
+            self.assertRegex(hosts.ip("-n", host.netns, "maddr", "show", "dev", "eth0"),
+                             r"inet\s+239\.1\.2\.3")
+        hosts.mckey_to_members(self, fabric, "239.1.2.3", (a, b), c, joined)
 
 
 if __name__ == "__main__":

@@ -425,28 +425,8 @@ class ThreeHostsOnABridgeTest(FabricTestCase):
         the sender on c sends 10 datagrams to the group; each receiver gets
         all 10, through its own daemon."""
         a, b, c = self.fabric.hosts
-        mckey = harness.require_program("mckey")
         group = "239.1.2.%d" % (os.getpid() % 200 + 1)
-        receivers = [host.popen([mckey, "-m", group, "-b", host.address, "-C", "10"])
-                     for host in (a, b)]
-        try:
-            for host in (a, b):
-                harness.wait_for(lambda: re.search(r"  multicast groups \d+ .*%s" % group,
-                                                   host.daemon.status().text),
-                                 10.0, "%s's mckey to attach its QP" % host.device,
-                                 self.fabric.log)
-            sender = c.run([mckey, "-m", group, "-b", c.address, "-s", "-C", "10"], timeout=30)
-            self.assertEqual(sender.returncode, 0, sender.stdout)
-            for host, receiver in zip((a, b), receivers):
-                output = receiver.communicate(timeout=20)[0]
-                self.assertEqual(receiver.returncode, 0, "%s's mckey:\n%s\n%s" % (
-                    host.device, output, self.fabric.log()))
-                self.assertIn("data transfers complete", output)
-        finally:
-            for receiver in receivers:
-                if receiver.poll() is None:
-                    receiver.kill()
-                    receiver.communicate()
+        hosts.mckey_to_members(self, self.fabric, group, (a, b), c)
 
 
 if __name__ == "__main__":
