@@ -167,9 +167,12 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 
 namespace {
 
-// A QP reset takes its completions out of its CQs, as mlx5 does: what the
-// QP did before starts nothing after it (rdma-core's tests reset QPs that
-// failed and expect to poll only the new traffic).
+// A QP reset or destroyed takes its completions out of its CQs, as mlx4 and
+// mlx5 do (rxe leaves them): what the QP did before starts nothing after it.
+// rdma-core's tests reset QPs that failed and expect to poll only the new
+// traffic; libfabric 1.17's rxm closes a connection's QP and then polls the
+// shared CQ, and a receive of that QP found there is reposted to the freed
+// endpoint.
 void forget_completions(ibv_qp* qp) {
     for (ibv_cq* ibcq : {qp->send_cq, qp->recv_cq == qp->send_cq ? nullptr : qp->recv_cq}) {
         if (!ibcq) {
@@ -224,6 +227,7 @@ int destroy_qp(ibv_qp* qp) {
             client_of(qp->context).call_op(rpc::Op::kDestroyQp, rpc::HandleRequest{qp->handle})) {
         return report(qp->context, "destroy_qp", error);
     }
+    forget_completions(qp);
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
     delete to_qp(qp);

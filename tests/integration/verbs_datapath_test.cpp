@@ -521,53 +521,87 @@ TEST_F(DatapathTest, ResizeCountsTheCompletionsOfSendsPostedBeforeIt) {
     }
 }
 
-// Resetting a QP takes its completions out of its CQ, as mlx5 does
-// (rdma-core's rereg tests reset failed QPs and poll only new traffic);
-// another QP's completions stay, in order.
-TEST_F(DatapathTest, ResetForgetsTheQpsCompletionsAndKeepsOthers) {
-    ChannelPtr channel(ibv_create_comp_channel(context()));
-    ASSERT_TRUE(channel) << strerror(errno);
-    CqPtr cq(ibv_create_cq(context(), 16, nullptr, channel.get(), 0));
-    ASSERT_TRUE(cq) << strerror(errno);
-    std::vector<QpPtr> qps;
-    for (int i = 0; i < 2; ++i) {
-        ibv_qp_init_attr init{};
-        init.send_cq = init.recv_cq = cq.get();
-        init.cap = kCap;
-        init.qp_type = IBV_QPT_RC;
-        qps.emplace_back(ibv_create_qp(pd(), &init));
-        ASSERT_TRUE(qps.back()) << strerror(errno);
-        move_to(qps.back().get(), IBV_QPS_INIT);
+// Two QPs on one CQ with their flushed receives in it: 2 of qps_[1]
+// (wr_id 10, 11), then 3 of qps_[0], each batch waited for through the
+// channel so that all five are in the CQ.
+class FlushedCqTest : public DatapathTest {
+  protected:
+    void SetUp() override {
+        DatapathTest::SetUp();
+        channel_.reset(ibv_create_comp_channel(context()));
+        ASSERT_TRUE(channel_) << strerror(errno);
+        flushed_cq_.reset(ibv_create_cq(context(), 16, nullptr, channel_.get(), 0));
+        ASSERT_TRUE(flushed_cq_) << strerror(errno);
+        for (int i = 0; i < 2; ++i) {
+            ibv_qp_init_attr init{};
+            init.send_cq = init.recv_cq = flushed_cq_.get();
+            init.cap = kCap;
+            init.qp_type = IBV_QPT_RC;
+            qps_.emplace_back(ibv_create_qp(pd(), &init));
+            ASSERT_TRUE(qps_.back()) << strerror(errno);
+            move_to(qps_.back().get(), IBV_QPS_INIT);
+        }
+        for (int which : {1, 0}) {
+            ASSERT_NO_FATAL_FAILURE(flush_receives(which, which ? 2 : 3));
+        }
     }
-    // Flush 2 receives of the second QP, then 3 of the first, each waited
-    // for through the channel so that all five are in the CQ.
-    for (int which : {1, 0}) {
-        const int count = which ? 2 : 3;
+
+    void TearDown() override {
+        qps_.clear();
+        flushed_cq_.reset();
+        channel_.reset();
+        DatapathTest::TearDown();
+    }
+
+    void flush_receives(int which, int count) {
         std::vector<ibv_recv_wr> wrs = chain<ibv_recv_wr>(count, [which](size_t i) {
             return ibv_recv_wr{which * 10 + i, nullptr, nullptr, 0};
         });
         ibv_recv_wr* bad = nullptr;
-        ASSERT_EQ(ibv_post_recv(qps[which].get(), wrs.data(), &bad), 0);
-        ASSERT_EQ(ibv_req_notify_cq(cq.get(), 0), 0);
+        ASSERT_EQ(ibv_post_recv(qps_[which].get(), wrs.data(), &bad), 0);
+        ASSERT_EQ(ibv_req_notify_cq(flushed_cq_.get(), 0), 0);
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_ERR;
-        ASSERT_EQ(ibv_modify_qp(qps[which].get(), &attr, IBV_QP_STATE), 0);
+        ASSERT_EQ(ibv_modify_qp(qps_[which].get(), &attr, IBV_QP_STATE), 0);
         ibv_cq* event_cq = nullptr;
         void* event_context = nullptr;
-        ASSERT_EQ(ibv_get_cq_event(channel.get(), &event_cq, &event_context), 0);
-        ibv_ack_cq_events(cq.get(), 1);
+        ASSERT_EQ(ibv_get_cq_event(channel_.get(), &event_cq, &event_context), 0);
+        ibv_ack_cq_events(flushed_cq_.get(), 1);
     }
+
+    // What is left once qps_[0] has gone: qps_[1]'s two, in order, and
+    // nothing of qps_[0] behind them.
+    void expect_only_the_others_completions(uint32_t other_qpn) {
+        ibv_wc wc[8];
+        ASSERT_EQ(ibv_poll_cq(flushed_cq_.get(), 8, wc), 2);
+        for (int i = 0; i < 2; ++i) {
+            EXPECT_EQ(wc[i].qp_num, other_qpn);
+            EXPECT_EQ(wc[i].wr_id, 10u + i);
+        }
+        EXPECT_EQ(ibv_poll_cq(flushed_cq_.get(), 8, wc), 0);
+    }
+
+    ChannelPtr channel_;
+    CqPtr flushed_cq_;
+    std::vector<QpPtr> qps_;
+};
+
+// Resetting a QP takes its completions out of its CQ, as mlx5 does
+// (rdma-core's tests reset failed QPs and poll only new traffic);
+// another QP's completions stay, in order.
+TEST_F(FlushedCqTest, ResetForgetsTheQpsCompletionsAndKeepsOthers) {
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_RESET;
-    ASSERT_EQ(ibv_modify_qp(qps[0].get(), &attr, IBV_QP_STATE), 0);
-    ibv_wc wc[8];
-    ASSERT_EQ(ibv_poll_cq(cq.get(), 8, wc), 2);
-    for (int i = 0; i < 2; ++i) {
-        EXPECT_EQ(wc[i].qp_num, qps[1]->qp_num);
-        EXPECT_EQ(wc[i].wr_id, 10u + i);
-    }
-    // Nothing of the reset QP is left behind them.
-    EXPECT_EQ(ibv_poll_cq(cq.get(), 8, wc), 0);
+    ASSERT_EQ(ibv_modify_qp(qps_[0].get(), &attr, IBV_QP_STATE), 0);
+    expect_only_the_others_completions(qps_[1]->qp_num);
+}
+
+// So does destroying it, as mlx4 and mlx5 do: libfabric 1.17's rxm closes
+// a connection's QP, then polls the shared CQ and reposts each receive it
+// finds to the QP it came from.
+TEST_F(FlushedCqTest, DestroyForgetsTheQpsCompletionsAndKeepsOthers) {
+    qps_[0].reset();
+    expect_only_the_others_completions(qps_[1]->qp_num);
 }
 
 // The page where the daemon says it sleeps and that completions wait is
