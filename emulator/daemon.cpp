@@ -75,12 +75,14 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
     cm_ = std::make_unique<cm::ConnectionManager>(
-        io_, devices_, [this](Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad) {
-            engine_->send_mad(from, dest_ipv4, mad);
+        io_, devices_,
+        [this](Device& from, const wire::IpAddress& dest_ip, std::span<const std::byte> mad) {
+            engine_->send_mad(from, dest_ip, mad);
         });
-    engine_->set_mad_receiver([this](Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) {
-        cm_->receive_mad(to, src_ipv4, mad);
-    });
+    engine_->set_mad_receiver(
+        [this](Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> mad) {
+            cm_->receive_mad(to, src_ip, mad);
+        });
     server_ =
         std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
                                  engine_->packet_log(), [this] { engine_->take_posted_work(); });
@@ -117,9 +119,10 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     } catch (const std::invalid_argument& e) {
         return fail(EINVAL, "%s", e.what());
     }
-    const std::vector<in_addr> addresses = ipv4_addresses_of(netdev);
+    const std::vector<wire::IpAddress> addresses = addresses_of(netdev);
     if (addresses.empty()) {
-        return fail(EADDRNOTAVAIL, "%s has no IPv4 address for a RoCEv2 device", netdev.c_str());
+        return fail(EADDRNOTAVAIL, "%s has no IPv4 or global IPv6 address for a RoCEv2 device",
+                    netdev.c_str());
     }
     DeviceConfig config;
     config.name = name;
@@ -231,7 +234,7 @@ void Daemon::publish_devices() {
 
 void Daemon::log_ready(const Device& device) const {
     log_info("device %s ready on %s via %s (%s)", device.name().c_str(),
-             inet_ntoa(device.config().address), device.config().netdev.c_str(),
+             device.config().address.text().c_str(), device.config().netdev.c_str(),
              device_nodes_ ? "device node created" : "device node from the preload bridge");
 }
 

@@ -14,21 +14,24 @@ namespace uroce {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: uroced [--device NAME=IPV4]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
+    "usage: uroced [--device NAME=ADDRESS]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
     "              [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
-    "Config file lines: 'device NAME IPV4', 'udp-port N'; '#' starts a comment.\n";
+    "ADDRESS: IPv4 or IPv6.\n"
+    "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
     DeviceConfig config;
     config.name = name;
-    if (inet_pton(AF_INET, address.c_str(), &config.address) != 1) {
+    const auto ip = wire::IpAddress::parse(address);
+    if (!ip || ip->unspecified() || ip->multicast()) {
         throw std::invalid_argument("device " + name + ": '" + address +
-                                    "' is not an IPv4 address");
+                                    "' is not an IPv4 or IPv6 address of a host");
     }
+    config.address = *ip;
     return config;
 }
 
@@ -149,7 +152,7 @@ bool parse_options(int argc, char** argv, Options& options) {
                 throw std::invalid_argument("device " + options.devices[i].name +
                                             " is given twice");
             }
-            if (options.devices[i].address.s_addr == options.devices[j].address.s_addr) {
+            if (options.devices[i].address == options.devices[j].address) {
                 throw std::invalid_argument("devices " + options.devices[j].name + " and " +
                                             options.devices[i].name + " share an address");
             }

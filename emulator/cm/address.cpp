@@ -72,59 +72,44 @@ bool is_any(const Address& address) {
 }
 
 bool is_loopback(const Address& address) {
-    uint32_t ipv4;
-    if (ipv4_of(address, ipv4)) {
-        return (ntohl(ipv4) >> 24) == 127;
+    const auto ip = ip_of(address);
+    if (!ip) {
+        return false;
     }
-    return address.ss_family == AF_INET6 &&
-           IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(address).sin6_addr);
+    const in6_addr v6 = ip->ipv6();
+    return ip->is_v4() ? (ntohl(ip->ipv4()) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
-bool ipv4_of(const Address& address, uint32_t& ipv4) {
-    if (address.ss_family == AF_INET) {
-        ipv4 = reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr;
-        return true;
+std::optional<wire::IpAddress> ip_of(const Address& address) {
+    if (address.ss_family != AF_INET && address.ss_family != AF_INET6) {
+        return std::nullopt;
     }
-    if (address.ss_family == AF_INET6) {
-        const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&a)) {
-            memcpy(&ipv4, &a.s6_addr[12], sizeof(ipv4));
-            return true;
-        }
-    }
-    return false;
+    return wire::IpAddress::of(reinterpret_cast<const sockaddr*>(&address));
 }
 
 bool same_host(const Address& a, const Address& b) {
     if (is_any(a) || is_any(b)) {
         return is_any(a) && is_any(b);
     }
-    uint32_t x, y;
-    if (ipv4_of(a, x) && ipv4_of(b, y)) {
-        return x == y;
-    }
     if (a.ss_family == AF_IB && b.ss_family == AF_IB) {
         return memcmp(gid_of_ib(a), gid_of_ib(b), 16) == 0;
     }
-    if (a.ss_family == AF_INET6 && b.ss_family == AF_INET6) {
-        return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
-                                  &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr);
-    }
-    return false;
+    const auto x = ip_of(a);
+    const auto y = ip_of(b);
+    return x && y && *x == *y;
 }
 
-Address make_address(sa_family_t family, uint32_t ipv4, uint16_t port) {
+Address make_address(sa_family_t family, const wire::IpAddress& ip, uint16_t port) {
     Address address{};
-    if (family == AF_INET6) {
+    if (family == AF_INET6 || !ip.is_v4()) {
         auto& in6 = reinterpret_cast<sockaddr_in6&>(address);
         in6.sin6_family = AF_INET6;
-        in6.sin6_addr.s6_addr[10] = in6.sin6_addr.s6_addr[11] = 0xff;
-        memcpy(&in6.sin6_addr.s6_addr[12], &ipv4, sizeof(ipv4));
+        in6.sin6_addr = ip.ipv6();
         in6.sin6_port = htons(port);
     } else {
         auto& in = reinterpret_cast<sockaddr_in&>(address);
         in.sin_family = AF_INET;
-        in.sin_addr.s_addr = ipv4;
+        in.sin_addr.s_addr = ip.ipv4();
         in.sin_port = htons(port);
     }
     return address;
@@ -148,9 +133,9 @@ std::string to_string(const Address& address) {
     return std::string(text) + ":" + std::to_string(port_of(address));
 }
 
-Device* device_at(const std::vector<std::unique_ptr<Device>>& devices, uint32_t ipv4) {
+Device* device_at(const std::vector<std::unique_ptr<Device>>& devices, const wire::IpAddress& ip) {
     for (const auto& device : devices) {
-        if (device->config().address.s_addr == ipv4) {
+        if (device->config().address == ip) {
             return device.get();
         }
     }
@@ -161,29 +146,31 @@ namespace {
 
 // The source address the kernel would pick for `destination`: a UDP
 // socket's connect() asks the routing table and sends nothing.
-bool kernel_source(uint32_t destination, uint32_t& source) {
-    UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = destination;
-    to.sin_port = htons(4791);
-    if (!sock || connect(sock.get(), reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+bool kernel_source(const wire::IpAddress& destination, wire::IpAddress& source) {
+    UniqueFd sock(socket(destination.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_storage to;
+    const socklen_t length = destination.to_sockaddr(4791, to);
+    if (!sock || connect(sock.get(), reinterpret_cast<sockaddr*>(&to), length) != 0) {
         return false;
     }
-    sockaddr_in from{};
-    socklen_t length = sizeof(from);
-    if (getsockname(sock.get(), reinterpret_cast<sockaddr*>(&from), &length) != 0) {
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof(from);
+    if (getsockname(sock.get(), reinterpret_cast<sockaddr*>(&from), &from_length) != 0) {
         return false;
     }
-    source = from.sin_addr.s_addr;
+    const auto ip = wire::IpAddress::of(reinterpret_cast<sockaddr*>(&from));
+    if (!ip) {
+        return false;
+    }
+    source = *ip;
     return true;
 }
 
 }  // namespace
 
-Result route(const std::vector<std::unique_ptr<Device>>& devices, uint32_t destination,
-             Device*& device) {
-    uint32_t source = 0;
+Result route(const std::vector<std::unique_ptr<Device>>& devices,
+             const wire::IpAddress& destination, Device*& device) {
+    wire::IpAddress source;
     const bool routed = kernel_source(destination, source);
     device = routed ? device_at(devices, source) : nullptr;
     if (!device) {
@@ -192,22 +179,18 @@ Result route(const std::vector<std::unique_ptr<Device>>& devices, uint32_t desti
     if (device) {
         return ok();
     }
-    char text[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &destination, text, sizeof(text));
     if (!routed) {
-        return fail(ENETUNREACH, "no route to %s", text);
+        return fail(ENETUNREACH, "no route to %s", destination.text().c_str());
     }
-    char from[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &source, from, sizeof(from));
-    return fail(ENODEV, "%s is reached from %s, which no uroce device has", text, from);
+    return fail(ENODEV, "%s is reached from %s, which no uroce device has",
+                destination.text().c_str(), source.text().c_str());
 }
 
-bool is_host_address(uint32_t ipv4) {
-    UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_addr.s_addr = ipv4;
-    return sock && bind(sock.get(), reinterpret_cast<sockaddr*>(&at), sizeof(at)) == 0;
+bool is_host_address(const wire::IpAddress& ip) {
+    UniqueFd sock(socket(ip.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_storage at;
+    const socklen_t length = ip.to_sockaddr(0, at);
+    return sock && bind(sock.get(), reinterpret_cast<sockaddr*>(&at), length) == 0;
 }
 
 }  // namespace uroce::cm

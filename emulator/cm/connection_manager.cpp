@@ -14,7 +14,6 @@
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm {
 

@@ -165,7 +165,7 @@ struct Id {
     uint32_t local_comm_id = 0;   // random, indexed in IdTable
     uint32_t remote_comm_id = 0;  // the peer's, once its REQ or REP came
     uint64_t remote_ca_guid = 0;  // the peer's, from its REQ or REP (a REJ timeout names it)
-    uint32_t peer_ipv4 = 0;
+    wire::IpAddress peer_ip;
     uint32_t qp_num = 0;
     uint32_t remote_qpn = 0;
     uint32_t qkey = 0;
@@ -198,9 +198,9 @@ class ConnectionManager {
     static constexpr size_t kMaxMulticasts = 4096;
     static constexpr size_t kMaxMulticastsPerClient = kMaxMulticasts / 4;
 
-    // Sends one MAD from `from`'s QP1 to QP1 of `dest_ipv4`.
-    using MadSender =
-        std::function<void(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad)>;
+    // Sends one MAD from `from`'s QP1 to QP1 of `dest_ip`.
+    using MadSender = std::function<void(Device& from, const wire::IpAddress& dest_ip,
+                                         std::span<const std::byte> mad)>;
 
     ConnectionManager(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
                       MadSender send);
@@ -225,7 +225,7 @@ class ConnectionManager {
     bool events_waiting() const;
 
     // A MAD that arrived at QP1 of `to`.
-    void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> bytes);
+    void receive_mad(Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> bytes);
 
     // The ucma commands (cm/ucma.cpp decodes them). Each validates
     // everything and either fails changing nothing or acts.
@@ -298,7 +298,7 @@ class ConnectionManager {
 
     // The wire.
     void send(Id& id, const Message& message, bool retransmit);
-    void send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
+    void send_reply(Device& from, const wire::IpAddress& dest_ip, uint64_t transaction_id,
                     const Message& message);
     // An MRA for the REQ or REP the peer sent again.
     void send_mra(Id& id, Answered answered);
@@ -310,22 +310,22 @@ class ConnectionManager {
     void start_timer(Id& id, std::chrono::milliseconds after);
     void stop_retransmitting(Id& id);
     void on_retry_timer(uint32_t handle);
-    void handle(Device& to, uint32_t src_ipv4, const Mad& mad);
-    void on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req);
-    void on_repeated_req(Id& id, Device& to, uint32_t src_ipv4, uint64_t tid);
+    void handle(Device& to, const wire::IpAddress& src_ip, const Mad& mad);
+    void on_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid, const Req& req);
+    void on_repeated_req(Id& id, Device& to, const wire::IpAddress& src_ip, uint64_t tid);
     void on_rep(Id& id, const Rep& rep);
     void on_rtu(Id& id);
     void on_rej(Id& id, const Rej& rej);
     void on_mra(Id& id, const Mra& mra);
     void on_dreq(Id& id, const Dreq& dreq);
     void on_drep(Id& id);
-    void on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid, const SidrReq& req);
+    void on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid, const SidrReq& req);
     void on_sidr_rep(Id& id, const SidrRep& rep);
     // The connection a MAD names by our communication ID, if it comes from
     // that connection's peer.
-    Id* by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4);
-    Id* gave_up(Device& to, uint32_t src_ipv4, const Rej& rej);
-    Id* find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4);
+    Id* by_comm_id(uint32_t local_comm_id, const wire::IpAddress& src_ip);
+    Id* gave_up(Device& to, const wire::IpAddress& src_ip, const Rej& rej);
+    Id* find_listener(Device& to, uint16_t ps, uint16_t port, const wire::IpAddress& dest_ip);
     void enter_timewait(Id& id);
     // The ID goes away with its connection: the peer is told.
     void abandon_connection(Id& id);

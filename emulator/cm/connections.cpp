@@ -13,7 +13,6 @@
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm {
 
@@ -55,12 +54,11 @@ Result ConnectionManager::connect(Id& id, const ConnParam& param) {
     if (id.state != IdState::kRouteResolved) {
         return fail(EINVAL, "CONNECT on an ID in state %s", name(id.state));
     }
-    const uint32_t src_ipv4 = ipv4_or_zero(id.src);
+    const wire::IpAddress src_ip = ip_or_any(id.src);
     IpCmHeader header;
-    header.ip_version = 4;
     header.src_port = port_of(id.src);
-    header.src_ip = ipv4_address(src_ipv4);
-    header.dst_ip = ipv4_address(id.peer_ipv4);
+    header.src_ip = src_ip;
+    header.dst_ip = id.peer_ip;
     const auto ip_header = encode_ip_cm_header(header);
     const uint64_t service = service_id(port_space(id.ps), port_of(id.dst));
     ids_.assign_comm_id(id);
@@ -113,8 +111,8 @@ Result ConnectionManager::connect(Id& id, const ConnParam& param) {
     req.srq = param.srq;
     req.primary.local_lid = 0xffff;  // permissive: RoCE routes by GID
     req.primary.remote_lid = 0xffff;
-    req.primary.local_gid = gid_of(src_ipv4);
-    req.primary.remote_gid = gid_of(id.peer_ipv4);
+    req.primary.local_gid = src_ip.bytes();
+    req.primary.remote_gid = id.peer_ip.bytes();
     req.primary.traffic_class = id.tos;
     req.primary.hop_limit = kHopLimit;
     req.primary.local_ack_timeout = kAckTimeout;
@@ -341,7 +339,7 @@ Result connected_qp_attr(const Id& id, uint32_t qp_state, ib_uverbs_qp_attr& att
             }
             attr.qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-            const Gid dgid = gid_of(id.peer_ipv4);
+            const Gid& dgid = id.peer_ip.bytes();
             memcpy(attr.ah_attr.grh.dgid, dgid.data(), sizeof(attr.ah_attr.grh.dgid));
             attr.ah_attr.grh.sgid_index = 0;
             attr.ah_attr.grh.hop_limit = kHopLimit;

@@ -13,7 +13,6 @@
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm {
 
@@ -24,7 +23,7 @@ using namespace internal;
 void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
     const auto mad = encode(id.transaction_id, message);
     ++id.device->stats().cm_mads_sent;
-    send_mad_(*id.device, id.peer_ipv4, mad);
+    send_mad_(*id.device, id.peer_ip, mad);
     if (retransmit) {
         id.pending_mad = std::make_unique<std::array<std::byte, kMadSize>>(mad);
         id.retries_left = kMaxCmRetries;
@@ -56,16 +55,16 @@ Id& ConnectionManager::requested_id(const Id& listener, Device& to, const IpCmHe
     id.reporting = false;
     id.state = IdState::kConnect;
     id.device = &to;
-    id.src = make_address(family, to.config().address.s_addr, port_of(listener.src));
-    id.dst = make_address(family, ipv4_of(header.src_ip), header.src_port);
+    id.src = make_address(family, to.config().address, port_of(listener.src));
+    id.dst = make_address(family, header.src_ip, header.src_port);
     id.listener = listener.handle;
     return id;
 }
 
-void ConnectionManager::send_reply(Device& from, uint32_t dest_ipv4, uint64_t transaction_id,
-                                   const Message& message) {
+void ConnectionManager::send_reply(Device& from, const wire::IpAddress& dest_ip,
+                                   uint64_t transaction_id, const Message& message) {
     ++from.stats().cm_mads_sent;
-    send_mad_(from, dest_ipv4, encode(transaction_id, message));
+    send_mad_(from, dest_ip, encode(transaction_id, message));
 }
 
 void ConnectionManager::arm_retry(Id& id) {
@@ -111,7 +110,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
         --id->retries_left;
         ++id->device->stats().cm_mads_sent;
         ++id->device->stats().cm_mads_retried;
-        send_mad_(*id->device, id->peer_ipv4, *id->pending_mad);
+        send_mad_(*id->device, id->peer_ip, *id->pending_mad);
         arm_retry(*id);
         return;
     }
@@ -197,37 +196,38 @@ void ConnectionManager::abandon_connection(Id& id) {
     id.cm = CmState::kIdle;
 }
 
-void ConnectionManager::receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> bytes) {
+void ConnectionManager::receive_mad(Device& to, const wire::IpAddress& src_ip,
+                                    std::span<const uint8_t> bytes) {
     ++to.stats().cm_mads_rcvd;
     Mad mad;
     if (decode(std::as_bytes(bytes), mad) != DecodeError::kOk) {
         ++to.stats().cm_mads_dropped;
         return;
     }
-    handle(to, src_ipv4, mad);
+    handle(to, src_ip, mad);
 }
 
-Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, uint32_t src_ipv4) {
+Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, const wire::IpAddress& src_ip) {
     Id* id = ids_.by_comm_id(local_comm_id);
     // Only the peer the connection was made with speaks for it.
-    return id && id->peer_ipv4 == src_ipv4 ? id : nullptr;
+    return id && id->peer_ip == src_ip ? id : nullptr;
 }
 
-void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
+void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, const Mad& mad) {
     const uint64_t tid = mad.header.transaction_id;
     if (const auto* req = std::get_if<Req>(&mad.message)) {
-        on_req(to, src_ipv4, tid, *req);
+        on_req(to, src_ip, tid, *req);
         return;
     }
     if (const auto* req = std::get_if<SidrReq>(&mad.message)) {
-        on_sidr_req(to, src_ipv4, tid, *req);
+        on_sidr_req(to, src_ip, tid, *req);
         return;
     }
     // Every other message names our side's communication ID and, as the
     // kernel's cm.c matches them, the peer's too once it is known: anything
     // else is stale or forged, and changes nothing.
     auto ours = [&](uint32_t local) -> Id* {
-        Id* id = by_comm_id(local, src_ipv4);
+        Id* id = by_comm_id(local, src_ip);
         return id && id->device == &to ? id : nullptr;
     };
     auto both = [&](uint32_t local, uint32_t remote) -> Id* {
@@ -256,7 +256,7 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
                 // cm_acquire_rejected_id: a REJ for a timeout names the peer's
                 // side alone; any other, ours (and theirs once known).
                 id = message.reason == RejectReason::kTimeout
-                         ? gave_up(to, src_ipv4, message)
+                         ? gave_up(to, src_ip, message)
                          : ours_then_both(message.remote_comm_id, message.local_comm_id);
                 if (id) {
                     on_rej(*id, message);
@@ -268,7 +268,7 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
             } else if constexpr (std::is_same_v<T, Dreq>) {
                 if ((id = both(message.remote_comm_id, message.local_comm_id))) {
                     on_dreq(*id, message);
-                } else if (by_comm_id(message.remote_comm_id, src_ipv4) ||
+                } else if (by_comm_id(message.remote_comm_id, src_ip) ||
                            !ids_.by_comm_id(message.remote_comm_id)) {
                     // cm_issue_drep: a DREQ for no connection is answered, so
                     // that a peer whose DREP was lost stops asking. (One that
@@ -276,7 +276,7 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
                     Drep drep;
                     drep.local_comm_id = message.remote_comm_id;
                     drep.remote_comm_id = message.local_comm_id;
-                    send_reply(to, src_ipv4, tid, drep);
+                    send_reply(to, src_ip, tid, drep);
                 }
             } else if constexpr (std::is_same_v<T, Drep>) {
                 if ((id = both(message.remote_comm_id, message.local_comm_id))) {
@@ -297,29 +297,31 @@ void ConnectionManager::handle(Device& to, uint32_t src_ipv4, const Mad& mad) {
 // An active side that gave up before it knew our communication ID (its
 // REJ for a timeout, cm_destroy_id) names its own, with its CA GUID in the
 // ARI: both must be those of the connection's peer.
-Id* ConnectionManager::gave_up(Device& to, uint32_t src_ipv4, const Rej& rej) {
-    Id* id = ids_.by_peer(&to, src_ipv4, rej.local_comm_id);
+Id* ConnectionManager::gave_up(Device& to, const wire::IpAddress& src_ip, const Rej& rej) {
+    Id* id = ids_.by_peer(&to, src_ip, rej.local_comm_id);
     const bool guid =
         id && rej.reject_info_length >= sizeof(uint64_t) &&
         wire::load_be64(reinterpret_cast<const uint8_t*>(rej.ari.data())) == id->remote_ca_guid;
     return guid ? id : nullptr;
 }
 
-Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port, uint32_t dest_ipv4) {
+Id* ConnectionManager::find_listener(Device& to, uint16_t ps, uint16_t port,
+                                     const wire::IpAddress& dest_ip) {
     Id* wildcard = nullptr;
     for (Id* id : ids_.listeners(ps, port)) {
         if (id->state != IdState::kListen) {
             continue;
         }
         if (is_any(id->src)) {
-            // An IPv6-only wildcard does not hear IPv4.
-            if (!(id->src.ss_family == AF_INET6 && id->afonly)) {
+            // An IPv6-only wildcard does not hear IPv4, nor an IPv4 one IPv6.
+            const bool hears = dest_ip.is_v4() ? !(id->src.ss_family == AF_INET6 && id->afonly)
+                                               : id->src.ss_family == AF_INET6;
+            if (hears) {
                 wildcard = wildcard ? wildcard : id;
             }
             continue;
         }
-        uint32_t ipv4;
-        if (ipv4_of(id->src, ipv4) && ipv4 == dest_ipv4 && (!id->device || id->device == &to)) {
+        if (ip_of(id->src) == dest_ip && (!id->device || id->device == &to)) {
             return id;
         }
     }
@@ -350,19 +352,21 @@ Channel::Event connect_request(const Id& listener, const Id& id, const Req& req)
 
 // A REQ again (cm_dup_req_handler): while the program decides, an MRA says
 // so; in timewait the connection is stale; otherwise nothing.
-void ConnectionManager::on_repeated_req(Id& id, Device& to, uint32_t src_ipv4, uint64_t tid) {
+void ConnectionManager::on_repeated_req(Id& id, Device& to, const wire::IpAddress& src_ip,
+                                        uint64_t tid) {
     if (id.cm == CmState::kMraReqSent) {
         send_mra(id, Answered::kReq);
     } else if (id.cm == CmState::kTimewait) {
-        send_reply(to, src_ipv4, tid, rej_of(id, RejectReason::kStaleConnection));
+        send_reply(to, src_ip, tid, rej_of(id, RejectReason::kStaleConnection));
     } else {
         ++to.stats().cm_mads_dropped;
     }
 }
 
-void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, const Req& req) {
-    if (Id* id = ids_.by_peer(&to, src_ipv4, req.local_comm_id)) {
-        on_repeated_req(*id, to, src_ipv4, tid);
+void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid,
+                               const Req& req) {
+    if (Id* id = ids_.by_peer(&to, src_ip, req.local_comm_id)) {
+        on_repeated_req(*id, to, src_ip, tid);
         return;
     }
     const auto header = decode_ip_cm_header(req.private_data);
@@ -372,16 +376,15 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
         rej.remote_comm_id = req.local_comm_id;
         rej.message_rejected = Answered::kReq;
         rej.reason = reason;
-        send_reply(to, src_ipv4, tid, rej);
+        send_reply(to, src_ip, tid, rej);
     };
-    if (!header || header->ip_version != 4 ||
-        ipv4_of(header->dst_ip) != to.config().address.s_addr ||
+    if (!header || header->dst_ip != to.config().address ||
         (ps != PortSpace::kTcp && ps != PortSpace::kIb)) {
         refuse(RejectReason::kInvalidServiceId);
         return;
     }
-    Id* listener = find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id),
-                                 ipv4_of(header->dst_ip));
+    Id* listener =
+        find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id), header->dst_ip);
     if (!listener || listener->qp_type == IBV_QPT_UD) {
         refuse(RejectReason::kInvalidServiceId);
         return;
@@ -405,7 +408,7 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     id.transaction_id |= id.local_comm_id;
     id.remote_comm_id = req.local_comm_id;
     id.remote_ca_guid = req.local_ca_guid;
-    id.peer_ipv4 = src_ipv4;
+    id.peer_ip = src_ip;
     ids_.index_peer(id);
     id.remote_qpn = req.local_qpn;
     id.sq_psn = req.starting_psn;
@@ -427,9 +430,9 @@ void ConnectionManager::on_req(Device& to, uint32_t src_ipv4, uint64_t tid, cons
     id.cm = CmState::kMraReqSent;
 }
 
-void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
+void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid,
                                     const SidrReq& req) {
-    if (ids_.sidr_request(&to, src_ipv4, req.request_id)) {
+    if (ids_.sidr_request(&to, src_ip, req.request_id)) {
         return;  // the program has not answered the first one yet
     }
     auto refuse = [&](SidrStatus status) {
@@ -437,17 +440,16 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
         rep.request_id = req.request_id;
         rep.status = status;
         rep.service_id = req.service_id;
-        send_reply(to, src_ipv4, tid, rep);
+        send_reply(to, src_ip, tid, rep);
     };
     const auto header = decode_ip_cm_header(req.private_data);
     const PortSpace ps = port_space_of(req.service_id);
-    if (!header || header->ip_version != 4 ||
-        ipv4_of(header->dst_ip) != to.config().address.s_addr) {
+    if (!header || header->dst_ip != to.config().address) {
         refuse(SidrStatus::kUnsupported);
         return;
     }
-    Id* listener = find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id),
-                                 ipv4_of(header->dst_ip));
+    Id* listener =
+        find_listener(to, static_cast<uint16_t>(ps), cm::port_of(req.service_id), header->dst_ip);
     if (!listener || listener->qp_type != IBV_QPT_UD) {
         refuse(SidrStatus::kUnsupported);
         return;
@@ -459,7 +461,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
     Id& id = requested_id(*listener, to, *header);
     id.cm = CmState::kSidrReqRcvd;
     id.remote_comm_id = req.request_id;
-    id.peer_ipv4 = src_ipv4;
+    id.peer_ip = src_ip;
     ids_.index_sidr_request(id);
     id.transaction_id = tid;
     id.path_mtu = path_mtu_of(to);
@@ -481,7 +483,7 @@ void ConnectionManager::on_sidr_req(Device& to, uint32_t src_ipv4, uint64_t tid,
 }
 
 void ConnectionManager::fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const {
-    const Gid dgid = gid_of(id.peer_ipv4);
+    const Gid& dgid = id.peer_ip.bytes();
     memcpy(ud.ah_attr.grh.dgid, dgid.data(), sizeof(ud.ah_attr.grh.dgid));
     ud.ah_attr.grh.sgid_index = 0;
     ud.ah_attr.grh.hop_limit = kHopLimit;
@@ -604,7 +606,7 @@ void ConnectionManager::on_dreq(Id& id, const Dreq& dreq) {
             report(id, RDMA_CM_EVENT_DISCONNECTED);
             break;
         case CmState::kTimewait:
-            send_reply(*id.device, id.peer_ipv4, id.transaction_id, drep);  // ours was lost
+            send_reply(*id.device, id.peer_ip, id.transaction_id, drep);  // ours was lost
             break;
         default:
             ++id.device->stats().cm_mads_dropped;

@@ -13,7 +13,6 @@
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm {
 
@@ -76,11 +75,10 @@ Result ConnectionManager::bind(Id& id, const Address& address) {
             }
         }
     } else if (!is_any(address)) {
-        uint32_t ipv4 = 0;
-        const bool v4 = ipv4_of(address, ipv4);
-        device = v4 ? device_at(devices_, ipv4) : nullptr;
+        const auto ip = ip_of(address);
+        device = ip ? device_at(devices_, *ip) : nullptr;
         if (!device) {
-            const bool local = (v4 && is_host_address(ipv4)) || is_loopback(address);
+            const bool local = (ip && is_host_address(*ip)) || is_loopback(address);
             return fail(local ? ENODEV : EADDRNOTAVAIL, "%s is %s", to_string(address).c_str(),
                         local ? "an address of this host that no uroce device has"
                               : "not an address of this host");
@@ -215,16 +213,19 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
     if (dst.ss_family == AF_IB) {
         return resolve_ib_addr(id, dst);
     }
-    uint32_t destination = 0;
+    wire::IpAddress destination;
     Device* device = id.device;
     if (is_any(dst)) {
         // rdma_cm's loopback: the bound device, else the first.
         device = device ? device : devices_.front().get();
-        destination = device->config().address.s_addr;
-    } else if (!ipv4_of(dst, destination)) {
-        return fail(ENETUNREACH, "%s: uroce devices reach IPv4 addresses only",
+        destination = device->config().address;
+    } else if (const auto ip = ip_of(dst)) {
+        destination = *ip;
+    } else {
+        return fail(EAFNOSUPPORT, "%s: uroce devices reach IP addresses only",
                     to_string(dst).c_str());
-    } else if (!device) {
+    }
+    if (!device) {
         if (Result r = route(devices_, destination, device); !r && r.error == ENETUNREACH) {
             return r;  // no route at all: the command fails, as rdma_resolve_ip's does
         } else if (!r) {
@@ -235,13 +236,17 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
             return ok();
         }
     }
+    if (device->config().address.is_v4() != destination.is_v4()) {
+        return fail(ENETUNREACH, "%s cannot be reached from %s, of the other IP family",
+                    destination.text().c_str(), device->config().address.text().c_str());
+    }
     id.dst = is_any(dst) ? make_address(dst.ss_family, destination, port_of(dst)) : dst;
     id.device = device;
     if (is_any(id.src)) {
         const uint16_t port = port_of(id.src);
-        id.src = make_address(id.src.ss_family, device->config().address.s_addr, port);
+        id.src = make_address(id.src.ss_family, device->config().address, port);
     }
-    id.peer_ipv4 = destination;
+    id.peer_ip = destination;
     id.path_mtu = path_mtu_of(*device);
     id.state = IdState::kAddrResolved;
     report(id, RDMA_CM_EVENT_ADDR_RESOLVED);

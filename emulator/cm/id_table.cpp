@@ -23,7 +23,8 @@ IdTable::IdTable() = default;
 IdTable::~IdTable() = default;
 
 size_t IdTable::PeerKeyHash::operator()(const PeerKey& key) const {
-    const uint64_t mixed = (uint64_t(key.ipv4) << 32 | key.comm_id) * 0x9e3779b97f4a7c15ull;
+    const uint64_t mixed =
+        (std::hash<wire::IpAddress>()(key.ip) ^ key.comm_id) * 0x9e3779b97f4a7c15ull;
     return std::hash<uint64_t>()(mixed ^ reinterpret_cast<uintptr_t>(key.device));
 }
 
@@ -129,7 +130,7 @@ void IdTable::forget_connection(Id& id) {
 }
 
 IdTable::PeerKey IdTable::peer_key(const Id& id) {
-    return {id.device, id.peer_ipv4, id.remote_comm_id};
+    return {id.device, id.peer_ip, id.remote_comm_id};
 }
 
 void IdTable::unindex(PeerIndex& index, const Id& id) {
@@ -150,8 +151,9 @@ Id* IdTable::indexed(const PeerIndex& index, const PeerKey& key) const {
     return id && peer_key(*id) == key ? id : nullptr;
 }
 
-Id* IdTable::by_peer(const Device* device, uint32_t ipv4, uint32_t remote_comm_id) const {
-    Id* id = indexed(peers_, {device, ipv4, remote_comm_id});
+Id* IdTable::by_peer(const Device* device, const wire::IpAddress& ip,
+                     uint32_t remote_comm_id) const {
+    Id* id = indexed(peers_, {device, ip, remote_comm_id});
     return id && id->has_cm ? id : nullptr;
 }
 
@@ -159,8 +161,9 @@ void IdTable::index_sidr_request(Id& id) {
     sidr_requests_[peer_key(id)] = id.handle;
 }
 
-Id* IdTable::sidr_request(const Device* device, uint32_t ipv4, uint32_t request_id) const {
-    Id* id = indexed(sidr_requests_, {device, ipv4, request_id});
+Id* IdTable::sidr_request(const Device* device, const wire::IpAddress& ip,
+                          uint32_t request_id) const {
+    Id* id = indexed(sidr_requests_, {device, ip, request_id});
     return id && id->cm == CmState::kSidrReqRcvd ? id : nullptr;
 }
 

@@ -15,6 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "wire/ip_address.h"
+
 namespace uroce {
 class Device;
 }
@@ -54,12 +56,12 @@ class IdTable {
     // address and the peer's communication ID (id.remote_comm_id, which the
     // caller sets first).
     void index_peer(Id& id);
-    Id* by_peer(const Device* device, uint32_t ipv4, uint32_t remote_comm_id) const;
+    Id* by_peer(const Device* device, const wire::IpAddress& ip, uint32_t remote_comm_id) const;
     // Out of the indexes of its connection (comm ID, peer, SIDR request).
     void forget_connection(Id& id);
     // A SIDR request waiting for its program, by its sender and request ID.
     void index_sidr_request(Id& id);
-    Id* sidr_request(const Device* device, uint32_t ipv4, uint32_t request_id) const;
+    Id* sidr_request(const Device* device, const wire::IpAddress& ip, uint32_t request_id) const;
 
     // The listening IDs of (port space, port): a handful at most.
     void index_listener(Id& id);
@@ -68,7 +70,7 @@ class IdTable {
   private:
     struct PeerKey {
         const Device* device;
-        uint32_t ipv4;
+        wire::IpAddress ip;
         uint32_t comm_id;
         bool operator==(const PeerKey&) const = default;
     };

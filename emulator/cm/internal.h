@@ -12,7 +12,6 @@
 #include <span>
 
 #include "cm/connection_manager.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm::internal {
 
@@ -54,25 +53,20 @@ inline uint8_t path_mtu_of(const Device& device) {
     return std::min<uint8_t>(ib_mtu_fitting(payload), device.port_attr().active_mtu);
 }
 
-inline Gid gid_of(uint32_t ipv4) {
-    return wire::ipv4_mapped_gid(ipv4);
-}
-
-inline uint32_t ipv4_or_zero(const Address& address) {
-    uint32_t ipv4 = 0;
-    ipv4_of(address, ipv4);
-    return ipv4;
+// An IP address's host part; 0.0.0.0 for any other.
+inline wire::IpAddress ip_or_any(const Address& address) {
+    return ip_of(address).value_or(wire::IpAddress::v4(0));
 }
 
 // An address's GID: an AF_IB address carries it, an IP address's is its
-// IPv4-mapped form.
+// address (IPv4-mapped for IPv4).
 inline Gid gid_of(const Address& address) {
     if (address.ss_family == AF_IB) {
         Gid gid;
         memcpy(gid.data(), gid_of_ib(address), gid.size());
         return gid;
     }
-    return gid_of(ipv4_or_zero(address));
+    return ip_or_any(address).bytes();
 }
 
 inline bool is_ud(const Id& id) {

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include <algorithm>
+
 #include "wire/byte_order.h"
 
 namespace uroce::cm {
@@ -401,25 +403,37 @@ DecodeError decode(std::span<const std::byte> bytes, Mad& out) {
     return DecodeError::kOk;
 }
 
-IpAddress ipv4_address(uint32_t ipv4) {
-    IpAddress a{};
-    memcpy(&a[12], &ipv4, sizeof(ipv4));
-    return a;
+namespace {
+
+// The 16 bytes of `address` in the header (IPv4: 12 zero bytes first).
+std::array<uint8_t, 16> header_bytes(const wire::IpAddress& address) {
+    std::array<uint8_t, 16> bytes = address.bytes();
+    if (address.is_v4()) {
+        std::fill_n(bytes.begin(), 12, 0);
+    }
+    return bytes;
 }
 
-uint32_t ipv4_of(const IpAddress& address) {
-    uint32_t ipv4;
-    memcpy(&ipv4, &address[12], sizeof(ipv4));
-    return ipv4;
+wire::IpAddress header_address(const uint8_t* bytes, bool v4) {
+    if (v4) {
+        uint32_t ipv4;
+        memcpy(&ipv4, bytes + 12, sizeof(ipv4));
+        return wire::IpAddress::v4(ipv4);
+    }
+    wire::IpAddress::Bytes raw;
+    memcpy(raw.data(), bytes, raw.size());
+    return wire::IpAddress(raw);
 }
+
+}  // namespace
 
 std::array<uint8_t, kIpCmHeaderSize> encode_ip_cm_header(const IpCmHeader& h) {
     std::array<uint8_t, kIpCmHeaderSize> out{};
     out[0] = kIpCmVersion;
-    out[1] = static_cast<uint8_t>((h.ip_version & 0xf) << 4);
+    out[1] = static_cast<uint8_t>((h.src_ip.is_v4() ? 4 : 6) << 4);
     store_be16(&out[2], h.src_port);
-    put_bytes(&out[4], h.src_ip);
-    put_bytes(&out[20], h.dst_ip);
+    put_bytes(&out[4], header_bytes(h.src_ip));
+    put_bytes(&out[20], header_bytes(h.dst_ip));
     return out;
 }
 
@@ -429,13 +443,13 @@ std::optional<IpCmHeader> decode_ip_cm_header(std::span<const uint8_t> private_d
     }
     const uint8_t* p = private_data.data();
     IpCmHeader h;
-    h.ip_version = p[1] >> 4;
-    if (p[0] != kIpCmVersion || (h.ip_version != 4 && h.ip_version != 6)) {
+    const int ip_version = p[1] >> 4;
+    if (p[0] != kIpCmVersion || (ip_version != 4 && ip_version != 6)) {
         return std::nullopt;
     }
     h.src_port = load_be16(p + 2);
-    get_bytes(p + 4, h.src_ip);
-    get_bytes(p + 20, h.dst_ip);
+    h.src_ip = header_address(p + 4, ip_version == 4);
+    h.dst_ip = header_address(p + 20, ip_version == 4);
     return h;
 }
 

@@ -18,6 +18,8 @@
 #include <span>
 #include <variant>
 
+#include "wire/ip_address.h"
+
 namespace uroce::cm {
 
 inline constexpr size_t kMadSize = 256;
@@ -326,21 +328,15 @@ inline constexpr size_t kIpCmHeaderSize = 36;
 // Major version 0 (bits 7..4), minor 0 (bits 3..0).
 inline constexpr uint8_t kIpCmVersion = 0x00;
 
-// An IPv6 address, or an IPv4 one in the last 4 bytes with the first 12 zero
-// (not IPv4-mapped: Annex A11 and Linux's cma_hdr leave them zero).
-using IpAddress = std::array<uint8_t, 16>;
-
-// `ipv4` in network order, as in_addr.s_addr.
-IpAddress ipv4_address(uint32_t ipv4);
-uint32_t ipv4_of(const IpAddress& address);
-
 // The header at the start of a REQ's or SIDR_REQ's private data under an IP
-// Service ID. The destination port is the Service ID's.
+// Service ID. The destination port is the Service ID's. Its IP version is
+// the addresses' (both of one family). On the wire an IPv4 address takes
+// the last 4 bytes with the first 12 zero (not IPv4-mapped: Annex A11 and
+// Linux's cma_hdr leave them zero).
 struct IpCmHeader {
-    uint8_t ip_version = 4;  // 4 or 6
     uint16_t src_port = 0;
-    IpAddress src_ip{};
-    IpAddress dst_ip{};
+    wire::IpAddress src_ip = wire::IpAddress::v4(0);
+    wire::IpAddress dst_ip = wire::IpAddress::v4(0);
     friend bool operator==(const IpCmHeader&, const IpCmHeader&) = default;
 };
 

@@ -13,7 +13,6 @@
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::cm {
 
@@ -31,11 +30,11 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
     if (!is_ud(id)) {
         return fail(EINVAL, "JOIN_MCAST on an ID whose QPs are not UD");
     }
-    uint32_t ipv4 = 0;
     if (is_any(group)) {
         return fail(EINVAL, "JOIN_MCAST of the any address");
     }
-    if (!ipv4_of(group, ipv4) || !IN_MULTICAST(ntohl(ipv4))) {
+    const auto ip = ip_of(group);
+    if (!ip || !ip->is_v4() || !ip->multicast()) {
         // RoCE v2 multicast is IPv4's (cma_iboe_join_multicast: ENOTSUPP for IPv6).
         return fail(EOPNOTSUPP, "JOIN_MCAST of %s: uroce joins IPv4 multicast groups",
                     to_string(group).c_str());
@@ -68,7 +67,7 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
     event.resp.id = mc.handle;
     event.resp.event = RDMA_CM_EVENT_MULTICAST_JOIN;
     rdma_ucm_ud_param& ud = event.resp.param.ud;
-    const Gid mgid = gid_of(ipv4);
+    const Gid mgid = ip->bytes();
     memcpy(ud.ah_attr.grh.dgid, mgid.data(), sizeof(ud.ah_attr.grh.dgid));
     ud.ah_attr.grh.sgid_index = 0;
     ud.ah_attr.grh.hop_limit = kHopLimit;

@@ -10,7 +10,7 @@
 #include "qp/qp_transitions.h"
 #include "verbs/context.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
+#include "wire/ip_address.h"
 #include "wire/psn.h"
 
 namespace uroce {
@@ -161,7 +161,7 @@ json qp_json(const Device& device, const Qp& qp, pid_t pid, const std::string& c
         {"last_error", last_error_json(qp, now)},
     };
     if (connected(qp.type) && ready_to_receive) {
-        out["peer"] = {{"address", ipv4_text(wire::gid_ipv4(attr.ah_attr.grh.dgid.raw))},
+        out["peer"] = {{"address", wire::IpAddress(attr.ah_attr.grh.dgid.raw).text()},
                        {"qpn", attr.dest_qp_num}};
     } else {
         out["peer"] = nullptr;

@@ -64,7 +64,7 @@ void add_device_line(std::ostringstream& out, const Device& device) {
     const uint64_t g = device.node_guid();
     snprintf(guid, sizeof(guid), "%04x:%04x:%04x:%04x", unsigned(g >> 48),
              unsigned(g >> 32) & 0xffff, unsigned(g >> 16) & 0xffff, unsigned(g) & 0xffff);
-    out << "device " << device.name() << " address " << inet_ntoa(device.config().address)
+    out << "device " << device.name() << " address " << device.config().address.text()
         << " node_guid " << guid << "\n";
 }
 
@@ -282,7 +282,7 @@ std::string Server::status_text() const {
                     out << " ...";
                     break;
                 }
-                out << " " << ipv4_text(group);
+                out << " " << group.text();
             }
             out << "\n";
         }
@@ -484,7 +484,7 @@ Result Server::step(pid_t caller, const rpc::StepRequest& request, rpc::StepRepl
         } else if (action == rpc::StepAction::kDrop) {
             const StepGate::Packet& held = *packet;
             if (packet_log_.enabled()) {
-                packet_log_.record(device->index(), device->config().address.s_addr, held.dest_ipv4,
+                packet_log_.record(device->index(), device->config().address, held.dest_ip,
                                    held.src_port, held.src_qpn, PacketLog::Fate::kLost, held.id,
                                    held.bytes);
             }

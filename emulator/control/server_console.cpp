@@ -21,7 +21,7 @@ json step_json(const Device& device, Clock::time_point now) {
         json decoded = packet_json(packet.bytes);
         held.push_back(
             {{"id", packet.id},
-             {"to", ipv4_text(packet.dest_ipv4)},
+             {"to", packet.dest_ip.text()},
              {"held_us",
               std::chrono::duration_cast<std::chrono::microseconds>(now - packet.held_at).count()},
              {"summary", packet_summary(decoded)},
@@ -133,7 +133,7 @@ json Server::console_snapshot() const {
         }
         const FaultSettings& faults = device->faults().settings();
         devices.push_back({{"name", device->name()},
-                           {"address", ipv4_text(device->config().address.s_addr)},
+                           {"address", device->config().address.text()},
                            {"netdev", device->config().netdev},
                            {"port_state", ibv_port_state_str(port.state)},
                            {"max_mtu", 128 << port.max_mtu},
@@ -161,8 +161,8 @@ json Server::console_record(const PacketLog::Record& r) const {
     }
     return {{"seq", r.seq},
             {"device", device},
-            {"src", ipv4_text(r.src_ipv4)},
-            {"dst", ipv4_text(r.dest_ipv4)},
+            {"src", r.src_ip.text()},
+            {"dst", r.dest_ip.text()},
             {"src_port", r.src_port},
             {"src_qp", r.src_qpn},
             {"fate", fate_name(r.fate)},

@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "protocol/queues.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce {
 namespace {
@@ -45,9 +44,11 @@ constexpr uint8_t kPhysDisabled = 3;
 constexpr uint8_t kPhysLinkUp = 5;
 
 // EUI-64 from the locally administered MAC 02:00:a:b:c:d that stands for the
-// device's address: deterministic, unique per address.
-uint64_t guid_from_address(in_addr address) {
-    const uint32_t ip = ntohl(address.s_addr);
+// device's address (its last four bytes): deterministic, unique per address.
+uint64_t guid_from_address(const wire::IpAddress& address) {
+    uint32_t last;
+    memcpy(&last, address.bytes().data() + 12, sizeof(last));
+    const uint32_t ip = ntohl(last);
     return uint64_t{0x00} << 56 | uint64_t{0x00} << 48 | uint64_t{(ip >> 24) & 0xff} << 40 |
            uint64_t{0xff} << 32 | uint64_t{0xfe} << 24 | (ip & 0xffffff);
 }
@@ -142,12 +143,11 @@ ibv_port_attr port_attributes() {
 }
 
 // The GIDs the port starts with.
-std::vector<ibv_gid> initial_gids(in_addr address, uint64_t node_guid) {
-    // GID 0: the RoCEv2 IPv4-mapped address; GID 1: the IPv6 link-local
-    // address built from the node GUID.
+std::vector<ibv_gid> initial_gids(const wire::IpAddress& address, uint64_t node_guid) {
+    // GID 0: the device's address (IPv4-mapped for IPv4); GID 1: the IPv6
+    // link-local address built from the node GUID.
     ibv_gid v4{};
-    const auto mapped = wire::ipv4_mapped_gid(address.s_addr);
-    memcpy(v4.raw, mapped.data(), mapped.size());
+    memcpy(v4.raw, address.bytes().data(), address.bytes().size());
     ibv_gid link_local{};
     link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
     link_local.global.interface_id = htobe64(node_guid);
@@ -170,18 +170,18 @@ ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
     return ib_mtu_fitting(static_cast<int>(link_mtu) - static_cast<int>(kRoceHeadersBytes));
 }
 
-void Device::join_group(uint32_t group_ipv4) {
-    if (++groups_[group_ipv4] == 1 && group_listener_) {
-        group_listener_(group_ipv4, true);
+void Device::join_group(const wire::IpAddress& group) {
+    if (++groups_[group] == 1 && group_listener_) {
+        group_listener_(group, true);
     }
 }
 
-void Device::leave_group(uint32_t group_ipv4) {
-    auto it = groups_.find(group_ipv4);
+void Device::leave_group(const wire::IpAddress& group) {
+    auto it = groups_.find(group);
     if (it != groups_.end() && --it->second == 0) {
         groups_.erase(it);
         if (group_listener_) {
-            group_listener_(group_ipv4, false);
+            group_listener_(group, false);
         }
     }
 }

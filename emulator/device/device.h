@@ -25,6 +25,7 @@
 #include "objects/unpolled_cqs.h"
 #include "queues/doorbell.h"
 #include "util/result.h"
+#include "wire/ip_address.h"
 
 namespace uroce {
 
@@ -81,8 +82,8 @@ struct PortChange {
 };
 
 struct DeviceConfig {
-    std::string name;  // "uroce0"
-    in_addr address;   // the device's IPv4 address; RoCEv2 GID ::ffff:a.b.c.d
+    std::string name;         // "uroce0"
+    wire::IpAddress address;  // IPv4 or IPv6; GID 0 (::ffff:a.b.c.d for IPv4)
     std::string netdev = "lo";
 };
 
@@ -126,15 +127,15 @@ class Device {
     // The flow rules of the device's QPs, oldest first.
     std::vector<const Flow*>& flows() { return flows_; }
     const std::vector<const Flow*>& flows() const { return flows_; }
-    // The IPv4 multicast groups its UD QPs joined (IPv4-mapped MGIDs), with
-    // how many attachments each. The first join and the last leave reach the
+    // The IP multicast groups its UD QPs joined (their MGIDs), with how many
+    // attachments each. The first join and the last leave reach the
     // listener: the engine, which joins the group on the device's interface.
-    using GroupListener = std::function<void(uint32_t group_ipv4, bool joined)>;
+    using GroupListener = std::function<void(const wire::IpAddress& group, bool joined)>;
     void set_group_listener(GroupListener listener) { group_listener_ = std::move(listener); }
-    void join_group(uint32_t group_ipv4);
-    void leave_group(uint32_t group_ipv4);
-    bool in_group(uint32_t group_ipv4) const { return groups_.contains(group_ipv4); }
-    const std::map<uint32_t, int>& groups() const { return groups_; }
+    void join_group(const wire::IpAddress& group);
+    void leave_group(const wire::IpAddress& group);
+    bool in_group(const wire::IpAddress& group) const { return groups_.contains(group); }
+    const std::map<wire::IpAddress, int>& groups() const { return groups_; }
     // Whether its interface refused it a packet socket (said once in the log).
     bool frames_refused() const { return frames_refused_; }
     void set_frames_refused() { frames_refused_ = true; }
@@ -194,7 +195,7 @@ class Device {
     StepGate step_gate_;
     std::vector<const Flow*> flows_;
     std::set<Cq*> due_cq_events_;
-    std::map<uint32_t, int> groups_;
+    std::map<wire::IpAddress, int> groups_;
     GroupListener group_listener_;
     bool frames_refused_ = false;
     UnpolledCqs unpolled_cqs_;

@@ -16,7 +16,6 @@
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
 #include "util/log.h"
-#include "wire/ipv4_gid.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
 #include "wire/udp_port.h"
@@ -36,10 +35,6 @@ constexpr auto kControlPoll = std::chrono::microseconds(20);
 // would otherwise overrun the receiving socket, and go-back-N would send the
 // overflow again, and again.
 constexpr uint32_t kTurnPackets = UdpNetwork::kMaxReceivesPerPoll;
-
-bool is_multicast(uint32_t ipv4) {
-    return IN_MULTICAST(ntohl(ipv4));
-}
 
 // Whether a packet (its BTH first) is for QP1.
 bool to_gsi(std::span<const uint8_t> packet) {
@@ -69,7 +64,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
         throw std::runtime_error(r.message);
     }
     for (const auto& device : devices_) {
-        if (Result r = network_.open(device->config().address); !r) {
+        if (Result r = open_network(*device); !r) {
             throw std::runtime_error(r.message);
         }
         device->set_doorbell(&doorbell_);
@@ -77,15 +72,16 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     }
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
-    network_.on_send_failed([this](size_t index, uint32_t dest_ipv4, int error, unsigned packets) {
-        send_failed(index, dest_ipv4, error, packets);
-    });
+    network_.on_send_failed(
+        [this](size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets) {
+            send_failed(index, dest_ip, error, packets);
+        });
 }
 
 Engine::~Engine() = default;
 
 void Engine::listen_to_groups(Device& device) {
-    device.set_group_listener([this, &device](uint32_t group, bool joined) {
+    device.set_group_listener([this, &device](const wire::IpAddress& group, bool joined) {
         if (!on_a_network(device)) {
             return;
         }
@@ -101,7 +97,11 @@ void Engine::listen_to_groups(Device& device) {
 Result Engine::add_device(Device& device) {
     device.set_doorbell(&doorbell_);
     listen_to_groups(device);
-    return network_.open(device.config().address);
+    return open_network(device);
+}
+
+Result Engine::open_network(const Device& device) {
+    return network_.open(device.config().address, if_nametoindex(device.config().netdev.c_str()));
 }
 
 void Engine::remove_device(const Device& device) {
@@ -110,39 +110,39 @@ void Engine::remove_device(const Device& device) {
     network_.close(device.index());
 }
 
-Device* Engine::device_at(uint32_t ipv4) const {
+Device* Engine::device_at(const wire::IpAddress& address) const {
     for (const auto& device : devices_) {
-        if (device->config().address.s_addr == ipv4) {
+        if (device->config().address == address) {
             return device.get();
         }
     }
     return nullptr;
 }
 
-void Engine::send(Device& from, const Qp& qp, uint32_t dest_ipv4,
+void Engine::send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
                   const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
-    send_from(from, qp.qpn, dest_ipv4, headers, payload);
+    send_from(from, qp.qpn, dest_ip, headers, payload);
 }
 
-void Engine::send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad) {
+void Engine::send_mad(Device& from, const wire::IpAddress& dest_ip,
+                      std::span<const std::byte> mad) {
     wire::PacketHeaders headers;
     headers.bth.opcode = wire::make_opcode(wire::Service::kUd, wire::Operation::kSendOnly);
     headers.bth.dest_qp = wire::kGsiQpn;
     headers.bth.psn = gsi_psn_++ & wire::kPsnMask;
     headers.deth.qkey = wire::kGsiQkey;
     headers.deth.src_qp = wire::kGsiQpn;
-    send_from(from, wire::kGsiQpn, dest_ipv4, headers, mad);
+    send_from(from, wire::kGsiQpn, dest_ip, headers, mad);
 }
 
-void Engine::send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
+void Engine::send_from(Device& from, uint32_t src_qpn, const wire::IpAddress& dest_ip,
                        const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
-    const uint32_t src_ipv4 = from.config().address.s_addr;
-    Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr;
+    const wire::IpAddress& src_ip = from.config().address;
+    Device* local = options_.shortcut ? device_at(dest_ip) : nullptr;
     // The QP's own source port; over UDP, one the daemon can send from.
     const uint16_t wanted = wire::roce_source_port(src_qpn);
     const uint16_t src_port = local ? wanted : network_.source_port(from.index(), wanted);
-    const auto addresses = wire::IcrcAddresses::v4(
-        wire::ipv4_bytes(src_ipv4), wire::ipv4_bytes(dest_ipv4), src_port, network_.port());
+    const auto addresses = wire::IcrcAddresses::between(src_ip, dest_ip, src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     std::vector<uint8_t> bytes = spare_buffer();
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
@@ -154,7 +154,7 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
         return;
     }
     ++from.stats().sent_pkts;
-    transmit(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
+    transmit(from, dest_ip, src_port, src_qpn, std::move(bytes));
 }
 
 // The segment joins every device of the daemon. As a NIC's embedded switch
@@ -222,53 +222,54 @@ void Engine::recycle(std::vector<uint8_t>&& bytes) {
 
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
-void Engine::log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                        PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes) {
-    packet_log_.record(from.index(), from.config().address.s_addr, dest_ipv4, src_port, src_qpn,
-                       fate, step_id, bytes);
+void Engine::log_packet(const Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                        uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
+                        std::span<const uint8_t> bytes) {
+    packet_log_.record(from.index(), from.config().address, dest_ip, src_port, src_qpn, fate,
+                       step_id, bytes);
 }
 
 // A packet on its way out of `from`, or let go by step mode: faults act on
 // it, then it is delivered. Without faults or a console, nothing but the
 // delivery (the common case, kept inline).
-inline void Engine::send_on(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                            std::vector<uint8_t>&& bytes) {
+inline void Engine::send_on(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                            uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     if (from.faults().active()) [[unlikely]] {
-        apply_faults(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
+        apply_faults(from, dest_ip, src_port, src_qpn, std::move(bytes));
         return;
     }
     if (packet_log_.enabled()) [[unlikely]] {
-        log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
+        log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
     }
-    deliver(from, dest_ipv4, src_port, std::move(bytes));
+    deliver(from, dest_ip, src_port, std::move(bytes));
 }
 
-void Engine::transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                      std::vector<uint8_t>&& bytes) {
-    from.trace().record(bytes, from.config().address.s_addr, dest_ipv4, src_port, network_.port());
+void Engine::transmit(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                      uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
+    from.trace().record(bytes, from.config().address, dest_ip, src_port, network_.port());
     if (from.step_gate().paused()) [[unlikely]] {
-        const uint64_t id = from.step_gate().hold(dest_ipv4, src_port, src_qpn, bytes);
+        const uint64_t id = from.step_gate().hold(dest_ip, src_port, src_qpn, bytes);
         if (id == 0) {
             ++from.stats().fault_dropped;  // the paused wire is full
         }
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ipv4, src_port, src_qpn,
+            log_packet(from, dest_ip, src_port, src_qpn,
                        id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
         }
         recycle(std::move(bytes));
         return;
     }
-    send_on(from, dest_ipv4, src_port, src_qpn, std::move(bytes));
+    send_on(from, dest_ip, src_port, src_qpn, std::move(bytes));
 }
 
 // The faults a device has: loss, duplication, reordering, delay.
-void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                          std::vector<uint8_t>&& bytes) {
+void Engine::apply_faults(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                          uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     const FaultVerdict verdict = from.faults().decide();
     if (verdict.drop) {
         ++from.stats().fault_dropped;
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
+            log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
         }
         recycle(std::move(bytes));
         return;
@@ -281,53 +282,53 @@ void Engine::apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, u
         if (verdict.delay.count() > 0 && held_.size() >= kMaxHeldPackets) {
             ++from.stats().fault_dropped;  // the delay line is full
             if (packet_log_.enabled()) {
-                log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kLost, 0, packet);
+                log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, packet);
             }
             continue;
         }
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ipv4, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
+            log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
         }
         if (verdict.delay.count() > 0) {
             held_.emplace(Clock::now() + verdict.delay,
-                          HeldPacket{&from, dest_ipv4, src_port, std::move(packet)});
+                          HeldPacket{&from, dest_ip, src_port, std::move(packet)});
         } else {
-            deliver(from, dest_ipv4, src_port, std::move(packet));
+            deliver(from, dest_ip, src_port, std::move(packet));
         }
     }
 }
 
-void Engine::deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port,
+void Engine::deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
                      std::vector<uint8_t>&& bytes) {
-    const uint32_t src_ipv4 = from.config().address.s_addr;
+    const wire::IpAddress& src_ip = from.config().address;
     // A multicast packet reaches each of this daemon's devices with a member
     // of the group, whatever the path, and the group on the sender's
     // network (where other hosts' members are).
-    if (is_multicast(dest_ipv4)) {
+    if (dest_ip.multicast()) {
         for (const auto& device : devices_) {
-            if (device->in_group(dest_ipv4)) {
-                local_.push_back({device.get(), src_ipv4, dest_ipv4, src_port, bytes});
+            if (device->in_group(dest_ip)) {
+                local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
             }
         }
         if (on_a_network(from)) {
-            network_.send(from.index(), dest_ipv4, bytes, src_port);
+            network_.send(from.index(), dest_ip, bytes, src_port);
         }
         recycle(std::move(bytes));
         return;
     }
-    if (Device* local = options_.shortcut ? device_at(dest_ipv4) : nullptr) {
+    if (Device* local = options_.shortcut ? device_at(dest_ip) : nullptr) {
         if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
             const auto now = *receive_at_once_;
             receive_at_once_.reset();
-            receive(*local, bytes, src_ipv4, dest_ipv4, false, src_port, now);
+            receive(*local, bytes, src_ip, dest_ip, false, src_port, now);
             receive_at_once_ = now;
             recycle(std::move(bytes));
             return;
         }
-        local_.push_back({local, src_ipv4, dest_ipv4, src_port, std::move(bytes)});
+        local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
         return;
     }
-    network_.send(from.index(), dest_ipv4, bytes, src_port);
+    network_.send(from.index(), dest_ip, bytes, src_port);
     recycle(std::move(bytes));
 }
 
@@ -339,10 +340,10 @@ bool Engine::release_stepped() {
         }
         for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
             if (packet_log_.enabled()) {
-                log_packet(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
+                log_packet(*device, packet.dest_ip, packet.src_port, packet.src_qpn,
                            PacketLog::Fate::kReleased, packet.id, packet.bytes);
             }
-            send_on(*device, packet.dest_ipv4, packet.src_port, packet.src_qpn,
+            send_on(*device, packet.dest_ip, packet.src_port, packet.src_qpn,
                     std::move(packet.bytes));
         }
         any = true;
@@ -355,21 +356,22 @@ bool Engine::release_held(Clock::time_point now) {
     while (!held_.empty() && held_.begin()->first <= now) {
         HeldPacket packet = std::move(held_.begin()->second);
         held_.erase(held_.begin());
-        deliver(*packet.from, packet.dest_ipv4, packet.src_port, std::move(packet.bytes));
+        deliver(*packet.from, packet.dest_ip, packet.src_port, std::move(packet.bytes));
         any = true;
     }
     return any;
 }
 
-void Engine::receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                     uint32_t dest_ipv4, bool from_udp, uint16_t src_port, Clock::time_point now) {
-    transport_.receive(to, bytes, {src_ipv4, dest_ipv4, src_port, network_.port(), from_udp, now},
+void Engine::receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
+                     const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
+                     Clock::time_point now) {
+    transport_.receive(to, bytes, {src_ip, dest_ip, src_port, network_.port(), from_udp, now},
                        *this);
 }
 
-void Engine::receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) {
+void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> mad) {
     if (mad_receiver_) {
-        mad_receiver_(to, src_ipv4, mad);
+        mad_receiver_(to, src_ip, mad);
     } else {
         ++to.stats().rcvd_unknown_qp;
     }
@@ -400,7 +402,7 @@ bool Engine::deliver_local(Clock::time_point now) {
     for (size_t n = local_.size(); n > 0; --n) {
         LocalPacket packet = std::move(local_.front());
         local_.pop_front();
-        receive(*packet.to, packet.bytes, packet.src_ipv4, packet.dest_ipv4, false, packet.src_port,
+        receive(*packet.to, packet.bytes, packet.src_ip, packet.dest_ip, false, packet.src_port,
                 now);
         recycle(std::move(packet.bytes));
         any = true;
@@ -578,11 +580,12 @@ void Engine::sleep() {
     sleeping.store(0, std::memory_order_relaxed);
 }
 
-void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                              uint16_t src_port, Clock::time_point now) {
+void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes,
+                              const wire::IpAddress& src_ip, uint16_t src_port,
+                              Clock::time_point now) {
     const Device* device = device_of_socket(index);
-    receive_from_network(index, bytes, src_ipv4, src_port,
-                         device ? device->config().address.s_addr : 0, now);
+    receive_from_network(index, bytes, src_ip, src_port,
+                         device ? device->config().address : wire::IpAddress(), now);
     transport_.finish_placements();
 }
 
@@ -596,15 +599,16 @@ Device* Engine::device_of_socket(size_t index) const {
     return nullptr;
 }
 
-void Engine::send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned packets) {
+void Engine::send_failed(size_t index, const wire::IpAddress& dest_ip, int error,
+                         unsigned packets) {
     Device* device = device_of_socket(index);
     if (!device) {
         return;
     }
     device->stats().send_err += packets;
     log_send_failure(*device, "%u packet%s to %s not sent: %s (%s's MTU is %u; lost, as on a wire)",
-                     packets, packets == 1 ? "" : "s", ipv4_text(dest_ipv4).c_str(),
-                     strerror(error), device->config().netdev.c_str(), device->link().mtu);
+                     packets, packets == 1 ? "" : "s", dest_ip.text().c_str(), strerror(error),
+                     device->config().netdev.c_str(), device->link().mtu);
 }
 
 void Engine::log_send_failure(const Device& device, const char* format, ...) {
@@ -623,18 +627,19 @@ void Engine::log_send_failure(const Device& device, const char* format, ...) {
     log_warn("device %s: %s", device.name().c_str(), text);
 }
 
-void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                                  uint16_t src_port, uint32_t dest_ipv4, Clock::time_point now) {
+void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
+                                  const wire::IpAddress& src_ip, uint16_t src_port,
+                                  const wire::IpAddress& dest_ip, Clock::time_point now) {
     if (index != UdpNetwork::kGroup) {
         if (Device* device = device_of_socket(index)) {
-            receive(*device, bytes, src_ipv4, dest_ipv4, true, src_port, now);
+            receive(*device, bytes, src_ip, dest_ip, true, src_port, now);
         }
         return;
     }
     // A multicast group's datagram: each device with a member takes it.
     for (const auto& device : devices_) {
-        if (device->in_group(dest_ipv4)) {
-            receive(*device, bytes, src_ipv4, dest_ipv4, true, src_port, now);
+        if (device->in_group(dest_ip)) {
+            receive(*device, bytes, src_ip, dest_ip, true, src_port, now);
         }
     }
 }
@@ -669,9 +674,9 @@ bool Engine::run_once(Clock::time_point now) {
         }
     }
     bool busy = network_.poll(
-        [this, now](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                    uint16_t src_port, uint32_t dest_ipv4) {
-            receive_from_network(index, bytes, src_ipv4, src_port, dest_ipv4, now);
+        [this, now](size_t index, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
+                    uint16_t src_port, const wire::IpAddress& dest_ip) {
+            receive_from_network(index, bytes, src_ip, src_port, dest_ip, now);
         },
         [this](size_t index, std::span<const uint8_t> frame) {
             receive_frame_from_network(index, frame);

@@ -49,26 +49,26 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // Runs until the io_context is stopped.
     void run();
 
-    void send(Device& from, const Qp& qp, uint32_t dest_ipv4, const wire::PacketHeaders& headers,
-              std::span<const std::byte> payload) override;
+    void send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
+              const wire::PacketHeaders& headers, std::span<const std::byte> payload) override;
     void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) override;
 
     // The General Services Interface: QP1 of every device. A MAD goes out as
-    // a UD datagram to QP1 of `dest_ipv4`; those that arrive go to `receiver`.
-    using MadReceiver =
-        std::function<void(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad)>;
-    void send_mad(Device& from, uint32_t dest_ipv4, std::span<const std::byte> mad);
+    // a UD datagram to QP1 of `dest_ip`; those that arrive go to `receiver`.
+    using MadReceiver = std::function<void(Device& to, const wire::IpAddress& src_ip,
+                                           std::span<const uint8_t> mad)>;
+    void send_mad(Device& from, const wire::IpAddress& dest_ip, std::span<const std::byte> mad);
     void set_mad_receiver(MadReceiver receiver) { mad_receiver_ = std::move(receiver); }
 
     // What the devices send, for the console (recorded only while enabled).
     PacketLog& packet_log() { return packet_log_; }
 
-    // A UDP datagram that arrived for device `index` from src_ipv4:src_port
+    // A UDP datagram that arrived for device `index` from src_ip:src_port
     // (network order address, host order port): the receive path of the
     // network, and where tests feed crafted packets in. `now`: the engine
     // turn's clock, read once per turn.
-    void receive_datagram(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                          uint16_t src_port,
+    void receive_datagram(size_t index, std::span<const uint8_t> bytes,
+                          const wire::IpAddress& src_ip, uint16_t src_port,
                           transport::Clock::time_point now = transport::Clock::now());
     // One turn of the loop without sleeping; true when it did work. `now`:
     // the turn's clock (tests pass their own to make time stand still).
@@ -80,20 +80,20 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
   private:
     struct LocalPacket {
         Device* to;
-        uint32_t src_ipv4;
-        uint32_t dest_ipv4;  // the device's address, or a multicast group's
+        wire::IpAddress src_ip;
+        wire::IpAddress dest_ip;  // the device's address, or a multicast group's
         uint16_t src_port;
         std::vector<uint8_t> bytes;
     };
 
     struct HeldPacket {
         Device* from;
-        uint32_t dest_ipv4;
+        wire::IpAddress dest_ip;
         uint16_t src_port;
         std::vector<uint8_t> bytes;
     };
 
-    void send_from(Device& from, uint32_t src_qpn, uint32_t dest_ipv4,
+    void send_from(Device& from, uint32_t src_qpn, const wire::IpAddress& dest_ip,
                    const wire::PacketHeaders& headers, std::span<const std::byte> payload);
     std::vector<uint8_t> spare_buffer();
     // Keeps a packet buffer for reuse while the pool has room; bursts
@@ -102,16 +102,18 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     static constexpr size_t kMaxSpareBuffers = 256;
     // Packets a delay fault holds at once; beyond, the fault drops them.
     static constexpr size_t kMaxHeldPackets = 16384;
-    void transmit(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+    void transmit(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
                   std::vector<uint8_t>&& bytes);
     // Records a packet's fate for the console; only while packet_log_ is enabled.
-    void log_packet(const Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                    PacketLog::Fate fate, uint64_t step_id, std::span<const uint8_t> bytes);
-    void send_on(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+    void log_packet(const Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                    uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
+                    std::span<const uint8_t> bytes);
+    void send_on(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
                  std::vector<uint8_t>&& bytes);
-    void apply_faults(Device& from, uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
-                      std::vector<uint8_t>&& bytes);
-    void deliver(Device& from, uint32_t dest_ipv4, uint16_t src_port, std::vector<uint8_t>&& bytes);
+    void apply_faults(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                      uint32_t src_qpn, std::vector<uint8_t>&& bytes);
+    void deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+                 std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
     // What step mode let go since the last turn (net/step_gate.h).
     bool release_stepped();
@@ -129,10 +131,10 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // The device whose socket is `index` (null once removed).
     Device* device_of_socket(size_t index) const;
     // Packets the kernel would not send: counted (send_err) and logged.
-    void send_failed(size_t index, uint32_t dest_ipv4, int error, unsigned packets);
-    void receive_from_network(size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                              uint16_t src_port, uint32_t dest_ipv4,
-                              transport::Clock::time_point now);
+    void send_failed(size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets);
+    void receive_from_network(size_t index, std::span<const uint8_t> bytes,
+                              const wire::IpAddress& src_ip, uint16_t src_port,
+                              const wire::IpAddress& dest_ip, transport::Clock::time_point now);
     // Opens the device's packet socket, once; false (said once) when it
     // cannot be (no CAP_NET_RAW).
     bool open_frames(Device& device);
@@ -144,10 +146,12 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // its last leave leaves it.
     void listen_to_groups(Device& device);
     // Hands a packet to the transport's receive path (transport/receive.cpp).
-    void receive(Device& to, std::span<const uint8_t> bytes, uint32_t src_ipv4, uint32_t dest_ipv4,
-                 bool from_udp, uint16_t src_port, transport::Clock::time_point now);
+    void receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
+                 const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
+                 transport::Clock::time_point now);
     // transport::ReceiveSink: MADs to the connection manager, QPs to turns.
-    void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) override;
+    void receive_mad(Device& to, const wire::IpAddress& src_ip,
+                     std::span<const uint8_t> mad) override;
     void qp_touched(const Qp& qp) override;
     bool signal_due_cq_events(transport::Clock::time_point now);
     // Tells the pollers whether some CQ holds completions its program has
@@ -157,7 +161,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();
-    Device* device_at(uint32_t ipv4) const;
+    Device* device_at(const wire::IpAddress& address) const;
+    // Opens the device's socket on its address and interface.
+    Result open_network(const Device& device);
 
     boost::asio::io_context& io_;
     std::vector<std::unique_ptr<Device>>& devices_;

@@ -13,22 +13,23 @@ namespace uroce {
 
 namespace {
 
-struct Ipv4Address {
+struct InterfaceAddress {
     std::string interface;  // an address label ("eth0:1") names eth0
-    in_addr address;
+    wire::IpAddress address;
 };
 
-std::vector<Ipv4Address> ipv4_addresses() {
-    std::vector<Ipv4Address> out;
+// Every IPv4 and IPv6 address of the host, in getifaddrs' order.
+std::vector<InterfaceAddress> host_addresses() {
+    std::vector<InterfaceAddress> out;
     ifaddrs* list = nullptr;
     if (getifaddrs(&list) != 0) {
         return out;
     }
     for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-        if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET) {
+        const auto address = ifa->ifa_addr ? wire::IpAddress::of(ifa->ifa_addr) : std::nullopt;
+        if (address) {
             const std::string name = ifa->ifa_name;
-            out.push_back({name.substr(0, name.find(':')),
-                           reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr});
+            out.push_back({name.substr(0, name.find(':')), *address});
         }
     }
     freeifaddrs(list);
@@ -37,23 +38,24 @@ std::vector<Ipv4Address> ipv4_addresses() {
 
 }  // namespace
 
-std::string interface_holding(in_addr address) {
-    for (const Ipv4Address& a : ipv4_addresses()) {
-        if (a.address.s_addr == address.s_addr) {
+std::string interface_holding(const wire::IpAddress& address) {
+    for (const InterfaceAddress& a : host_addresses()) {
+        if (a.address == address) {
             return a.interface;
         }
     }
     return "lo";
 }
 
-std::vector<in_addr> ipv4_addresses_of(const std::string& name) {
-    std::vector<in_addr> out;
-    for (const Ipv4Address& a : ipv4_addresses()) {
-        if (a.interface == name) {
-            out.push_back(a.address);
+std::vector<wire::IpAddress> addresses_of(const std::string& name) {
+    std::vector<wire::IpAddress> v4, v6;
+    for (const InterfaceAddress& a : host_addresses()) {
+        if (a.interface == name && !a.address.link_local()) {
+            (a.address.is_v4() ? v4 : v6).push_back(a.address);
         }
     }
-    return out;
+    v4.insert(v4.end(), v6.begin(), v6.end());
+    return v4;
 }
 
 std::optional<Link> link_of(const std::string& name) {
@@ -73,12 +75,6 @@ std::optional<Link> link_of(const std::string& name) {
     }
     link.up = (request.ifr_flags & IFF_UP) && (request.ifr_flags & IFF_RUNNING);
     return link;
-}
-
-std::string ipv4_text(uint32_t address) {
-    char text[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &address, text, sizeof(text));
-    return text;
 }
 
 }  // namespace uroce

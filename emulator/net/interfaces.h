@@ -7,16 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "wire/ip_address.h"
+
 namespace uroce {
 
 // The interface that holds `address` (getifaddrs), which the kernel's GID
 // table names as a RoCE GID's netdev; "lo" for an address no interface lists
 // (the rest of 127.0.0.0/8 is routed through lo).
-std::string interface_holding(in_addr address);
+std::string interface_holding(const wire::IpAddress& address);
 
-// The IPv4 addresses of interface `name` (its labelled ones, "eth0:1", too),
-// in the order getifaddrs lists them; empty when it has none or does not exist.
-std::vector<in_addr> ipv4_addresses_of(const std::string& name);
+// The addresses of interface `name` (its labelled ones, "eth0:1", too) but
+// link-local ones: IPv4 first, then IPv6, each in the order getifaddrs
+// lists them; empty when it has none or does not exist.
+std::vector<wire::IpAddress> addresses_of(const std::string& name);
 
 // What a device's port follows of its interface.
 struct Link {
@@ -27,8 +30,5 @@ struct Link {
 
 // Interface `name`'s link now; nothing when there is no such interface.
 std::optional<Link> link_of(const std::string& name);
-
-// "127.0.0.2" for an address in network order.
-std::string ipv4_text(uint32_t address);
 
 }  // namespace uroce

@@ -18,9 +18,9 @@ void PacketLog::disable() {
     ring_.shrink_to_fit();
 }
 
-void PacketLog::record(uint32_t device_index, uint32_t src_ipv4, uint32_t dest_ipv4,
-                       uint16_t src_port, uint32_t src_qpn, Fate fate, uint64_t step_id,
-                       std::span<const uint8_t> bytes) {
+void PacketLog::record(uint32_t device_index, const wire::IpAddress& src_ip,
+                       const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
+                       Fate fate, uint64_t step_id, std::span<const uint8_t> bytes) {
     if (ring_.empty()) {
         return;
     }
@@ -28,8 +28,8 @@ void PacketLog::record(uint32_t device_index, uint32_t src_ipv4, uint32_t dest_i
     r.seq = next_seq_++;
     r.at = std::chrono::steady_clock::now();
     r.device_index = device_index;
-    r.src_ipv4 = src_ipv4;
-    r.dest_ipv4 = dest_ipv4;
+    r.src_ip = src_ip;
+    r.dest_ip = dest_ip;
     r.src_port = src_port;
     r.src_qpn = src_qpn;
     r.fate = fate;

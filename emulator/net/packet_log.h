@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "wire/ip_address.h"
 #include "wire/packet.h"
 
 namespace uroce {
@@ -31,8 +32,8 @@ class PacketLog {
         uint64_t seq = 0;  // from 1
         std::chrono::steady_clock::time_point at;
         uint32_t device_index = 0;  // the sender
-        uint32_t src_ipv4 = 0;      // network order
-        uint32_t dest_ipv4 = 0;
+        wire::IpAddress src_ip;
+        wire::IpAddress dest_ip;
         uint16_t src_port = 0;
         uint32_t src_qpn = 0;
         Fate fate = Fate::kSent;
@@ -52,8 +53,9 @@ class PacketLog {
     void enable();
     void disable();
 
-    void record(uint32_t device_index, uint32_t src_ipv4, uint32_t dest_ipv4, uint16_t src_port,
-                uint32_t src_qpn, Fate fate, uint64_t step_id, std::span<const uint8_t> bytes);
+    void record(uint32_t device_index, const wire::IpAddress& src_ip,
+                const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn, Fate fate,
+                uint64_t step_id, std::span<const uint8_t> bytes);
 
     // The records after `seq`, oldest first; `missed` counts those after
     // `seq` that the ring no longer holds.

@@ -6,13 +6,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "wire/grh.h"
+
 namespace uroce {
 namespace {
 
 constexpr uint32_t kPcapMagic = 0xa1b2c3d4;  // microsecond timestamps
 constexpr uint32_t kLinkTypeEthernet = 1;
 constexpr uint32_t kSnapLength = 65535;
-constexpr size_t kFrameHeaders = 14 + 20 + 8;
+constexpr size_t kEthernetBytes = 14;
+constexpr size_t kMaxFrameHeaders = kEthernetBytes + wire::kGrhBytes + wire::kUdpHeaderBytes;
 
 struct PcapFileHeader {
     uint32_t magic;
@@ -31,22 +34,12 @@ struct PcapRecordHeader {
     uint32_t length;
 };
 
-uint16_t ipv4_checksum(const uint8_t* header) {
-    uint32_t sum = 0;
-    for (int i = 0; i < 20; i += 2) {
-        sum += uint32_t{header[i]} << 8 | header[i + 1];
-    }
-    while (sum >> 16) {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    return static_cast<uint16_t>(~sum);
-}
-
-// The locally administered MAC 02:00:a:b:c:d stands for address a.b.c.d.
-void mac_of(uint32_t ipv4, uint8_t* mac) {
+// The locally administered MAC 02:00:a:b:c:d stands for an address whose
+// last four bytes are a.b.c.d.
+void mac_of(const wire::IpAddress& address, uint8_t* mac) {
     mac[0] = 0x02;
     mac[1] = 0x00;
-    memcpy(mac + 2, &ipv4, 4);
+    memcpy(mac + 2, address.bytes().data() + 12, 4);
 }
 
 }  // namespace
@@ -61,29 +54,22 @@ bool PcapWriter::open(UniqueFd file) {
     return true;
 }
 
-void PcapWriter::record(std::span<const uint8_t> udp_payload, uint32_t src_ipv4, uint32_t dst_ipv4,
-                        uint16_t src_port, uint16_t dst_port) {
+void PcapWriter::record(std::span<const uint8_t> udp_payload, const wire::IpAddress& src_ip,
+                        const wire::IpAddress& dest_ip, uint16_t src_port, uint16_t dst_port) {
     if (!file_) {
         return;
     }
-    uint8_t frame[kFrameHeaders] = {};
-    mac_of(dst_ipv4, frame);
-    mac_of(src_ipv4, frame + 6);
-    frame[12] = 0x08;  // IPv4
-    uint8_t* ip = frame + 14;
-    const uint16_t ip_length = static_cast<uint16_t>(20 + 8 + udp_payload.size());
-    ip[0] = 0x45;
-    ip[2] = static_cast<uint8_t>(ip_length >> 8);
-    ip[3] = static_cast<uint8_t>(ip_length);
-    ip[6] = 0x40;  // don't fragment
-    ip[8] = 64;    // TTL
-    ip[9] = 17;    // UDP
-    memcpy(ip + 12, &src_ipv4, 4);
-    memcpy(ip + 16, &dst_ipv4, 4);
-    const uint16_t checksum = ipv4_checksum(ip);
-    ip[10] = static_cast<uint8_t>(checksum >> 8);
-    ip[11] = static_cast<uint8_t>(checksum);
-    uint8_t* udp = ip + 20;
+    // The IP header as the packet is sent: the GRH a receiver would see
+    // holds it (for IPv4, in its last 20 bytes).
+    const auto grh = wire::received_grh(src_ip, dest_ip, udp_payload.size(), 64);
+    const size_t ip_bytes = src_ip.is_v4() ? wire::kIpv4HeaderBytes : wire::kGrhBytes;
+    uint8_t frame[kMaxFrameHeaders] = {};
+    mac_of(dest_ip, frame);
+    mac_of(src_ip, frame + 6);
+    frame[12] = src_ip.is_v4() ? 0x08 : 0x86;  // IPv4 0x0800, IPv6 0x86dd
+    frame[13] = src_ip.is_v4() ? 0x00 : 0xdd;
+    memcpy(frame + kEthernetBytes, grh.data() + wire::kGrhBytes - ip_bytes, ip_bytes);
+    uint8_t* udp = frame + kEthernetBytes + ip_bytes;
     const uint16_t udp_length = static_cast<uint16_t>(8 + udp_payload.size());
     udp[0] = static_cast<uint8_t>(src_port >> 8);
     udp[1] = static_cast<uint8_t>(src_port);
@@ -91,7 +77,7 @@ void PcapWriter::record(std::span<const uint8_t> udp_payload, uint32_t src_ipv4,
     udp[3] = static_cast<uint8_t>(dst_port);
     udp[4] = static_cast<uint8_t>(udp_length >> 8);
     udp[5] = static_cast<uint8_t>(udp_length);  // checksum 0: none, as RoCEv2 allows
-    write_record(frame, udp_payload);
+    write_record({frame, kEthernetBytes + ip_bytes + wire::kUdpHeaderBytes}, udp_payload);
 }
 
 void PcapWriter::record_frame(std::span<const uint8_t> frame) {

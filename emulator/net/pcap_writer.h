@@ -1,6 +1,7 @@
 // Writes a device's packets as a pcap file that Wireshark and tshark decode
-// as RoCEv2: each UDP payload is framed with a synthesised Ethernet, IPv4
-// and UDP header (MACs from the addresses, IP ID 0 with DF, as sent). The
+// as RoCEv2: each UDP payload is framed with a synthesised Ethernet, IPv4 or
+// IPv6, and UDP header (MACs from the addresses; IPv4 with IP ID 0 and DF,
+// as sent). The
 // frames of RAW_PACKET QPs are recorded as they are.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <span>
 
 #include "util/unique_fd.h"
+#include "wire/ip_address.h"
 
 namespace uroce {
 
@@ -20,9 +22,9 @@ class PcapWriter {
     bool open(UniqueFd file);
     bool is_open() const { return static_cast<bool>(file_); }
     void close() { file_.reset(); }
-    // Addresses in network order, ports in host order.
-    void record(std::span<const uint8_t> udp_payload, uint32_t src_ipv4, uint32_t dst_ipv4,
-                uint16_t src_port, uint16_t dst_port);
+    // Both addresses of one family; ports in host order.
+    void record(std::span<const uint8_t> udp_payload, const wire::IpAddress& src_ip,
+                const wire::IpAddress& dest_ip, uint16_t src_port, uint16_t dst_port);
     // A whole Ethernet frame of a RAW_PACKET QP, as it is.
     void record_frame(std::span<const uint8_t> frame);
     uint64_t packets() const { return packets_; }

@@ -12,13 +12,13 @@ void StepGate::run() {
     }
 }
 
-uint64_t StepGate::hold(uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+uint64_t StepGate::hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
                         std::span<const uint8_t> bytes) {
     if (held_.size() >= kMaxHeld) {
         return 0;
     }
     held_.push_back({next_id_,
-                     dest_ipv4,
+                     dest_ip,
                      src_port,
                      src_qpn,
                      {bytes.begin(), bytes.end()},

@@ -16,6 +16,8 @@
 #include <span>
 #include <vector>
 
+#include "wire/ip_address.h"
+
 namespace uroce {
 
 class StepGate {
@@ -24,7 +26,7 @@ class StepGate {
 
     struct Packet {
         uint64_t id = 0;  // from 1, in sending order, never reused on the device
-        uint32_t dest_ipv4 = 0;
+        wire::IpAddress dest_ip;
         uint16_t src_port = 0;
         uint32_t src_qpn = 0;
         std::vector<uint8_t> bytes;  // the UDP payload
@@ -38,7 +40,7 @@ class StepGate {
 
     // Holds a copy of a packet of the paused wire; its id, or 0 when the
     // gate is full.
-    uint64_t hold(uint32_t dest_ipv4, uint16_t src_port, uint32_t src_qpn,
+    uint64_t hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
                   std::span<const uint8_t> bytes);
     // Lets the held packet `id` go (the oldest when id is 0); its id, or 0
     // when there is none.

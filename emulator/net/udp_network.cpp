@@ -69,7 +69,9 @@ size_t train_segment(msghdr& header) {
 // One send: a packet, or a train of packets of one size (the last may be
 // shorter) that the kernel cuts apart.
 struct UdpNetwork::Buffer {
-    sockaddr_in peer{};
+    wire::IpAddress dest;
+    sockaddr_storage peer{};
+    socklen_t peer_length = 0;
     iovec iov{};
     msghdr msg{};
     int fd = -1;
@@ -85,7 +87,7 @@ struct UdpNetwork::Buffer {
 struct UdpNetwork::Batch {
     mmsghdr headers[kBatchSize];
     iovec iovs[kBatchSize];
-    sockaddr_in peers[kBatchSize];
+    sockaddr_storage peers[kBatchSize];
     alignas(cmsghdr) uint8_t controls[kBatchSize][CMSG_SPACE(sizeof(int))];
     uint8_t data[kBatchSize][kReceiveBytes];
 };
@@ -105,26 +107,39 @@ UdpNetwork::~UdpNetwork() {
 
 namespace {
 
-// A non-blocking UDP socket on address:port with don't-fragment set (so
-// that the kernel sends IP ID 0, as uroce's ICRC assumes), whose multicast
-// leaves through the address's interface and does not loop back.
-Result bind_udp(in_addr address, uint16_t port, bool share_port, UniqueFd& out) {
-    UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr = address;
-    const uint8_t no_loop = 0;
-    if (fd) {
-        setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_IF, &address, sizeof(address));
-        setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_LOOP, &no_loop, sizeof(no_loop));
+// Path MTU discovery on, no fragments (IPv4: the don't-fragment bit, so
+// that the kernel sends IP ID 0, as uroce's ICRC assumes); multicast leaves
+// through the device's interface and does not loop back.
+bool set_path_options(int fd, const wire::IpAddress& address, uint32_t ifindex) {
+    const int off = 0;
+    if (address.is_v4()) {
+        const in_addr from{address.ipv4()};
+        const int pmtu = IP_PMTUDISC_DO;
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &from, sizeof(from));
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &off, sizeof(off));
+        return setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) == 0;
     }
-    addr.sin_port = htons(port);
-    const int pmtu = IP_PMTUDISC_DO;
+    const int pmtu = IPV6_PMTUDISC_DO;
     const int on = 1;
-    if (!fd || setsockopt(fd.get(), IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0 ||
+    const int interface = static_cast<int>(ifindex);
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &interface, sizeof(interface));
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &off, sizeof(off));
+    return setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) == 0 &&
+           setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) == 0;
+}
+
+// A non-blocking UDP socket on address:port.
+Result bind_udp(const wire::IpAddress& address, uint32_t ifindex, uint16_t port, bool share_port,
+                UniqueFd& out) {
+    UniqueFd fd(socket(address.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    sockaddr_storage addr;
+    const socklen_t length = address.to_sockaddr(port, addr, ifindex);
+    const int on = 1;
+    if (!fd || !set_path_options(fd.get(), address, ifindex) ||
         (share_port && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0) ||
-        bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-        return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(address), port, strerror(errno));
+        bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+        return fail(errno, "cannot bind UDP %s port %u: %s", address.text().c_str(), port,
+                    strerror(errno));
     }
     out = std::move(fd);
     return ok();
@@ -132,9 +147,9 @@ Result bind_udp(in_addr address, uint16_t port, bool share_port, UniqueFd& out) 
 
 }  // namespace
 
-Result UdpNetwork::open(in_addr address) {
+Result UdpNetwork::open(const wire::IpAddress& address, uint32_t ifindex) {
     UniqueFd fd;
-    if (Result r = bind_udp(address, port_, false, fd); !r) {
+    if (Result r = bind_udp(address, ifindex, port_, false, fd); !r) {
         return r;
     }
     for (int option : {SO_RCVBUFFORCE, SO_SNDBUFFORCE}) {
@@ -155,6 +170,7 @@ Result UdpNetwork::open(in_addr address) {
     sockets_.push_back(std::move(fd));
     segments_.push_back(segmentation_);
     addresses_.push_back(address);
+    ifindexes_.push_back(ifindex);
     source_sockets_.emplace_back();
     watch(readiness_tag(SocketKind::kDevice, sockets_.size() - 1));
     submit();
@@ -235,18 +251,25 @@ unsigned UdpNetwork::drain_frames(int fd, size_t index, unsigned limit,
 
 namespace {
 
-// What IP_ADD_MEMBERSHIP and IP_DROP_MEMBERSHIP take: `group` on the
-// interface that holds `address`.
-ip_mreqn membership(uint32_t group, in_addr address) {
-    ip_mreqn request{};
-    request.imr_multiaddr.s_addr = group;
-    request.imr_address = address;
-    return request;
+// Joins (or leaves) `group` on interface `ifindex`: IGMP or MLD.
+bool set_membership(int fd, const wire::IpAddress& group, uint32_t ifindex, bool join) {
+    if (group.is_v4()) {
+        ip_mreqn request{};
+        request.imr_multiaddr.s_addr = group.ipv4();
+        request.imr_ifindex = static_cast<int>(ifindex);
+        return setsockopt(fd, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP, &request,
+                          sizeof(request)) == 0;
+    }
+    ipv6_mreq request{};
+    request.ipv6mr_multiaddr = group.ipv6();
+    request.ipv6mr_interface = ifindex;
+    return setsockopt(fd, IPPROTO_IPV6, join ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP, &request,
+                      sizeof(request)) == 0;
 }
 
 }  // namespace
 
-UdpNetwork::GroupSocket* UdpNetwork::group_socket(uint32_t group) {
+UdpNetwork::GroupSocket* UdpNetwork::group_socket(const wire::IpAddress& group) {
     for (GroupSocket& g : groups_) {
         if (g.fd && g.group == group) {
             return &g;
@@ -255,21 +278,26 @@ UdpNetwork::GroupSocket* UdpNetwork::group_socket(uint32_t group) {
     return nullptr;
 }
 
-Result UdpNetwork::join(size_t index, uint32_t group) {
+Result UdpNetwork::join(size_t index, const wire::IpAddress& group) {
+    if (group.is_v4() != addresses_[index].is_v4()) {
+        return fail(EAFNOSUPPORT, "cannot join %s from %s", group.text().c_str(),
+                    addresses_[index].text().c_str());
+    }
     GroupSocket* g = group_socket(group);
     if (!g) {
         // Bound to the group: it takes that group's datagrams and no others.
-        UniqueFd fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = group;
-        addr.sin_port = htons(port_);
+        UniqueFd fd(socket(group.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        sockaddr_storage addr;
+        const socklen_t length = group.to_sockaddr(port_, addr);
         const int on = 1;
         const int off = 0;
+        const bool v4 = group.is_v4();
         if (!fd || setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
-            setsockopt(fd.get(), IPPROTO_IP, IP_MULTICAST_ALL, &off, sizeof(off)) != 0 ||
-            bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-            return fail(errno, "cannot bind UDP %s:%u: %s", inet_ntoa(addr.sin_addr), port_,
+            setsockopt(fd.get(), v4 ? IPPROTO_IP : IPPROTO_IPV6,
+                       v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, &off, sizeof(off)) != 0 ||
+            (!v4 && setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) != 0) ||
+            bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+            return fail(errno, "cannot bind UDP %s port %u: %s", group.text().c_str(), port_,
                         strerror(errno));
         }
         setsockopt(fd.get(), SOL_UDP, UDP_GRO, &on, sizeof(on));
@@ -286,27 +314,25 @@ Result UdpNetwork::join(size_t index, uint32_t group) {
             readiness_tag(SocketKind::kGroup, free_slot - groups_.begin(), free_slot->generation));
         submit();
     }
-    const ip_mreqn request = membership(group, addresses_[index]);
     if (!g->members.contains(index) &&
-        setsockopt(g->fd.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &request, sizeof(request)) != 0) {
+        !set_membership(g->fd.get(), group, ifindexes_[index], true)) {
         const int error = errno;
         if (g->members.empty()) {
             unwatch(readiness_tag(SocketKind::kGroup, g - groups_.data(), g->generation));
             g->fd.reset();
         }
-        return fail(error, "cannot join %s: %s", inet_ntoa(request.imr_multiaddr), strerror(error));
+        return fail(error, "cannot join %s: %s", group.text().c_str(), strerror(error));
     }
     g->members.insert(index);
     return ok();
 }
 
-void UdpNetwork::leave(size_t index, uint32_t group) {
+void UdpNetwork::leave(size_t index, const wire::IpAddress& group) {
     GroupSocket* g = group_socket(group);
     if (!g || !g->members.erase(index)) {
         return;
     }
-    const ip_mreqn request = membership(group, addresses_[index]);
-    setsockopt(g->fd.get(), IPPROTO_IP, IP_DROP_MEMBERSHIP, &request, sizeof(request));
+    set_membership(g->fd.get(), group, ifindexes_[index], false);
     if (g->members.empty()) {
         unwatch(readiness_tag(SocketKind::kGroup, g - groups_.data(), g->generation));
         g->fd.reset();
@@ -320,7 +346,7 @@ uint16_t UdpNetwork::source_port(size_t index, uint16_t wanted) {
     auto [it, added] = source_sockets_[index].try_emplace(wanted);
     if (added) {
         UniqueFd fd;
-        if (bind_udp(addresses_[index], wanted, true, fd)) {
+        if (bind_udp(addresses_[index], ifindexes_[index], wanted, true, fd)) {
             const int bytes = kSocketBufferBytes;
             if (setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0) {
                 setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
@@ -366,7 +392,7 @@ void UdpNetwork::Buffer::prepare() {
     iov = {data, used};
     msg = {};
     msg.msg_name = &peer;
-    msg.msg_namelen = sizeof(peer);
+    msg.msg_namelen = peer_length;
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     if (segments > 1) {
@@ -408,29 +434,30 @@ void UdpNetwork::unwatch(uint64_t tag) {
     submit();
 }
 
-bool UdpNetwork::continues_train(int fd, uint32_t dest_ipv4, size_t size) const {
+bool UdpNetwork::continues_train(int fd, const wire::IpAddress& dest, size_t size) const {
     const Buffer* t = train_;
-    return t && t->fd == fd && t->peer.sin_addr.s_addr == dest_ipv4 && size <= t->segment &&
+    return t && t->fd == fd && t->dest == dest && size <= t->segment &&
            t->segments < kMaxSegments && t->used + size <= sizeof(t->data);
 }
 
-void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet,
+void UdpNetwork::send(size_t index, const wire::IpAddress& dest, std::span<const uint8_t> packet,
                       uint16_t src_port) {
-    if (packet.size() > kMaxPacket) {
+    if (packet.size() > kMaxPacket || dest.is_v4() != addresses_[index].is_v4()) {
+        // Longer than any MTU a device offers, or of the other IP family.
         if (send_failed_) {
-            send_failed_(index, dest_ipv4, EMSGSIZE, 1);  // longer than any MTU a device offers
+            send_failed_(index, dest, packet.size() > kMaxPacket ? EMSGSIZE : EAFNOSUPPORT, 1);
         }
         return;
     }
     const int fd =
         src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
-    if (continues_train(fd, dest_ipv4, packet.size())) {
+    if (continues_train(fd, dest, packet.size())) {
         Buffer& train = *train_;
         uint8_t* at = train.data + train.used;
         memcpy(at, packet.data(), packet.size());
-        // The kernel numbers the train's IP IDs from 0, and a peer that
+        // The kernel numbers an IPv4 train's IP IDs from 0, and a peer that
         // checks the ICRC against the ID (rxe) needs this packet's.
-        if (packet.size() >= wire::kIcrcBytes) {
+        if (dest.is_v4() && packet.size() >= wire::kIcrcBytes) {
             const std::span<uint8_t, 4> icrc(at + packet.size() - wire::kIcrcBytes, 4);
             wire::store_icrc(wire::icrc_with_ipv4_id(wire::load_icrc(icrc), 0,
                                                      static_cast<uint16_t>(train.segments),
@@ -448,10 +475,8 @@ void UdpNetwork::send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t>
     Buffer* buffer = take_buffer();
     buffer->fd = fd;
     buffer->index = index;
-    buffer->peer = {};
-    buffer->peer.sin_family = AF_INET;
-    buffer->peer.sin_addr.s_addr = dest_ipv4;
-    buffer->peer.sin_port = htons(port_);
+    buffer->dest = dest;
+    buffer->peer_length = dest.to_sockaddr(port_, buffer->peer, ifindexes_[index]);
     buffer->segment = static_cast<uint16_t>(packet.size());
     buffer->segments = 1;
     buffer->used = packet.size();
@@ -471,7 +496,7 @@ void UdpNetwork::submit() {
     }
 }
 
-unsigned UdpNetwork::drain(int fd, size_t index, uint32_t dest_ipv4, unsigned limit,
+unsigned UdpNetwork::drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
                            const Receiver& receive) {
     Batch& b = *batch_;
     unsigned taken = 0;
@@ -496,16 +521,19 @@ unsigned UdpNetwork::drain(int fd, size_t index, uint32_t dest_ipv4, unsigned li
         }
         for (int i = 0; i < n; ++i) {
             msghdr& h = b.headers[i].msg_hdr;
-            if (h.msg_flags & MSG_TRUNC) {
+            const auto src = wire::IpAddress::of(reinterpret_cast<sockaddr*>(&b.peers[i]));
+            if ((h.msg_flags & MSG_TRUNC) || !src) {
                 continue;
             }
+            // Both families keep the port in the same place.
+            const uint16_t src_port =
+                ntohs(reinterpret_cast<const sockaddr_in&>(b.peers[i]).sin_port);
             const size_t length = b.headers[i].msg_len;
             const size_t segment = train_segment(h);
             size_t offset = 0;
             do {
                 const size_t bytes = segment ? std::min(segment, length - offset) : length;
-                receive(index, {b.data[i] + offset, bytes}, b.peers[i].sin_addr.s_addr,
-                        ntohs(b.peers[i].sin_port), dest_ipv4);
+                receive(index, {b.data[i] + offset, bytes}, *src, src_port, dest);
                 offset += bytes;
                 ++taken;
             } while (offset < length);
@@ -536,11 +564,10 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
             log_warn(
                 "UDP segmentation offload failed (%s) on the route to %s: that device "
                 "sends packets one by one",
-                strerror(-cqe_result), inet_ntoa(buffer->peer.sin_addr));
+                strerror(-cqe_result), buffer->dest.text().c_str());
         }
         if (send_failed_) {
-            send_failed_(buffer->index, buffer->peer.sin_addr.s_addr, -cqe_result,
-                         buffer->segments);
+            send_failed_(buffer->index, buffer->dest, -cqe_result, buffer->segments);
         }
     }
     free_.push_back(buffer);  // a failed send is a lost packet
@@ -564,7 +591,7 @@ bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_fram
         unsigned taken = 0;
         switch (tag_kind(tag)) {
             case SocketKind::kDevice:
-                taken = drain(fd, index, addresses_[index].s_addr, kMaxReceivesPerPoll, receive);
+                taken = drain(fd, index, addresses_[index], kMaxReceivesPerPoll, receive);
                 break;
             case SocketKind::kGroup:
                 taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive);

@@ -26,6 +26,7 @@
 
 #include "util/result.h"
 #include "util/unique_fd.h"
+#include "wire/ip_address.h"
 
 namespace uroce {
 
@@ -33,13 +34,13 @@ class UdpNetwork {
   public:
     // (index of the receiving device's socket, or kGroup for a multicast
     // group's, packet, source address, source port, destination address)
-    using Receiver =
-        std::function<void(size_t, std::span<const uint8_t>, uint32_t, uint16_t, uint32_t)>;
+    using Receiver = std::function<void(size_t, std::span<const uint8_t>, const wire::IpAddress&,
+                                        uint16_t, const wire::IpAddress&)>;
     static constexpr size_t kGroup = SIZE_MAX;
     // (index of the sending socket, destination, errno, packets): packets
     // the kernel would not send (larger than the route's MTU, no route, a
     // full socket), lost as on a wire.
-    using SendFailed = std::function<void(size_t, uint32_t, int, unsigned)>;
+    using SendFailed = std::function<void(size_t, const wire::IpAddress&, int, unsigned)>;
 
     explicit UdpNetwork(uint16_t port);
     ~UdpNetwork();
@@ -48,20 +49,22 @@ class UdpNetwork {
 
     void on_send_failed(SendFailed failed) { send_failed_ = std::move(failed); }
 
-    // Binds <address>:<port>; the socket's index is the order of opening.
-    Result open(in_addr address);
+    // Binds <address>:<port>, IPv4 or IPv6, on interface `ifindex` (the
+    // scope of a link-local address; where multicast leaves); the socket's
+    // index is the order of opening.
+    Result open(const wire::IpAddress& address, uint32_t ifindex);
     // Closes socket `index` and its send-only sockets (rdma link delete),
     // leaving its groups; the index is not used again.
     void close(size_t index);
 
-    // Device `index` joins IPv4 multicast group `group` on its interface
-    // (IP_ADD_MEMBERSHIP: IGMP, and the interface's filter): the group's
+    // Device `index` joins multicast group `group` of its address's family
+    // on its interface (IGMP or MLD, and the interface's filter): the group's
     // datagrams arrive, through one socket per group bound to it, with
     // kGroup as their index. Sends to a group leave through the device's
     // interface and do not loop back (the engine delivers to its own
     // devices itself).
-    Result join(size_t index, uint32_t group);
-    void leave(size_t index, uint32_t group);
+    Result join(size_t index, const wire::IpAddress& group);
+    void leave(size_t index, const wire::IpAddress& group);
 
     // RAW_PACKET frames on device `index`'s interface `ifindex`, through a
     // packet socket (CAP_NET_RAW). What arrives there reaches poll()'s
@@ -80,7 +83,8 @@ class UdpNetwork {
     // Sends `packet` (at most kMaxPacket bytes) from device `index`'s
     // address and `src_port` (one source_port() gave), with the packets
     // before it when it continues their train; it leaves at submit().
-    void send(size_t index, uint32_t dest_ipv4, std::span<const uint8_t> packet, uint16_t src_port);
+    void send(size_t index, const wire::IpAddress& dest, std::span<const uint8_t> packet,
+              uint16_t src_port);
     static constexpr size_t kMaxPacket = 9216;  // a 4096-byte MTU packet with all headers, and more
     // Datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
     static constexpr unsigned kMaxSegments = 64;
@@ -114,7 +118,7 @@ class UdpNetwork {
     // A multicast group's receiving socket and the devices that joined it.
     struct GroupSocket {
         UniqueFd fd;
-        uint32_t group = 0;
+        wire::IpAddress group;
         uint32_t generation = 0;  // of the slot, one more for each group that has it
         std::set<size_t> members;
     };
@@ -126,25 +130,26 @@ class UdpNetwork {
     // The socket a readiness tag names; -1 once closed (or its slot reused).
     int fd_of(uint64_t tag) const;
     // Whether `packet` may join the train being gathered.
-    bool continues_train(int fd, uint32_t dest_ipv4, size_t size) const;
+    bool continues_train(int fd, const wire::IpAddress& dest, size_t size) const;
     // A free send buffer; waits for a send to complete when all are in use.
     Buffer* take_buffer();
     // A send's completion frees its buffer; a socket's readiness is noted
     // in readable_.
     void take_completion(io_uring_cqe* cqe);
     // Hands the datagrams waiting in `fd` to `receive` as device `index`'s
-    // (or kGroup's) for `dest_ipv4`, up to `limit` (and the rest of a
-    // train); returns how many.
-    unsigned drain(int fd, size_t index, uint32_t dest_ipv4, unsigned limit,
+    // (or kGroup's) for `dest`, up to `limit` (and the rest of a train);
+    // returns how many.
+    unsigned drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
                    const Receiver& receive);
-    GroupSocket* group_socket(uint32_t group);
+    GroupSocket* group_socket(const wire::IpAddress& group);
     unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive);
 
     uint16_t port_;
     io_uring ring_{};
     bool ring_ready_ = false;
     std::vector<UniqueFd> sockets_;
-    std::vector<in_addr> addresses_;  // of each device's socket
+    std::vector<wire::IpAddress> addresses_;  // of each device's socket
+    std::vector<uint32_t> ifindexes_;         // of each device's interface
     // Send-only sockets on other source ports, per device; an invalid one
     // marks a port that could not be bound. At most wire::kSourcePorts each.
     std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;

@@ -16,6 +16,7 @@
 #include "memory/stage_pool.h"
 #include "protocol/queues.h"
 #include "protocol/work_requests.h"
+#include "wire/ip_address.h"
 #include "wire/opcode.h"
 #include "wire/packet.h"
 
@@ -83,7 +84,7 @@ struct SendWork {
     uint64_t staged_size = 0;
     std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
     // UD: where the address handle points, resolved when the WQE is taken.
-    uint32_t dest_ipv4 = 0;
+    wire::IpAddress dest_ip;
     uint32_t dest_qpn = 0;
     uint32_t qkey = 0;
     // UD: longer than the MTU. No packet leaves, and the WQE completes

@@ -20,7 +20,7 @@ class PacketOutput {
   public:
     virtual ~PacketOutput() = default;
     // A packet of `qp` (whose number picks the UDP source port).
-    virtual void send(Device& from, const Qp& qp, uint32_t dest_ipv4,
+    virtual void send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
                       const wire::PacketHeaders& headers, std::span<const std::byte> payload) = 0;
     // A whole Ethernet frame a RAW_PACKET QP sends onto the emulated segment.
     virtual void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) = 0;
@@ -38,15 +38,17 @@ struct QpOf {
 // came from and to, and when it arrived.
 struct Incoming : QpOf {
     const wire::ParsedPacket& packet;
-    uint32_t src_ipv4;   // network order
-    uint32_t dest_ipv4;  // the device's address, or a multicast group
+    wire::IpAddress src_ip;   // network order
+    wire::IpAddress dest_ip;  // the device's address, or a multicast group
     Clock::time_point now;
 };
 
-// The IPv4 address (network order) of the QP's destination GID: a connected
-// QP's peer, where its requests and its answers go (the receive path takes
-// its packets from there only).
-uint32_t destination_ipv4(const Qp& qp);
+// The address of the QP's destination GID: a connected QP's peer, where its
+// requests and its answers go (the receive path takes its packets from
+// there only).
+inline wire::IpAddress destination_ip(const Qp& qp) {
+    return wire::IpAddress(qp.attr.ah_attr.grh.dgid.raw);
+}
 
 // The largest payload of a QP's packet: its path MTU, or for UD (which has
 // no path) the port's.

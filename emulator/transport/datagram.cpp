@@ -38,7 +38,7 @@ void Responder::on_datagram(const Incoming& in) {
     wc.qp_num = qp.qpn;
     wc.src_qp = packet.hdr.deth.src_qp;
     wc.wc_flags = IBV_WC_GRH;
-    wc.sl = wire::kRoceL3HeaderIpv4;
+    wc.sl = wire::roce_l3_header(in.src_ip);
     wc.byte_len = static_cast<uint32_t>(wire::kGrhBytes + packet.payload.size());
     if (packet.info->has(wire::ExtHeader::kImmDt)) {
         wc.wc_flags |= IBV_WC_WITH_IMM;
@@ -53,8 +53,8 @@ void Responder::on_datagram(const Incoming& in) {
         wc.status = IBV_WC_LOC_LEN_ERR;  // the QP stays usable (IBA class D, as rxe)
     } else {
         const auto grh =
-            wire::ipv4_grh(in.src_ipv4, in.dest_ipv4,
-                           wire::packet_size(*packet.info, packet.payload.size()), kHopLimit);
+            wire::received_grh(in.src_ip, in.dest_ip,
+                               wire::packet_size(*packet.info, packet.payload.size()), kHopLimit);
         std::vector<std::byte>& message = datagram_;
         message.resize(wc.byte_len);
         memcpy(message.data(), grh.data(), grh.size());

@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 
 #include "transport/transport.h"
-#include "wire/ipv4_gid.h"
 
 namespace uroce::transport {
 namespace {
@@ -22,8 +21,8 @@ bool is_iba_service(wire::Service service) {
 
 }  // namespace
 
-bool joined(const Qp& qp, uint32_t group_ipv4) {
-    const auto gid = wire::ipv4_mapped_gid(group_ipv4);
+bool joined(const Qp& qp, const wire::IpAddress& group_ip) {
+    const auto& gid = group_ip.bytes();
     const auto it = qp.mcast_groups.lower_bound({gid, 0});
     return it != qp.mcast_groups.end() && it->first == gid;
 }
@@ -32,16 +31,14 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
                         ReceiveSink& sink) {
     // 1. Every packet is counted and traced as it arrived.
     ++to.stats().rcvd_pkts;
-    to.trace().record(bytes, arrival.src_ipv4, arrival.dest_ipv4, arrival.src_port,
-                      arrival.dest_port);
+    to.trace().record(bytes, arrival.src_ip, arrival.dest_ip, arrival.src_port, arrival.dest_port);
     // 2. Headers, and the ICRC of what came over UDP (a local delivery has none).
     wire::ParsedPacket packet;
     const wire::ParseError error =
         arrival.from_udp
             ? wire::parse_packet(bytes,
-                                 wire::IcrcAddresses::v4(wire::ipv4_bytes(arrival.src_ipv4),
-                                                         wire::ipv4_bytes(arrival.dest_ipv4),
-                                                         arrival.src_port, arrival.dest_port),
+                                 wire::IcrcAddresses::between(arrival.src_ip, arrival.dest_ip,
+                                                              arrival.src_port, arrival.dest_port),
                                  packet)
             : wire::parse_headers(bytes, packet);
     if (error != wire::ParseError::kOk) {
@@ -67,7 +64,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
         bool delivered = false;
         for (auto& [qpn, qp] : to.qps()) {
             if (qp->type == IBV_QPT_UD && qp->attr.qp_state >= IBV_QPS_RTR &&
-                joined(*qp, arrival.dest_ipv4)) {
+                joined(*qp, arrival.dest_ip)) {
                 deliver(to, *qp, packet, arrival);
                 sink.qp_touched(*qp);
                 delivered = true;
@@ -84,7 +81,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
         if (service == wire::Service::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
             to.note_bad_qkey();
         } else if (service == wire::Service::kUd) {
-            sink.receive_mad(to, arrival.src_ipv4, packet.payload);
+            sink.receive_mad(to, arrival.src_ip, packet.payload);
         } else {
             ++to.stats().rcvd_unknown_qp;
         }
@@ -99,7 +96,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
     Qp& qp = *found;
     // 8. Receiving, and for a connected QP, from its peer only.
     const bool connected = qp.type != IBV_QPT_UD;
-    if (qp.attr.qp_state < IBV_QPS_RTR || (connected && destination_ipv4(qp) != arrival.src_ipv4)) {
+    if (qp.attr.qp_state < IBV_QPS_RTR || (connected && destination_ip(qp) != arrival.src_ip)) {
         ++to.stats().rcvd_dropped;
         return;
     }
@@ -110,7 +107,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
 // 9. To the part of the QP that takes the packet.
 void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                         const Arrival& arrival) {
-    const Incoming in{{device, qp}, packet, arrival.src_ipv4, arrival.dest_ipv4, arrival.now};
+    const Incoming in{{device, qp}, packet, arrival.src_ip, arrival.dest_ip, arrival.now};
     if (qp.type == IBV_QPT_UD) {
         if (takes_requests(qp.attr.qp_state)) {
             responder_.on_datagram(in);

@@ -10,7 +10,6 @@
 #include "keys/windows.h"
 #include "memory/process_memory.h"
 #include "util/log.h"
-#include "wire/ipv4_gid.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
 
@@ -94,7 +93,7 @@ bool address_datagram(const Qp& qp, SendWork& w) {
     if (!ah || ah->pd.get() != qp.pd.get()) {
         return false;
     }
-    w.dest_ipv4 = wire::gid_ipv4(ah->attr.grh.dgid.raw);
+    w.dest_ip = wire::IpAddress(ah->attr.grh.dgid.raw);
     w.dest_qpn = w.wqe.remote_qpn & wire::kQpnMask;
     // A Q_Key with the high bit set asks for the QP's own (IBA 10.2.4.2).
     w.qkey = (w.wqe.remote_qkey & wire::kControlledQkey) ? qp.attr.qkey : w.wqe.remote_qkey;
@@ -137,10 +136,6 @@ void take_prefetched(SendWork& w, const std::byte* bytes, size_t room) {
 
 uint32_t SendWork::last_psn() const {
     return wire::psn_add(first_psn, std::max<uint32_t>(packets, 1) - 1);
-}
-
-uint32_t destination_ipv4(const Qp& qp) {
-    return wire::gid_ipv4(qp.attr.ah_attr.grh.dgid.raw);
 }
 
 bool Requester::take_work(const QpOf& at) {
@@ -238,7 +233,7 @@ void Requester::send_packet(const QpOf& at, SendWork& w, uint32_t index, bool as
             }
         }
     }
-    output_.send(at.device, qp, datagram ? w.dest_ipv4 : destination_ipv4(qp), h, payload);
+    output_.send(at.device, qp, datagram ? w.dest_ip : destination_ip(qp), h, payload);
 }
 
 std::span<const std::byte> Requester::stage(SendWork& w, uint64_t offset, uint64_t bytes) {

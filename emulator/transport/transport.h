@@ -25,17 +25,18 @@ namespace uroce::transport {
 class ReceiveSink {
   public:
     virtual ~ReceiveSink() = default;
-    virtual void receive_mad(Device& to, uint32_t src_ipv4, std::span<const uint8_t> mad) = 0;
+    virtual void receive_mad(Device& to, const wire::IpAddress& src_ip,
+                             std::span<const uint8_t> mad) = 0;
     virtual void qp_touched(const Qp& qp) = 0;
 };
 
 // How a packet reached a device.
 struct Arrival {
-    uint32_t src_ipv4;   // network order
-    uint32_t dest_ipv4;  // the device's address, or a multicast group
-    uint16_t src_port;   // UDP, host order
-    uint16_t dest_port;  // the daemon's RoCE port
-    bool from_udp;       // over a socket, with an ICRC; a local delivery has none
+    wire::IpAddress src_ip;   // network order
+    wire::IpAddress dest_ip;  // the device's address, or a multicast group
+    uint16_t src_port;        // UDP, host order
+    uint16_t dest_port;       // the daemon's RoCE port
+    bool from_udp;            // over a socket, with an ICRC; a local delivery has none
     Clock::time_point now;
 };
 
@@ -103,8 +104,8 @@ bool receive_frame(Device& device, Wq& wq, std::span<const std::byte> frame);
 // just made (from `from`, with the attributes in `mask`).
 void prepare_transport(Qp& qp, ibv_qp_state from, int mask);
 
-// Whether a UD QP joined the group of RoCE v2 multicast address `group_ipv4`
+// Whether a UD QP joined the group of RoCE v2 multicast address `group_ip`
 // (its GID ::ffff:a.b.c.d, any LID).
-bool joined(const Qp& qp, uint32_t group_ipv4);
+bool joined(const Qp& qp, const wire::IpAddress& group_ip);
 
 }  // namespace uroce::transport

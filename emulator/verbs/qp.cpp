@@ -13,7 +13,7 @@
 #include "util/capabilities.h"
 #include "verbs/context.h"
 #include "wire/headers.h"
-#include "wire/ipv4_gid.h"
+#include "wire/ip_address.h"
 
 namespace uroce {
 namespace {
@@ -31,14 +31,6 @@ constexpr size_t kSgeSize = 16;  // struct ibv_sge: inline data shares its room
 
 uint32_t round_wr(uint32_t requested, uint32_t max) {
     return requested == 0 ? 0 : std::min<uint32_t>(std::bit_ceil(requested + 1) - 1, max);
-}
-
-bool is_multicast_gid(const ibv_gid& gid) {
-    static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (memcmp(gid.raw, kV4Mapped, sizeof(kV4Mapped)) == 0) {
-        return (gid.raw[12] & 0xf0) == 0xe0;  // 224.0.0.0/4
-    }
-    return gid.raw[0] == 0xff;
 }
 
 // Copies the attributes selected by `mask` from `in` into `qp`, all but the
@@ -480,7 +472,7 @@ Result Context::attach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
     if (qp->type != IBV_QPT_UD) {
         return fail(EINVAL, "only UD QPs join multicast groups, not %s", qp_type_name(qp->type));
     }
-    if (!is_multicast_gid(req.gid)) {
+    if (!wire::IpAddress(req.gid.raw).multicast()) {
         return fail(EINVAL, "the GID is not a multicast address");
     }
     std::array<uint8_t, 16> gid;
@@ -492,9 +484,7 @@ Result Context::attach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
         return fail(ENOMEM, "QP %u is in the maximum number of multicast groups", qp->qpn);
     }
     qp->mcast_groups.insert({gid, req.lid});
-    if (wire::is_ipv4_mapped(gid)) {
-        device_.join_group(wire::gid_ipv4(req.gid.raw));
-    }
+    device_.join_group(wire::IpAddress(gid));
     return ok();
 }
 
@@ -508,17 +498,13 @@ Result Context::detach_mcast(const rpc::McastRequest& req, rpc::Empty&) {
     if (!qp->mcast_groups.erase({gid, req.lid})) {
         return fail(EINVAL, "QP %u is not attached to that multicast group", qp->qpn);
     }
-    if (wire::is_ipv4_mapped(gid)) {
-        device_.leave_group(wire::gid_ipv4(req.gid.raw));
-    }
+    device_.leave_group(wire::IpAddress(gid));
     return ok();
 }
 
 void Context::leave_groups(Qp& qp) {
     for (const auto& [gid, lid] : qp.mcast_groups) {
-        if (wire::is_ipv4_mapped(gid)) {
-            device_.leave_group(wire::gid_ipv4(gid));
-        }
+        device_.leave_group(wire::IpAddress(gid));
     }
     qp.mcast_groups.clear();
 }

@@ -73,6 +73,19 @@ IcrcAddresses IcrcAddresses::v6(const std::array<uint8_t, 16>& src,
     return a;
 }
 
+IcrcAddresses IcrcAddresses::between(const IpAddress& src, const IpAddress& dst, uint16_t src_port,
+                                     uint16_t dst_port) {
+    if (!src.is_v4()) {
+        return v6(src.bytes(), dst.bytes(), src_port, dst_port);
+    }
+    const auto last4 = [](const IpAddress& address) {
+        std::array<uint8_t, 4> bytes;
+        std::copy(address.bytes().begin() + 12, address.bytes().end(), bytes.begin());
+        return bytes;
+    };
+    return v4(last4(src), last4(dst), src_port, dst_port);
+}
+
 uint32_t icrc(const IcrcAddresses& addr, std::span<const uint8_t> udp_payload_without_icrc) {
     const std::span<const uint8_t> p = udp_payload_without_icrc;
     const size_t udp_length = kUdpHeaderBytes + p.size() + kIcrcBytes;

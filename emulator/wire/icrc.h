@@ -22,6 +22,8 @@
 #include <optional>
 #include <span>
 
+#include "wire/ip_address.h"
+
 namespace uroce::wire {
 
 inline constexpr uint16_t kRoceV2Port = 4791;
@@ -44,6 +46,9 @@ struct IcrcAddresses {
                             uint16_t src_port, uint16_t dst_port = kRoceV2Port);
     static IcrcAddresses v6(const std::array<uint8_t, 16>& src, const std::array<uint8_t, 16>& dst,
                             uint16_t src_port, uint16_t dst_port = kRoceV2Port);
+    // Of `src` and `dst`'s family (both of one).
+    static IcrcAddresses between(const IpAddress& src, const IpAddress& dst, uint16_t src_port,
+                                 uint16_t dst_port = kRoceV2Port);
 };
 
 // The ICRC of a UDP payload that starts with a BTH, given without the four

@@ -267,8 +267,8 @@ TEST_F(UdTransportTest, AddressHandleOfAnotherPdFailsTheWorkRequest) {
 TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
     ibv_gid group{};
     group.raw[10] = group.raw[11] = 0xff;
-    const uint8_t group_ipv4[4] = {239, 1, 2, 3};
-    memcpy(&group.raw[12], group_ipv4, 4);
+    const uint8_t group_ip[4] = {239, 1, 2, 3};
+    memcpy(&group.raw[12], group_ip, 4);
     ASSERT_EQ(ibv_attach_mcast(a_.qp(), &group, 0), 0) << strerror(errno);
     ASSERT_EQ(ibv_attach_mcast(b_.qp(), &group, 0), 0) << strerror(errno);
     Buffer& out = a_.buffer(48, IBV_ACCESS_LOCAL_WRITE, 4);
@@ -291,8 +291,8 @@ TEST_F(UdTransportTest, MulticastReachesEveryAttachedQpUntilItDetaches) {
     EXPECT_TRUE(same_bytes(in_b.bytes().subspan(kGrh, 48), out.bytes()));
     iphdr ip;
     memcpy(&ip, in_b.data() + 20, sizeof(ip));
-    EXPECT_EQ(memcmp(&ip.daddr, group_ipv4, 4), 0);  // the group's address
-    std::vector<ibv_wc> got_a = a_.poll(2);          // the send and the copy
+    EXPECT_EQ(memcmp(&ip.daddr, group_ip, 4), 0);  // the group's address
+    std::vector<ibv_wc> got_a = a_.poll(2);        // the send and the copy
     ASSERT_EQ(got_a.size(), 2u);
     std::sort(got_a.begin(), got_a.end(),
               [](const ibv_wc& x, const ibv_wc& y) { return x.wr_id < y.wr_id; });

@@ -642,10 +642,9 @@ TEST(cmIpService, ServiceIds) {
 
 TEST(cmIpService, Ipv4HeaderInPlace) {
     IpCmHeader h;
-    h.ip_version = 4;
     h.src_port = 40000;
-    h.src_ip = ipv4_address(htonl(0xc0a8010a));  // 192.168.1.10
-    h.dst_ip = ipv4_address(htonl(0x0a000001));  // 10.0.0.1
+    h.src_ip = wire::IpAddress::v4(htonl(0xc0a8010a));  // 192.168.1.10
+    h.dst_ip = wire::IpAddress::v4(htonl(0x0a000001));  // 10.0.0.1
     Bytes expected(36, 0);
     expected[0] = 0x00;  // version 0.0
     expected[1] = 0x40;  // IPv4 in bits 7..4
@@ -653,7 +652,6 @@ TEST(cmIpService, Ipv4HeaderInPlace) {
     expected[16] = 0xc0, expected[17] = 0xa8, expected[18] = 0x01, expected[19] = 0x0a;
     expected[32] = 0x0a, expected[33] = 0x00, expected[34] = 0x00, expected[35] = 0x01;
     EXPECT_EQ(bytes_of(encode_ip_cm_header(h)), expected);
-    EXPECT_EQ(ipv4_of(h.src_ip), htonl(0xc0a8010a));
 
     const auto back = decode_ip_cm_header(expected);
     ASSERT_TRUE(back.has_value());
@@ -662,23 +660,22 @@ TEST(cmIpService, Ipv4HeaderInPlace) {
 
 TEST(cmIpService, Ipv6HeaderInPlace) {
     IpCmHeader h;
-    h.ip_version = 6;
     h.src_port = 0x1234;
-    h.src_ip = pattern<16>(0xf0);
-    h.dst_ip = pattern<16>(0x0f);
+    h.src_ip = wire::IpAddress(pattern<16>(0xf0));
+    h.dst_ip = wire::IpAddress(pattern<16>(0x0f));
     const auto bytes = encode_ip_cm_header(h);
     EXPECT_EQ(bytes[0], 0x00);
     EXPECT_EQ(bytes[1], 0x60);
     EXPECT_EQ(bytes[2], 0x12);
     EXPECT_EQ(bytes[3], 0x34);
-    EXPECT_EQ(slice(bytes_of(bytes), 4, 16), bytes_of(h.src_ip));
-    EXPECT_EQ(slice(bytes_of(bytes), 20, 16), bytes_of(h.dst_ip));
+    EXPECT_EQ(slice(bytes_of(bytes), 4, 16), bytes_of(h.src_ip.bytes()));
+    EXPECT_EQ(slice(bytes_of(bytes), 20, 16), bytes_of(h.dst_ip.bytes()));
     EXPECT_EQ(decode_ip_cm_header(bytes), h);
 }
 
 TEST(cmIpService, HeaderDecodeRefusesBadInput) {
     IpCmHeader h;
-    h.src_ip = ipv4_address(htonl(0x01020304));
+    h.src_ip = wire::IpAddress::v4(htonl(0x01020304));
     const auto good = bytes_of(encode_ip_cm_header(h));
     EXPECT_TRUE(decode_ip_cm_header(good).has_value());
     EXPECT_FALSE(decode_ip_cm_header(slice(good, 0, 35)).has_value());
@@ -703,8 +700,8 @@ TEST(cmIpService, RdmaCmReqCarriesTheHeader) {
     // What rdma_connect to 10.0.0.2:7471 from 10.0.0.1:33000 sends.
     IpCmHeader h;
     h.src_port = 33000;
-    h.src_ip = ipv4_address(htonl(0x0a000001));
-    h.dst_ip = ipv4_address(htonl(0x0a000002));
+    h.src_ip = wire::IpAddress::v4(htonl(0x0a000001));
+    h.dst_ip = wire::IpAddress::v4(htonl(0x0a000002));
     Req req = sample_req();
     req.service_id = service_id(PortSpace::kTcp, 7471);
     req.private_data.fill(0);
@@ -722,7 +719,7 @@ TEST(cmIpService, RdmaCmReqCarriesTheHeader) {
     const auto parsed = decode_ip_cm_header(got.private_data);
     ASSERT_TRUE(parsed.has_value());
     EXPECT_EQ(*parsed, h);
-    EXPECT_EQ(ipv4_of(parsed->dst_ip), htonl(0x0a000002));
+    EXPECT_EQ(parsed->dst_ip.ipv4(), htonl(0x0a000002));
 }
 
 }  // namespace

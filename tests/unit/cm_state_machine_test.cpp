@@ -34,9 +34,9 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-const uint32_t kActiveIp = inet_addr("127.0.0.1");    // uroce0
-const uint32_t kPassiveIp = inet_addr("127.0.0.2");   // uroce1
-const uint32_t kStrangerIp = inet_addr("127.0.0.3");  // no device, no connection
+const wire::IpAddress kActiveIp = wire::IpAddress::v4(inet_addr("127.0.0.1"));    // uroce0
+const wire::IpAddress kPassiveIp = wire::IpAddress::v4(inet_addr("127.0.0.2"));   // uroce1
+const wire::IpAddress kStrangerIp = wire::IpAddress::v4(inet_addr("127.0.0.3"));  // no device
 
 constexpr uint16_t kPort = 7471;
 constexpr uint16_t kNobodyPort = 7472;
@@ -73,7 +73,7 @@ std::string text_at(const uint8_t* data, size_t size) {
 // One MAD a device sent, as sent and decoded.
 struct Sent {
     Device* from = nullptr;
-    uint32_t dest = 0;
+    wire::IpAddress dest;
     std::vector<uint8_t> bytes;
     Mad mad;
 };
@@ -205,7 +205,8 @@ class CmStateMachine : public ::testing::Test {
         devices_.push_back(std::make_unique<Device>(DeviceConfig{"uroce0", {kActiveIp}}, 0));
         devices_.push_back(std::make_unique<Device>(DeviceConfig{"uroce1", {kPassiveIp}}, 1));
         cm_ = std::make_unique<ConnectionManager>(
-            io_, devices_, [this](Device& from, uint32_t dest, std::span<const std::byte> mad) {
+            io_, devices_,
+            [this](Device& from, const wire::IpAddress& dest, std::span<const std::byte> mad) {
                 Sent sent;
                 sent.from = &from;
                 sent.dest = dest;
@@ -289,9 +290,9 @@ class CmStateMachine : public ::testing::Test {
         }
     }
 
-    Device* device_at_ip(uint32_t ip) {
+    Device* device_at_ip(const wire::IpAddress& ip) {
         for (auto& device : devices_) {
-            if (device->config().address.s_addr == ip) {
+            if (device->config().address == ip) {
                 return device.get();
             }
         }
@@ -302,12 +303,12 @@ class CmStateMachine : public ::testing::Test {
     void deliver(const Sent& sent) {
         Device* to = device_at_ip(sent.dest);
         ASSERT_NE(to, nullptr);
-        cm_->receive_mad(*to, sent.from->config().address.s_addr, sent.bytes);
+        cm_->receive_mad(*to, sent.from->config().address, sent.bytes);
     }
 
-    void inject(Device& to, uint32_t src_ipv4, const Mad& mad) {
+    void inject(Device& to, const wire::IpAddress& src_ip, const Mad& mad) {
         const auto bytes = encode(mad.header.transaction_id, mad.message);
-        cm_->receive_mad(to, src_ipv4,
+        cm_->receive_mad(to, src_ip,
                          std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     }
 
@@ -344,7 +345,8 @@ class CmStateMachine : public ::testing::Test {
 
     // ---- setting up ----
 
-    uint32_t listen_on(uint32_t ipv4, uint16_t port, uint16_t ps, uint32_t backlog = 8) {
+    uint32_t listen_on(const wire::IpAddress& ipv4, uint16_t port, uint16_t ps,
+                       uint32_t backlog = 8) {
         uint32_t handle = 0;
         EXPECT_TRUE(cm_->create_id(*passive_ch_, kListenerUid, ps, 0, handle));
         Id& id = id_of(*passive_ch_, handle);
@@ -480,8 +482,8 @@ TEST_F(CmStateMachine, HappyPathBothSides) {
     EXPECT_EQ(req.primary.local_ack_timeout, kAckTimeout);
     const auto header = decode_ip_cm_header(req.private_data);
     ASSERT_TRUE(header);
-    EXPECT_EQ(ipv4_of(header->src_ip), kActiveIp);
-    EXPECT_EQ(ipv4_of(header->dst_ip), kPassiveIp);
+    EXPECT_EQ(header->src_ip, kActiveIp);
+    EXPECT_EQ(header->dst_ip, kPassiveIp);
     EXPECT_EQ(text_at(req.private_data.data() + kIpHeader, 5), "hello");
 
     // CONNECT_REQUEST on the listener's channel, for a new ID, with the REQ's
@@ -548,7 +550,7 @@ TEST_F(CmStateMachine, InitQpAttrCarriesThePsnHandshake) {
         Channel* channel;
         uint32_t handle;
         uint32_t peer_qpn;
-        uint32_t peer_ip;
+        wire::IpAddress peer_ip;
         uint32_t own_psn;   // in its own REQ or REP
         uint32_t peer_psn;  // in the peer's
         uint8_t max_dest_rd_atomic;
@@ -583,9 +585,7 @@ TEST_F(CmStateMachine, InitQpAttrCarriesThePsnHandshake) {
         EXPECT_EQ(rtr.max_dest_rd_atomic, side.max_dest_rd_atomic);
         EXPECT_EQ(rtr.min_rnr_timer, 0);
         EXPECT_EQ(rtr.ah_attr.is_global, 1);
-        EXPECT_EQ(rtr.ah_attr.grh.dgid[10], 0xff);
-        EXPECT_EQ(rtr.ah_attr.grh.dgid[11], 0xff);
-        EXPECT_EQ(memcmp(&rtr.ah_attr.grh.dgid[12], &side.peer_ip, 4), 0);
+        EXPECT_EQ(wire::IpAddress(rtr.ah_attr.grh.dgid), side.peer_ip);  // ::ffff:127.0.0.x
 
         const auto rts = qp_attr(*side.channel, side.handle, IBV_QPS_RTS);
         EXPECT_EQ(rts.qp_attr_mask,
@@ -1244,7 +1244,7 @@ TEST_P(CmTransition, ArrivingMad) {
     Channel& other = active ? *passive_ch_ : *active_ch_;
     Device& device = active ? active_dev() : passive_dev();
     const uint32_t handle = active ? c.active : c.passive;
-    const uint32_t peer_ip = active ? kPassiveIp : kActiveIp;
+    const wire::IpAddress peer_ip = active ? kPassiveIp : kActiveIp;
     ASSERT_EQ(cm_state(handle), row.before);
 
     const uint64_t dropped = device.stats().cm_mads_dropped;
@@ -1694,7 +1694,7 @@ TEST_F(CmStateMachine, SidrRequestToUdListenerIsAnsweredOnAccept) {
     EXPECT_EQ(e.param.ud.qp_num, kPassiveQpn);
     EXPECT_EQ(e.param.ud.qkey, kUdpQkey);
     EXPECT_EQ(text_at(e.param.ud.private_data, 2), "ok");
-    EXPECT_EQ(memcmp(&e.param.ud.ah_attr.grh.dgid[12], &kPassiveIp, 4), 0);
+    EXPECT_EQ(wire::IpAddress(e.param.ud.ah_attr.grh.dgid), kPassiveIp);
     expect_nothing_sent();
 }
 

@@ -24,7 +24,7 @@ TEST(device_port, ActiveMtuIsTheLargestThatFitsTheLinkLessRxesHeaders) {
 Device make_device() {
     DeviceConfig config;
     config.name = "uroce0";
-    inet_pton(AF_INET, "127.0.0.1", &config.address);
+    config.address = *wire::IpAddress::parse("127.0.0.1");
     return Device(config, 0);
 }
 

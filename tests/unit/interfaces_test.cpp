@@ -4,34 +4,38 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 namespace {
 
-in_addr ipv4(const char* text) {
-    in_addr a{};
-    EXPECT_EQ(inet_pton(AF_INET, text, &a), 1);
-    return a;
+uroce::wire::IpAddress ip(const char* text) {
+    const auto address = uroce::wire::IpAddress::parse(text);
+    EXPECT_TRUE(address.has_value()) << text;
+    return address.value_or(uroce::wire::IpAddress());
 }
 
 TEST(interfaces, LoopbackAddressesAreOnLo) {
-    EXPECT_EQ(uroce::interface_holding(ipv4("127.0.0.1")), "lo");
+    EXPECT_EQ(uroce::interface_holding(ip("127.0.0.1")), "lo");
     // Routed through lo without being listed as one of its addresses.
-    EXPECT_EQ(uroce::interface_holding(ipv4("127.0.0.2")), "lo");
+    EXPECT_EQ(uroce::interface_holding(ip("127.0.0.2")), "lo");
 }
 
 TEST(interfaces, AnAddressNoInterfaceHoldsIsOnLo) {
-    EXPECT_EQ(uroce::interface_holding(ipv4("203.0.113.77")), "lo");  // TEST-NET-3
+    EXPECT_EQ(uroce::interface_holding(ip("203.0.113.77")), "lo");  // TEST-NET-3
 }
 
-// Every IPv4 address of a non-loopback interface names that interface.
+// Every IPv4 and IPv6 address of a non-loopback interface names that interface.
 TEST(interfaces, AnInterfacesAddressNamesIt) {
     ifaddrs* list = nullptr;
     ASSERT_EQ(getifaddrs(&list), 0);
     int checked = 0;
     for (const ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-        if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET &&
+        if (ifa->ifa_addr &&
+            (ifa->ifa_addr->sa_family == AF_INET || ifa->ifa_addr->sa_family == AF_INET6) &&
             !(ifa->ifa_flags & IFF_LOOPBACK)) {
-            const in_addr a = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr;
+            const auto a = *uroce::wire::IpAddress::of(ifa->ifa_addr);
             std::string name = ifa->ifa_name;
             EXPECT_EQ(uroce::interface_holding(a), name.substr(0, name.find(':')));
             ++checked;
@@ -39,17 +43,19 @@ TEST(interfaces, AnInterfacesAddressNamesIt) {
     }
     freeifaddrs(list);
     if (checked == 0) {
-        GTEST_SKIP() << "this host has no IPv4 address outside lo";
+        GTEST_SKIP() << "this host has no address outside lo";
     }
 }
 
-TEST(interfaces, LoHoldsTheLoopbackAddress) {
-    bool found = false;
-    for (const in_addr& a : uroce::ipv4_addresses_of("lo")) {
-        found |= a.s_addr == ipv4("127.0.0.1").s_addr;
-    }
-    EXPECT_TRUE(found);
-    EXPECT_TRUE(uroce::ipv4_addresses_of("nosuch0").empty());
+TEST(interfaces, LoHoldsTheLoopbackAddressesIpv4First) {
+    const std::vector<uroce::wire::IpAddress> addresses = uroce::addresses_of("lo");
+    ASSERT_FALSE(addresses.empty());
+    EXPECT_EQ(addresses.front(), ip("127.0.0.1"));
+    // ::1 after it, where the host has IPv6.
+    const auto v6 = std::find(addresses.begin(), addresses.end(), ip("::1"));
+    const bool has_v6 = access("/proc/net/if_inet6", F_OK) == 0;
+    EXPECT_EQ(v6 != addresses.end(), has_v6);
+    EXPECT_TRUE(uroce::addresses_of("nosuch0").empty());
 }
 
 TEST(interfaces, LoIsUpWithItsMtu) {

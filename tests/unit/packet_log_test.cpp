@@ -23,7 +23,8 @@ std::vector<uint8_t> ack_packet(uint32_t psn) {
 }
 
 void record(PacketLog& log, uint32_t psn) {
-    log.record(0, 1, 2, 4791, 0x12, PacketLog::Fate::kSent, 0, ack_packet(psn));
+    log.record(0, wire::IpAddress::v4(1), wire::IpAddress::v4(2), 4791, 0x12,
+               PacketLog::Fate::kSent, 0, ack_packet(psn));
 }
 
 TEST(PacketLog, RecordsNothingWhileDisabled) {
@@ -62,7 +63,8 @@ TEST(PacketLog, KeepsTheFirstBytesOfALongPacketAndDecodesAllOfIt) {
     std::vector<uint8_t> payload(1024, 7);
     std::vector<uint8_t> bytes(2048);
     bytes.resize(wire::build_packet(hdr, payload, nullptr, bytes).size);
-    log.record(0, 1, 2, 4791, 0x12, PacketLog::Fate::kHeld, 3, bytes);
+    log.record(0, wire::IpAddress::v4(1), wire::IpAddress::v4(2), 4791, 0x12,
+               PacketLog::Fate::kHeld, 3, bytes);
     uint64_t missed = 0;
     const auto records = log.since(0, missed);
     ASSERT_EQ(records.size(), 1u);

@@ -32,10 +32,10 @@ uint16_t be16(const Bytes& b, size_t at) {
     return uint16_t(b[at] << 8 | b[at + 1]);
 }
 
-uint32_t address(const char* text) {
-    in_addr a;
-    EXPECT_EQ(inet_pton(AF_INET, text, &a), 1);
-    return a.s_addr;
+wire::IpAddress address(const char* text) {
+    const auto ip = wire::IpAddress::parse(text);
+    EXPECT_TRUE(ip.has_value()) << text;
+    return ip.value_or(wire::IpAddress());
 }
 
 // What the writer wrote, read through a second descriptor of the same file.
@@ -145,6 +145,34 @@ TEST_F(PcapWriterTest, RecordsFramePacketsAsEthernetIpv4Udp) {
         EXPECT_EQ(Bytes(frame.begin() + udp + 8, frame.end()), e.payload);
     }
     EXPECT_EQ(at, file.size());
+}
+
+// An IPv6 packet is framed with an IPv6 header (ethertype 0x86dd): payload
+// length, next header UDP, hop limit, both addresses.
+TEST_F(PcapWriterTest, RecordsIpv6PacketsAsEthernetIpv6Udp) {
+    const Bytes payload(40, 0x5a);
+    writer_.record(payload, address("fd00::1"), address("fd00::2"), 49152, 4791);
+    const Bytes file = contents();
+    constexpr size_t kIpv6Frame = 14 + 40 + 8;
+    ASSERT_EQ(file.size(), kGlobalHeader + kRecordHeader + kIpv6Frame + payload.size());
+    const Bytes frame(file.begin() + kGlobalHeader + kRecordHeader, file.end());
+    EXPECT_EQ(be16(frame, 12), 0x86dd);
+    const size_t ip = 14;
+    EXPECT_EQ(frame[ip] >> 4, 6);
+    EXPECT_EQ(be16(frame, ip + 4), 8 + payload.size());
+    EXPECT_EQ(frame[ip + 6], 17);  // UDP
+    EXPECT_EQ(frame[ip + 7], 64);
+    const wire::IpAddress src = address("fd00::1");
+    const wire::IpAddress dst = address("fd00::2");
+    EXPECT_EQ(Bytes(frame.begin() + ip + 8, frame.begin() + ip + 24),
+              Bytes(src.bytes().begin(), src.bytes().end()));
+    EXPECT_EQ(Bytes(frame.begin() + ip + 24, frame.begin() + ip + 40),
+              Bytes(dst.bytes().begin(), dst.bytes().end()));
+    const size_t udp = ip + 40;
+    EXPECT_EQ(be16(frame, udp), 49152);
+    EXPECT_EQ(be16(frame, udp + 2), 4791);
+    EXPECT_EQ(be16(frame, udp + 4), 8 + payload.size());
+    EXPECT_EQ(Bytes(frame.begin() + udp + 8, frame.end()), payload);
 }
 
 TEST_F(PcapWriterTest, Ipv4ChecksumMatchesAKnownHeader) {

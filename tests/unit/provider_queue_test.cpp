@@ -347,7 +347,7 @@ TEST(ProviderQueue, DoorbellBitsSayWhichSlotsWerePostedOnceEach) {
 TEST(ProviderQueue, DoorbellSlotsAreReusedAndBounded) {
     Doorbell daemon;
     ASSERT_TRUE(Doorbell::create(daemon));
-    Device device({"uroce0", {htonl(INADDR_LOOPBACK)}}, 0);
+    Device device({"uroce0", wire::IpAddress::v4(htonl(INADDR_LOOPBACK))}, 0);
     Qp qps[2];
     std::vector<uint32_t> attached;
     for (uint32_t i = 0; i < queues::kDoorbellSlots; ++i) {

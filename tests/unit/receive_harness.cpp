@@ -91,7 +91,8 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
     memset(region() + kRegionBytes + kGuardBytes, kUnregisteredFill, kUnregisteredBytes);
 
     for (uint8_t host : {1, 2}) {
-        DeviceConfig config{"uroce" + std::to_string(host - 1), {loopback(host)}, "lo"};
+        DeviceConfig config{"uroce" + std::to_string(host - 1), wire::IpAddress::v4(loopback(host)),
+                            "lo"};
         devices_.push_back(std::make_unique<Device>(config, host - 1u));
     }
     // The port the forger got may be taken on the devices' addresses: retry.
@@ -286,27 +287,26 @@ std::string Harness::memory_outside_region_damage() const {
 
 std::vector<uint8_t> Harness::build(const wire::PacketHeaders& headers,
                                     std::span<const uint8_t> payload,
-                                    std::optional<uint32_t> src_ipv4) const {
+                                    std::optional<uint32_t> src_ip) const {
     const wire::OpcodeInfo* info = wire::opcode_info(headers.bth.opcode);
     if (!info) {
         throw std::runtime_error("build: unknown opcode");
     }
     std::vector<uint8_t> bytes(wire::packet_size(*info, payload.size()));
-    const auto addresses =
-        wire::IcrcAddresses::v4(bytes_of(src_ipv4.value_or(loopback(kForgerHost))),
-                                bytes_of(loopback(kDeviceHost)), port_, port_);
+    const auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ip.value_or(loopback(kForgerHost))),
+                                                   bytes_of(loopback(kDeviceHost)), port_, port_);
     if (wire::build_packet(headers, payload, addresses, bytes).error != wire::BuildError::kOk) {
         throw std::runtime_error("build_packet failed");
     }
     return bytes;
 }
 
-void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4,
+void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ip,
                    uint16_t ipv4_id) const {
     if (datagram.size() < wire::kIcrcBytes) {
         return;
     }
-    auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ipv4.value_or(loopback(kForgerHost))),
+    auto addresses = wire::IcrcAddresses::v4(bytes_of(src_ip.value_or(loopback(kForgerHost))),
                                              bytes_of(loopback(kDeviceHost)), port_, port_);
     addresses.ipv4_id = ipv4_id;
     const size_t covered = datagram.size() - wire::kIcrcBytes;
@@ -315,7 +315,8 @@ void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4
 }
 
 void Harness::arrive(std::span<const uint8_t> datagram) {
-    engine_->receive_datagram(1, datagram, loopback(kForgerHost), port_, now());
+    engine_->receive_datagram(1, datagram, wire::IpAddress::v4(loopback(kForgerHost)), port_,
+                              now());
 }
 
 void Harness::send_udp(std::span<const uint8_t> datagram) {
@@ -330,8 +331,9 @@ void Harness::send_udp(std::span<const uint8_t> datagram) {
     }
 }
 
-void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4) {
-    engine_->receive_datagram(1, datagram, src_ipv4.value_or(loopback(kForgerHost)), port_, now());
+void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ip) {
+    engine_->receive_datagram(
+        1, datagram, wire::IpAddress::v4(src_ip.value_or(loopback(kForgerHost))), port_, now());
     settle();
 }
 

@@ -138,10 +138,10 @@ class ReceiveHarness {
     // harness's port, with the right ICRC for those addresses.
     std::vector<uint8_t> build(const wire::PacketHeaders& headers,
                                std::span<const uint8_t> payload = {},
-                               std::optional<uint32_t> src_ipv4 = {}) const;
+                               std::optional<uint32_t> src_ip = {}) const;
     // Recomputes the ICRC of a datagram for `src` -> uroce1, as sent with
     // `ipv4_id` in its IP header (uroce sends 0; rxe and NICs do not).
-    void seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {},
+    void seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ip = {},
               uint16_t ipv4_id = 0) const;
     // Hands a datagram to uroce1's receive path, and no more: what it starts
     // goes on when the engine next runs.
@@ -150,7 +150,7 @@ class ReceiveHarness {
     // kernel: the engine reads it when it next polls its sockets.
     void send_udp(std::span<const uint8_t> datagram);
     // Hands a datagram to uroce1's receive path, then lets the engine run.
-    void inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ipv4 = {});
+    void inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ip = {});
     void send(const wire::PacketHeaders& headers, std::span<const uint8_t> payload = {}) {
         inject(build(headers, payload));
     }

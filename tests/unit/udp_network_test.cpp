@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,11 +31,11 @@ uint16_t free_udp_port() {
     return ntohs(addr.sin_port);
 }
 
-in_addr ipv4(const char* text) {
-    in_addr address{};
-    inet_pton(AF_INET, text, &address);
-    return address;
+wire::IpAddress ip(const char* text) {
+    return wire::IpAddress::parse(text).value();
 }
+
+const uint32_t kLo = if_nametoindex("lo");
 
 // Packets sent without a poll() in between, to 127.0.0.2's socket: what
 // each receiving socket got, in order.
@@ -44,10 +45,11 @@ struct Received {
 
 void receive_all(UdpNetwork& network, size_t expected, Received& received) {
     for (int turn = 0; turn < 10000; ++turn) {
-        network.poll([&](size_t index, std::span<const uint8_t> bytes, uint32_t src_ipv4,
-                         uint16_t src_port, uint32_t dest_ipv4) {
-            EXPECT_EQ(dest_ipv4, ipv4(index == 1 ? "127.0.0.2" : "127.0.0.1").s_addr);
-            EXPECT_EQ(src_ipv4, ipv4(index == 1 ? "127.0.0.1" : "127.0.0.2").s_addr);
+        network.poll([&](size_t index, std::span<const uint8_t> bytes,
+                         const wire::IpAddress& src_ip, uint16_t src_port,
+                         const wire::IpAddress& dest_ip) {
+            EXPECT_EQ(dest_ip, ip(index == 1 ? "127.0.0.2" : "127.0.0.1"));
+            EXPECT_EQ(src_ip, ip(index == 1 ? "127.0.0.1" : "127.0.0.2"));
             EXPECT_EQ(src_port, network.port());
             received.at[index].emplace_back(bytes.begin(), bytes.end());
         });
@@ -68,14 +70,14 @@ std::vector<uint8_t> numbered(uint32_t i, size_t size) {
 
 TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
-    ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
+    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
+    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
     // Three times the buffers, each packet longer than the one before so
     // that none joins another's send.
     const uint32_t count = 3 * UdpNetwork::kMaxSendBuffers;
     static_assert(4 + 3 * UdpNetwork::kMaxSendBuffers <= UdpNetwork::kMaxPacket);
     for (uint32_t i = 0; i < count; ++i) {
-        network.send(0, ipv4("127.0.0.2").s_addr, numbered(i, 4 + i), network.port());
+        network.send(0, ip("127.0.0.2"), numbered(i, 4 + i), network.port());
         ASSERT_LE(network.send_buffers(), UdpNetwork::kMaxSendBuffers);
     }
     network.submit();
@@ -92,13 +94,7 @@ TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
 std::vector<uint8_t> roce_packet(uint32_t i, size_t size, const char* from, const char* to,
                                  uint16_t port, uint16_t ip_id) {
     std::vector<uint8_t> packet = numbered(i, size);
-    const auto bytes = [](const char* address) {
-        const in_addr a = ipv4(address);
-        std::array<uint8_t, 4> b;
-        memcpy(b.data(), &a.s_addr, 4);
-        return b;
-    };
-    auto addresses = wire::IcrcAddresses::v4(bytes(from), bytes(to), port, port);
+    auto addresses = wire::IcrcAddresses::between(ip(from), ip(to), port, port);
     addresses.ipv4_id = ip_id;
     const auto body = std::span(packet).first(size - wire::kIcrcBytes);
     wire::store_icrc(wire::icrc(addresses, body), std::span(packet).last<4>());
@@ -111,15 +107,15 @@ std::vector<uint8_t> roce_packet(uint32_t i, size_t size, const char* from, cons
 // starts a new send, and a shorter packet may only end one.
 TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
-    ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
+    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
+    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
     std::vector<std::vector<uint8_t>> to_second;
     std::vector<std::vector<uint8_t>> to_first;
     uint32_t n = 0;
     auto send = [&](size_t from, size_t size, uint16_t place_in_train) {
         const char* source = from == 0 ? "127.0.0.1" : "127.0.0.2";
         const char* dest = from == 0 ? "127.0.0.2" : "127.0.0.1";
-        network.send(from, ipv4(dest).s_addr, roce_packet(n, size, source, dest, network.port(), 0),
+        network.send(from, ip(dest), roce_packet(n, size, source, dest, network.port(), 0),
                      network.port());
         (from == 0 ? to_second : to_first)
             .push_back(roce_packet(n, size, source, dest, network.port(), place_in_train));
@@ -147,42 +143,77 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
 // errno and count, and the packets after it still go.
 TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ipv4("127.0.0.1")));
-    ASSERT_TRUE(network.open(ipv4("127.0.0.2")));
+    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
+    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
     struct Failure {
         size_t index;
-        uint32_t dest;
+        wire::IpAddress dest;
         int error;
         unsigned packets;
     };
     std::vector<Failure> failures;
-    network.on_send_failed([&](size_t index, uint32_t dest, int error, unsigned packets) {
-        failures.push_back({index, dest, error, packets});
-    });
+    network.on_send_failed(
+        [&](size_t index, const wire::IpAddress& dest, int error, unsigned packets) {
+            failures.push_back({index, dest, error, packets});
+        });
     // Longer than any packet a device sends.
-    network.send(0, ipv4("127.0.0.2").s_addr, numbered(0, UdpNetwork::kMaxPacket + 1),
-                 network.port());
+    network.send(0, ip("127.0.0.2"), numbered(0, UdpNetwork::kMaxPacket + 1), network.port());
     ASSERT_EQ(failures.size(), 1u);
     EXPECT_EQ(failures[0].index, 0u);
     EXPECT_EQ(failures[0].error, EMSGSIZE);
     // From a loopback address to one no loopback route reaches: the kernel
     // refuses it when the send completes.
-    network.send(1, ipv4("192.0.2.1").s_addr, numbered(1, 64), network.port());  // TEST-NET-1
-    network.send(0, ipv4("127.0.0.2").s_addr, numbered(2, 64), network.port());
+    network.send(1, ip("192.0.2.1"), numbered(1, 64), network.port());  // TEST-NET-1
+    network.send(0, ip("127.0.0.2"), numbered(2, 64), network.port());
     network.submit();
     Received received;
     receive_all(network, 1, received);
     for (int turn = 0; turn < 1000 && failures.size() < 2; ++turn) {
-        network.poll([](size_t, std::span<const uint8_t>, uint32_t, uint16_t, uint32_t) {});
+        network.poll([](size_t, std::span<const uint8_t>, const wire::IpAddress&, uint16_t,
+                        const wire::IpAddress&) {});
         usleep(100);
     }
     ASSERT_EQ(failures.size(), 2u);
     EXPECT_EQ(failures[1].index, 1u);
-    EXPECT_EQ(failures[1].dest, ipv4("192.0.2.1").s_addr);
+    EXPECT_EQ(failures[1].dest, ip("192.0.2.1"));
     EXPECT_NE(failures[1].error, 0);
     EXPECT_EQ(failures[1].packets, 1u);
     ASSERT_EQ(received.at[1].size(), 1u);
     EXPECT_EQ(received.at[1][0], numbered(2, 64));
+}
+
+// A device on an IPv6 address sends and receives over UDP/IPv6, its trains
+// too (IPv6 has no IP ID: every packet of a train keeps the ICRC it was
+// built with), and a packet to the other family is reported, not sent.
+TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
+    UdpNetwork network(free_udp_port());
+    if (Result r = network.open(ip("::1"), kLo); !r) {
+        GTEST_SKIP() << "no IPv6 on lo: " << r.message;
+    }
+    std::vector<int> errors;
+    network.on_send_failed(
+        [&](size_t, const wire::IpAddress&, int error, unsigned) { errors.push_back(error); });
+    std::vector<std::vector<uint8_t>> sent;
+    for (uint32_t i = 0; i < 5; ++i) {
+        sent.push_back(roce_packet(i, 100, "::1", "::1", network.port(), 0));
+        network.send(0, ip("::1"), sent.back(), network.port());
+    }
+    network.send(0, ip("127.0.0.1"), numbered(9, 64), network.port());
+    EXPECT_EQ(errors, std::vector<int>{EAFNOSUPPORT});
+    network.submit();
+    std::vector<std::vector<uint8_t>> received;
+    for (int turn = 0; turn < 10000 && received.size() < sent.size(); ++turn) {
+        network.poll([&](size_t index, std::span<const uint8_t> bytes, const wire::IpAddress& src,
+                         uint16_t, const wire::IpAddress& dest) {
+            EXPECT_EQ(index, 0u);
+            EXPECT_EQ(src, ip("::1"));
+            EXPECT_EQ(dest, ip("::1"));
+            received.emplace_back(bytes.begin(), bytes.end());
+        });
+        network.submit();
+        usleep(100);
+    }
+    EXPECT_EQ(received, sent);
 }
 
 }  // namespace

@@ -1,0 +1,69 @@
+// An IPv4 or IPv6 address as RoCE v2 names it: 16 bytes, the form of a GID,
+// with IPv4 as ::ffff:a.b.c.d. One type carries both from the sockets
+// through the engine, the transport and the CM to the ICRC and the GRH.
+#pragma once
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <compare>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace uroce::wire {
+
+class IpAddress {
+  public:
+    using Bytes = std::array<uint8_t, 16>;
+
+    IpAddress() = default;  // ::, no address
+    explicit IpAddress(const Bytes& gid) : bytes_(gid) {}
+    explicit IpAddress(const uint8_t (&gid)[16]);
+    // `ipv4` in network order.
+    static IpAddress v4(uint32_t ipv4);
+    static IpAddress of(const in_addr& address) { return v4(address.s_addr); }
+    static IpAddress of(const in6_addr& address);
+    // A sockaddr_in or sockaddr_in6 (an IPv4-mapped IPv6 one gives the
+    // IPv4 address); nothing for another family.
+    static std::optional<IpAddress> of(const sockaddr* address);
+    // "192.0.2.1", "fd00::1" (no brackets, no scope).
+    static std::optional<IpAddress> parse(std::string_view text);
+
+    const Bytes& bytes() const { return bytes_; }
+    bool is_v4() const;
+    // The IPv4 address in network order (is_v4() only).
+    uint32_t ipv4() const;
+    in6_addr ipv6() const;
+    bool unspecified() const { return *this == IpAddress() || *this == v4(0); }
+    // 224.0.0.0/4, ff00::/8.
+    bool multicast() const;
+    // fe80::/10: reachable only through one interface, named by its index.
+    bool link_local() const { return bytes_[0] == 0xfe && (bytes_[1] & 0xc0) == 0x80; }
+    int family() const { return is_v4() ? AF_INET : AF_INET6; }
+    std::string text() const;
+    // `port` in host order; `scope_id` for a link-local IPv6 address.
+    // Returns the length of what it wrote.
+    socklen_t to_sockaddr(uint16_t port, sockaddr_storage& out, uint32_t scope_id = 0) const;
+
+    auto operator<=>(const IpAddress&) const = default;
+
+  private:
+    Bytes bytes_{};
+};
+
+}  // namespace uroce::wire
+
+template <>
+struct std::hash<uroce::wire::IpAddress> {
+    size_t operator()(const uroce::wire::IpAddress& address) const noexcept {
+        uint64_t high, low;
+        memcpy(&high, address.bytes().data(), 8);
+        memcpy(&low, address.bytes().data() + 8, 8);
+        return std::hash<uint64_t>()(high * 0x9e3779b97f4a7c15ull ^ low);
+    }
+};
