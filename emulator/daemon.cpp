@@ -96,6 +96,12 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     if (Result r = links_.open(); r) {
         links_wait_.assign(dup(links_.fd()));
         watch_links();
+        // A link that changed between the first look and the subscription
+        // (a veth's carrier comes a moment after it is up) sent its news
+        // before anyone listened: look again, now that news will come.
+        LinkNews everything;
+        everything.all = true;
+        follow_links(everything);
     } else {
         log_warn("%s: ports will not follow their interfaces", r.message.c_str());
     }

@@ -4,7 +4,10 @@ machines on one Ethernet segment would be (docs/multi-host.md).
 
 Each host's interface is eth0 with the address 10.77.0.<n>/24; its device
 is uroce_<tag><letter> (device nodes are named by device, and tests run
-side by side). Namespaces need root: the suite runs as root (README).
+side by side) on that address, or, in a fabric of family "ipv6", on
+fd00:77::<n>/64 beside it (dual-stack hosts: programs that exchange their
+QP numbers over TCP listen on IPv4 only, as ibv_rc_pingpong does). Namespaces
+need root: the suite runs as root (README).
 """
 
 import itertools
@@ -15,6 +18,7 @@ import subprocess
 import harness
 
 SUBNET = "10.77.0."
+SUBNET6 = "fd00:77::"
 ROCE_PORT = "4791"  # every host has a network of its own: the standard port
 _fabric_numbers = itertools.count()
 
@@ -32,10 +36,11 @@ def ip(*args):
 class Host:
     """A network namespace with eth0, an address and a uroced."""
 
-    def __init__(self, netns, letter, address, device):
+    def __init__(self, netns, letter, address, device, control_address=None):
         self.netns = netns
         self.letter = letter
-        self.address = address
+        self.address = address  # the device's
+        self.control_address = control_address or address  # IPv4, for TCP side channels
         self.device = device
         self.interface = "eth0"
         self.daemon = harness.Daemon(["--device", "%s=%s" % (device, address),
@@ -74,17 +79,24 @@ class Host:
     def counter(self, name):
         return harness.parse_stats(self.daemon.stats_text())[self.device][name]
 
+    def cm_listening(self, port):
+        """Whether an rdma_cm ID of this host listens on `port`."""
+        pattern = re.compile(r"^  cm id \d+ pid \d+ \w+ listen \S+:%d " % port)
+        return any(pattern.match(line) for line in self.daemon.status().text.split("\n"))
+
 
 class Fabric:
     """`count` hosts, joined by a veth pair (two hosts) or by a bridge in a
     namespace of its own, every link at `mtu` bytes."""
 
-    def __init__(self, count=2, mtu=1500, bridge=False):
+    def __init__(self, count=2, mtu=1500, bridge=False, family="ipv4"):
         tag = "%d%d" % (os.getpid() % 100000, next(_fabric_numbers))
         self.prefix = "uroce-%s-" % tag
         self.bridge = self.prefix + "br" if bridge or count != 2 else None
-        self.hosts = [Host(self.prefix + letter, letter, SUBNET + str(n + 1),
-                           "uroce_%s%s" % (tag, letter))
+        self.family = family
+        self.hosts = [Host(self.prefix + letter, letter,
+                           (SUBNET6 if family == "ipv6" else SUBNET) + str(n + 1),
+                           "uroce_%s%s" % (tag, letter), SUBNET + str(n + 1))
                       for n, letter in enumerate("abcdefgh"[:count])]
         self.mtu = mtu
 
@@ -121,7 +133,10 @@ class Fabric:
             ip("link", "add", "eth0", "netns", a.netns, "type", "veth",
                "peer", "name", "eth0", "netns", b.netns)
         for host in self.hosts:
-            ip("-n", host.netns, "addr", "add", host.address + "/24", "dev", "eth0")
+            ip("-n", host.netns, "addr", "add", host.control_address + "/24", "dev", "eth0")
+            if self.family == "ipv6":
+                # nodad: usable at once, not after duplicate address detection.
+                ip("-n", host.netns, "addr", "add", host.address + "/64", "dev", "eth0", "nodad")
             host.link("mtu", str(self.mtu), "up")
 
     def close(self):

@@ -3,12 +3,14 @@ veth pair or a bridge (hosts.py). A device's port follows its interface:
 active_mtu from the interface's MTU as rxe computes it, state with the
 link, IBV_EVENT_PORT_ERR / PORT_ACTIVE, the device gone with the
 interface; unmodified programs with their default options work across a
-1500-byte link; a packet the kernel will not send is counted and logged."""
+1500-byte link, over IPv4 and over IPv6; a packet the kernel will not send
+is counted and logged."""
 
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -32,7 +34,7 @@ def run_pair(fabric, server, client, program, *options, timeout=60.0):
     common = ["-p", str(port), *options]
     return harness.run_server_client(
         None, server.command([path, "-d", server.device, *common]),
-        client.command([path, "-d", client.device, *common, server.address]), port,
+        client.command([path, "-d", client.device, *common, server.control_address]), port,
         timeout=timeout, log=fabric.log)
 
 
@@ -99,6 +101,92 @@ class DefaultsAcrossA1500ByteLinkTest(FabricTestCase):
                     run_pair(self.fabric, a, b, program, "-g", "0", "-m", "4096", "-s", "16384",
                              "-n", "200"), program + " -m 4096")
         self.assertEqual(b.counter("send_err"), sent_before)
+
+
+class Ipv6AcrossAVethTest(FabricTestCase):
+    """The devices on IPv6 addresses (fd00:77::1 and fd00:77::2) across a
+    1500-byte veth: GID 0 is the address, RoCE v2, and the programs run
+    with their defaults over UDP/IPv6, rdma_cm's too."""
+
+    fabric_args = {"family": "ipv6"}
+
+    def test_gid_0_is_the_ipv6_address(self):
+        for host in self.fabric.hosts:
+            result = host.run([harness.require_program("ibv_devinfo"), "-v", "-d", host.device])
+            self.assertRegex(result.stdout, r"GID\[\s*0\]:\s+%s, RoCE v2" % re.escape(host.address))
+
+    def test_pingpongs_and_perftest(self):
+        a, b = self.fabric.hosts
+        for program in PINGPONGS:
+            with self.subTest(program=program):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program, "-g", "0"), program)
+        for program in ("ib_send_bw", "ib_write_bw", "ib_read_lat", "ib_atomic_bw"):
+            with self.subTest(program=program):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program), program)
+        self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_send_lat", "-c", "UD"),
+                                 "ib_send_lat -c UD")
+
+    def rdma_cm_pair(self, server_args, client_args, port):
+        """A server, and once its ID listens on `port`, its client, each on
+        its host; both must exit 0."""
+        a, b = self.fabric.hosts
+        server = a.popen([harness.require_program(server_args[0]), *server_args[1:]])
+        try:
+            harness.wait_for(lambda: server.poll() is not None or a.cm_listening(port), 15.0,
+                             "%s to listen" % server_args[0], self.fabric.log)
+            client = b.run([harness.require_program(client_args[0]), *client_args[1:]],
+                           timeout=60)
+            server_output = server.communicate(timeout=60)[0]
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.communicate()
+        context = "%s: %s\n%s: %s\n%s" % (server_args, server_output, client_args,
+                                          client.stdout, self.fabric.log())
+        self.assertEqual(client.returncode, 0, context)
+        self.assertEqual(server.returncode, 0, context)
+        return client.stdout
+
+    def test_rdma_cm_programs_on_ipv6_addresses(self):
+        server = self.fabric.hosts[0].address
+        port = harness.free_tcp_port()  # rdma_cm ports are the daemons', any will do
+        output = self.rdma_cm_pair(["rping", "-s", "-a", server, "-p", str(port), "-C", "10", "-v"],
+                                   ["rping", "-c", "-a", server, "-p", str(port), "-C", "10",
+                                    "-v"], port)
+        self.assertEqual(output.count("ping data: rdma-ping-"), 10, output)
+        self.rdma_cm_pair(["ucmatose", "-b", server, "-p", str(port)],
+                          ["ucmatose", "-s", server, "-p", str(port)], port)
+        # UD: the server answers each datagram through an address handle made
+        # from its completion and the IPv6 GRH in front of its data.
+        self.rdma_cm_pair(["udaddy", "-b", server], ["udaddy", "-s", server], 7174)
+
+    def test_the_trace_shows_udp_over_ipv6(self):
+        a, b = self.fabric.hosts
+        home = tempfile.mkdtemp(prefix="uroce-ipv6-")
+        self.addCleanup(shutil.rmtree, home, True)
+        pcap = os.path.join(home, "ipv6.pcap")
+        trace = b.popen([harness.tool_path(), "trace", b.device, "--pcap", pcap])
+        try:
+            harness.wait_for(lambda: "  tracing (" in b.daemon.status().text, 10.0,
+                             "the trace to start", self.fabric.log)
+            self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0",
+                                              "-n", "5"), "ibv_rc_pingpong")
+        finally:
+            trace.send_signal(signal.SIGINT)
+            trace.communicate(timeout=10)
+        result = subprocess.run(
+            [harness.require_program("tshark"), "-r", pcap, "-T", "fields", "-e", "ipv6.src",
+             "-e", "ipv6.dst", "-e", "udp.dstport", "-e", "infiniband.bth.opcode"],
+            env=dict(os.environ, HOME=home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        packets = [line.split("\t") for line in result.stdout.splitlines()]
+        self.assertGreaterEqual(len(packets), 10, result.stdout)  # 5 round trips, their ACKs
+        ends = {a.address, b.address}
+        for src, dst, port, opcode in packets:
+            self.assertEqual({src, dst}, ends, result.stdout)
+            self.assertEqual(port, hosts.ROCE_PORT, result.stdout)
+            self.assertTrue(opcode, "not decoded as RoCE:\n" + result.stdout)
 
 
 class RawEthernetAcrossAVethTest(FabricTestCase):

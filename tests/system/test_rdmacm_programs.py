@@ -377,12 +377,18 @@ class RdmaCmPrograms(RdmaCmCase):
                     port, wait="tcp")
                 break
             except AssertionError as failure:
-                # Known and open: under load, ofi_rxm's server sometimes
-                # crashes in libfabric while closing, after every transfer
-                # passed its checks. One more run; a second crash fails.
-                if "terminated with signal 11" not in str(failure) or attempt == 1:
+                # libfabric 1.17's ofi_rxm closes a connection's QP before
+                # it polls the CQ for the last time (fixed upstream, in no
+                # release yet; docs/middleware.md). When the peer's
+                # disconnect comes first, after every transfer passed its
+                # checks, a send whose completion was not read yet is
+                # reported as flushed (as on mlx5, whose CQ forgets a
+                # destroyed QP's completions; uroce does the same). One
+                # more run; a second such ending fails.
+                torn_down = "cq_readerr: Work Request Flushed Error" in str(failure)
+                if not torn_down or attempt == 1:
                     raise
-                sys.stderr.write("fi_pingpong: libfabric crashed while closing; once more\n")
+                sys.stderr.write("fi_pingpong: libfabric's teardown race; once more\n")
         # One result row per size; -c checked every byte of every transfer.
         rows = re.findall(r"(?m)^\S+\s+50\s+=50\s+", client)
         self.assertGreater(len(rows), 0, context)
