@@ -107,6 +107,14 @@ UdpNetwork::~UdpNetwork() {
 
 namespace {
 
+// The kernel's Soft-RoCE sends UDP checksum 0 over IPv6 as over IPv4
+// (prepare_udp_hdr), which IPv6 allows only to a socket that accepts it
+// (RFC 6936); its own tunnel socket does. uroce sends real checksums.
+bool accept_zero_checksums(int fd) {
+    const int on = 1;
+    return setsockopt(fd, SOL_UDP, UDP_NO_CHECK6_RX, &on, sizeof(on)) == 0;
+}
+
 // Path MTU discovery on, no fragments (IPv4: the don't-fragment bit, so
 // that the kernel sends IP ID 0, as uroce's ICRC assumes); multicast leaves
 // through the device's interface and does not loop back.
@@ -125,7 +133,8 @@ bool set_path_options(int fd, const wire::IpAddress& address, uint32_t ifindex) 
     setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &interface, sizeof(interface));
     setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &off, sizeof(off));
     return setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) == 0 &&
-           setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) == 0;
+           setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) == 0 &&
+           accept_zero_checksums(fd);
 }
 
 // A non-blocking UDP socket on address:port.
@@ -295,7 +304,8 @@ Result UdpNetwork::join(size_t index, const wire::IpAddress& group) {
         if (!fd || setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
             setsockopt(fd.get(), v4 ? IPPROTO_IP : IPPROTO_IPV6,
                        v4 ? IP_MULTICAST_ALL : IPV6_MULTICAST_ALL, &off, sizeof(off)) != 0 ||
-            (!v4 && setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) != 0) ||
+            (!v4 && (setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) != 0 ||
+                     !accept_zero_checksums(fd.get()))) ||
             bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
             return fail(errno, "cannot bind UDP %s port %u: %s", group.text().c_str(), port_,
                         strerror(errno));

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -214,6 +215,37 @@ TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
         usleep(100);
     }
     EXPECT_EQ(received, sent);
+}
+
+// The kernel's Soft-RoCE sends UDP checksum 0 over IPv6 too: such a
+// datagram arrives (IPv6 drops it at a socket that did not ask for it).
+TEST(UdpNetworkTest, AnIpv6DatagramWithoutAChecksumArrives) {
+    UdpNetwork network(free_udp_port());
+    if (Result r = network.open(ip("::1"), kLo); !r) {
+        GTEST_SKIP() << "no IPv6 on lo: " << r.message;
+    }
+    const int sender = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(sender, 0);
+    const int on = 1;
+    ASSERT_EQ(setsockopt(sender, SOL_UDP, UDP_NO_CHECK6_TX, &on, sizeof(on)), 0);
+    sockaddr_storage to;
+    const socklen_t length = ip("::1").to_sockaddr(network.port(), to);
+    const std::vector<uint8_t> packet = numbered(7, 80);
+    ASSERT_EQ(
+        sendto(sender, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&to), length),
+        static_cast<ssize_t>(packet.size()))
+        << strerror(errno);
+    close(sender);
+    std::vector<std::vector<uint8_t>> received;
+    for (int turn = 0; turn < 10000 && received.empty(); ++turn) {
+        network.poll(
+            [&](size_t, std::span<const uint8_t> bytes, const wire::IpAddress&, uint16_t,
+                const wire::IpAddress&) { received.emplace_back(bytes.begin(), bytes.end()); });
+        network.submit();
+        usleep(100);
+    }
+    ASSERT_EQ(received.size(), 1u);
+    EXPECT_EQ(received[0], packet);
 }
 
 }  // namespace

@@ -322,6 +322,26 @@ TEST(wireIcrc, VerifiesPacketsCapturedFromTheKernelsSoftRoce) {
     }
 }
 
+// Captured the same way with both devices on IPv6 (tools/interop/rxe
+// --ipv6): rxe0 on fd00:99::1 sends to fd00:99::2 from UDP port 49441,
+// traffic class and flow label 0, hop limit 64.
+TEST(wireIcrc, VerifiesAnIpv6PacketCapturedFromTheKernelsSoftRoce) {
+    const Bytes send_only = concat({
+        {0x04, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x80, 0xee, 0x82, 0x79},
+        Bytes(64, 0x7b),
+        {0x58, 0x1d, 0x1d, 0x85},
+    });
+    std::array<uint8_t, 16> src{0xfd, 0x00, 0x00, 0x99};
+    std::array<uint8_t, 16> dst = src;
+    src[15] = 1;
+    dst[15] = 2;
+    const IcrcAddresses addr = IcrcAddresses::v6(src, dst, 49441);
+    const std::span<const uint8_t> p(send_only);
+    EXPECT_EQ(icrc(addr, p.first(p.size() - 4)), load_icrc(p.last<4>()));
+    ParsedPacket parsed;
+    EXPECT_EQ(parse_packet(p, addr, parsed), ParseError::kOk);
+}
+
 TEST(wireIcrc, FecnBecnByteDoesNotCount) {
     const IcrcAddresses addr = IcrcAddresses::v4({192, 168, 1, 10}, {192, 168, 1, 20}, 0xc001);
     Bytes p = concat({kSendOnlyBth, kHelloPadded});
