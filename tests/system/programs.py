@@ -67,6 +67,14 @@ def skip_unless_ucx_has_verbs(test):
         test.skipTest("this UCX has no verbs transports (uct modules %s)" % modules.group(1))
 
 
+def ucx_perftest_mode_options():
+    """UCX 1.18's ucx_perftest runs as an MPI program unless told `-P 0`;
+    older ones have no -P (and refuse it)."""
+    usage = subprocess.run([require("ucx_perftest"), "-h"], capture_output=True, text=True,
+                           timeout=60)
+    return ["-P", "0"] if re.search(r"(?m)^\s*-P <0\|1>", usage.stdout + usage.stderr) else []
+
+
 class DaemonPerTest(unittest.TestCase):
     """A private daemon (with the class's daemon_args) for each test, so
     that a failure leaves nothing to the next test and the counters in a

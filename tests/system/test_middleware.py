@@ -15,18 +15,11 @@ import tempfile
 import time
 
 import harness
-from programs import DaemonPerTest, diagnostics, elapsed, require, skip_unless_ucx_has_verbs
+from programs import (DaemonPerTest, diagnostics, elapsed, require, skip_unless_ucx_has_verbs,
+                      ucx_perftest_mode_options)
 
 PERFTEST_TIMEOUT = 60.0
 ITERATIONS = 1000
-
-
-def ucx_perftest_mode_options():
-    """UCX 1.18's ucx_perftest runs as an MPI program unless told `-P 0`;
-    older ones have no -P (and refuse it)."""
-    usage = subprocess.run([require("ucx_perftest"), "-h"], capture_output=True, text=True,
-                           timeout=PERFTEST_TIMEOUT)
-    return ["-P", "0"] if re.search(r"(?m)^\s*-P <0\|1>", usage.stdout + usage.stderr) else []
 
 
 class UcxPerftest(DaemonPerTest):

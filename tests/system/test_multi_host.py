@@ -19,6 +19,7 @@ import unittest
 import harness
 import hosts
 from hosts import mtu_of
+from programs import skip_unless_ucx_has_verbs, ucx_perftest_mode_options
 
 PERFTESTS = ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat",
              "ib_write_lat", "ib_read_lat")
@@ -36,6 +37,27 @@ def run_pair(fabric, server, client, program, *options, timeout=60.0):
         None, server.command([path, "-d", server.device, *common]),
         client.command([path, "-d", client.device, *common, server.control_address]), port,
         timeout=timeout, log=fabric.log)
+
+
+def ucx_perftest(fabric, server, client, test):
+    """ucx_perftest's tag-matching ping-pong between the hosts' devices over
+    UCX's verbs transports (UCX_TLS as middleware_test's, without shared
+    memory, as between machines). Returns the client's final row."""
+    skip_unless_ucx_has_verbs(test)
+    port = harness.free_tcp_port()
+    common = [harness.require_program("ucx_perftest"), "-t", "tag_lat", "-n", "1000", "-p",
+              str(port), *ucx_perftest_mode_options()]
+    ucx = lambda host: ["env", "UCX_TLS=self,rc_verbs,ud_verbs",
+                        "UCX_NET_DEVICES=%s:1" % host.device]
+    pair = harness.run_server_client(None, server.command([*ucx(server), *common]),
+                                     client.command([*ucx(client), *common,
+                                                     server.control_address]),
+                                     port, timeout=120, log=fabric.log)
+    for side in pair:
+        test.assertEqual(side.returncode, 0, "%s\n%s\n%s" % (side.args, side.output, fabric.log()))
+    final = re.search(r"(?m)^Final:\s+(\d+)\s", pair[1].output)
+    test.assertIsNotNone(final, pair[1].output)
+    test.assertEqual(int(final.group(1)), 1000, pair[1].output)
 
 
 class FabricTestCase(unittest.TestCase):
@@ -89,6 +111,10 @@ class DefaultsAcrossA1500ByteLinkTest(FabricTestCase):
                 # RoCE needs a GID index (-g): their only non-default option.
                 self.assertPairSucceeded(run_pair(self.fabric, a, b, program, "-g", "0"), program)
 
+    def test_ucx_between_the_hosts(self):
+        a, b = self.fabric.hosts
+        ucx_perftest(self.fabric, a, b, self)
+
     def test_a_path_mtu_above_the_port_is_capped(self):
         """-m 4096 on a 1500-byte link: the QPs send 1024-byte packets (a
         4096-byte one would never arrive, and the pair would fail with
@@ -125,6 +151,11 @@ class Ipv6AcrossAVethTest(FabricTestCase):
                 self.assertPairSucceeded(run_pair(self.fabric, a, b, program), program)
         self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_send_lat", "-c", "UD"),
                                  "ib_send_lat -c UD")
+
+    def test_ucx_between_the_hosts(self):
+        # ud_verbs reads the GRH as IPv6 by the completion's sl (1).
+        a, b = self.fabric.hosts
+        ucx_perftest(self.fabric, a, b, self)
 
     def rdma_cm_pair(self, server_args, client_args, port):
         """A server, and once its ID listens on `port`, its client, each on
