@@ -445,7 +445,8 @@ ip link set va up; ip link set vb up
     --device uroce_ub=10.77.0.2 >"$BASE/uroced.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon; wait $daemon' EXIT
-for _ in $(seq 100); do [ -d "$BASE/run/sysfs/class" ] && break; sleep 0.1; done
+# The pid file comes last, once every device is in the tree.
+for _ in $(seq 100); do [ -s "$BASE/run/uroced.pid" ] && break; sleep 0.1; done
 export SYSFS_PATH="$BASE/run/sysfs" UROCE_RUNTIME_DIR="$BASE/run"
 export RDMAV_DRIVERS="$KIT/liburoce" LD_PRELOAD="${SANITIZERS:+$SANITIZERS:}$KIT/liburoce-bridge.so"
 timeout 30 ibv_rc_pingpong -d uroce_ua -g 0 -p 18515 >"$BASE/server" 2>&1 &
@@ -487,7 +488,13 @@ wait $server
                 daemon_log = f.read()
         except OSError:
             daemon_log = "(no log)"
-        self.assertEqual(result.returncode, 0, "%s\n%s" % (result.stdout, daemon_log))
+        try:
+            with open(os.path.join(base, "server")) as f:
+                server_output = f.read()
+        except OSError:
+            server_output = "(no output)"
+        self.assertEqual(result.returncode, 0, "%s\n--- server\n%s\n%s" % (
+            result.stdout, server_output, daemon_log))
         self.assertRegex(result.stdout, r"1000 iters in [\d.]+ seconds")
         self.assertIn("device uroce_ua ready on 10.77.0.1 via va (device node from the preload "
                       "bridge)", daemon_log)
