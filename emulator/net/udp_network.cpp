@@ -297,7 +297,7 @@ Result UdpNetwork::join(size_t index, const wire::IpAddress& group) {
         // Bound to the group: it takes that group's datagrams and no others.
         UniqueFd fd(socket(group.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         sockaddr_storage addr;
-        const socklen_t length = group.to_sockaddr(port_, addr);
+        const socklen_t length = group.to_sockaddr(port_, addr, ifindexes_[index]);
         const int on = 1;
         const int off = 0;
         const bool v4 = group.is_v4();

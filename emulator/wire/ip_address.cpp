@@ -70,6 +70,11 @@ bool IpAddress::multicast() const {
     return is_v4() ? IN_MULTICAST(ntohl(ipv4())) : bytes_[0] == 0xff;
 }
 
+bool IpAddress::scoped() const {
+    const bool small_scope_multicast = bytes_[0] == 0xff && (bytes_[1] & 0x0f) <= 2;
+    return !is_v4() && (link_local() || small_scope_multicast);
+}
+
 std::string IpAddress::text() const {
     char buffer[INET6_ADDRSTRLEN] = "";
     if (is_v4()) {
@@ -95,7 +100,7 @@ socklen_t IpAddress::to_sockaddr(uint16_t port, sockaddr_storage& out, uint32_t 
     v6_out.sin6_family = AF_INET6;
     v6_out.sin6_port = htons(port);
     v6_out.sin6_addr = ipv6();
-    v6_out.sin6_scope_id = link_local() ? scope_id : 0;
+    v6_out.sin6_scope_id = scoped() ? scope_id : 0;
     return sizeof(sockaddr_in6);
 }
 

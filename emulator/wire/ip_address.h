@@ -44,9 +44,14 @@ class IpAddress {
     bool multicast() const;
     // fe80::/10: reachable only through one interface, named by its index.
     bool link_local() const { return bytes_[0] == 0xfe && (bytes_[1] & 0xc0) == 0x80; }
+    // An IPv6 address that names its interface in a socket address (Linux
+    // refuses to bind one without): link-local unicast, and multicast of
+    // interface- or link-local scope (ff01::, ff02::; IB-style ff12::).
+    bool scoped() const;
     int family() const { return is_v4() ? AF_INET : AF_INET6; }
     std::string text() const;
-    // `port` in host order; `scope_id` for a link-local IPv6 address.
+    // `port` in host order; `scope_id` (an interface index) for a scoped()
+    // address.
     // Returns the length of what it wrote.
     socklen_t to_sockaddr(uint16_t port, sockaddr_storage& out, uint32_t scope_id = 0) const;
 

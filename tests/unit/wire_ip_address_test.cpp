@@ -76,6 +76,13 @@ TEST(wireIpAddress, SocketAddressesBothWays) {
     EXPECT_EQ(IpAddress::of(reinterpret_cast<const sockaddr*>(&storage)), ip("fe80::1"));
     ip("fd00::1").to_sockaddr(0, storage, 7);
     EXPECT_EQ(v6.sin6_scope_id, 0u);  // a global address has no scope
+    // Multicast of link-local scope names its interface; of global scope, not.
+    for (const char* group : {"ff02::1", "ff12:401b::1", "ff01::1"}) {
+        ip(group).to_sockaddr(0, storage, 7);
+        EXPECT_EQ(v6.sin6_scope_id, 7u) << group;
+    }
+    ip("ff0e::1").to_sockaddr(0, storage, 7);
+    EXPECT_EQ(v6.sin6_scope_id, 0u);
 
     sockaddr_storage other{};
     other.ss_family = AF_UNIX;
