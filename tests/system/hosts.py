@@ -13,7 +13,10 @@ need root: the suite runs as root (README).
 import itertools
 import os
 import re
+import shutil
+import signal
 import subprocess
+import tempfile
 
 import harness
 
@@ -196,3 +199,27 @@ def mckey_to_members(test, fabric, group, members, sender, while_joined=lambda h
 def mtu_of(field):
     """4096 from ibv_devinfo's '4096 (5)'."""
     return int(re.match(r"(\d+)", field).group(1))
+
+
+def traced_fields(test, fabric, host, action, *fields):
+    """`host`'s device traced (`uroce trace --pcap`) while `action()` runs;
+    the trace read back by tshark: one list of `fields` per packet."""
+    home = tempfile.mkdtemp(prefix="uroce-trace-")
+    test.addCleanup(shutil.rmtree, home, True)
+    pcap = os.path.join(home, "trace.pcap")
+    trace = host.popen([harness.tool_path(), "trace", host.device, "--pcap", pcap])
+    try:
+        harness.wait_for(lambda: "  tracing (" in host.daemon.status().text, 10.0,
+                         "the trace to start", fabric.log)
+        action()
+    finally:
+        trace.send_signal(signal.SIGINT)
+        output = trace.communicate(timeout=10)[0]
+    test.assertEqual(trace.returncode, 0, output)
+    result = subprocess.run(
+        [harness.require_program("tshark"), "-r", pcap, "-T", "fields",
+         *(word for field in fields for word in ("-e", field))],
+        env=dict(os.environ, HOME=home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, timeout=60)
+    test.assertEqual(result.returncode, 0, result.stderr)
+    return [line.split("\t") for line in result.stdout.splitlines()]

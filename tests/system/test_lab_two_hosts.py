@@ -6,11 +6,6 @@ the wire (as tshark decodes the capture), -m 4096 taken as 1024, the
 port and its events following the link on both ends of the veth, and
 mckey's group joined on the receivers' interfaces."""
 
-import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import unittest
 
 import harness
@@ -42,26 +37,11 @@ class Lab11TwoHosts(unittest.TestCase):
     def traced_pingpong(self, *options):
         """Step 2: b's device traced (`uroce trace --pcap`) while the
         ping-pong runs; (frame length, BTH opcode) of each packet."""
-        b = self.fabric.hosts[1]
-        home = tempfile.mkdtemp(prefix="uroce-lab11-")
-        self.addCleanup(shutil.rmtree, home, True)
-        pcap = os.path.join(home, "lab11.pcap")
-        trace = b.popen([harness.tool_path(), "trace", b.device, "--pcap", pcap])
-        try:
-            harness.wait_for(lambda: "  tracing (" in b.daemon.status().text, 10.0,
-                             "the trace to start", self.fabric.log)
-            self.pingpong(*options)
-        finally:
-            trace.send_signal(signal.SIGINT)
-            output = trace.communicate(timeout=10)[0]
-        self.assertEqual(trace.returncode, 0, output)
-        result = subprocess.run(
-            [harness.require_program("tshark"), "-r", pcap, "-T", "fields", "-e", "frame.len",
-             "-e", "infiniband.bth.opcode"], env=dict(os.environ, HOME=home),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        return [tuple(int(field, 0) for field in line.split("\t"))
-                for line in result.stdout.splitlines() if "\t" in line and line.split("\t")[1]]
+        packets = hosts.traced_fields(self, self.fabric, self.fabric.hosts[1],
+                                      lambda: self.pingpong(*options), "frame.len",
+                                      "infiniband.bth.opcode")
+        return [tuple(int(field, 0) for field in packet) for packet in packets
+                if len(packet) == 2 and packet[1]]
 
     def test_step1_active_mtu_from_the_interface_and_question1(self):
         a, _ = self.fabric.hosts

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -193,31 +192,18 @@ class Ipv6AcrossAVethTest(FabricTestCase):
 
     def test_the_trace_shows_udp_over_ipv6(self):
         a, b = self.fabric.hosts
-        home = tempfile.mkdtemp(prefix="uroce-ipv6-")
-        self.addCleanup(shutil.rmtree, home, True)
-        pcap = os.path.join(home, "ipv6.pcap")
-        trace = b.popen([harness.tool_path(), "trace", b.device, "--pcap", pcap])
-        try:
-            harness.wait_for(lambda: "  tracing (" in b.daemon.status().text, 10.0,
-                             "the trace to start", self.fabric.log)
-            self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0",
-                                              "-n", "5"), "ibv_rc_pingpong")
-        finally:
-            trace.send_signal(signal.SIGINT)
-            trace.communicate(timeout=10)
-        result = subprocess.run(
-            [harness.require_program("tshark"), "-r", pcap, "-T", "fields", "-e", "ipv6.src",
-             "-e", "ipv6.dst", "-e", "udp.dstport", "-e", "infiniband.bth.opcode"],
-            env=dict(os.environ, HOME=home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, timeout=60)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        packets = [line.split("\t") for line in result.stdout.splitlines()]
-        self.assertGreaterEqual(len(packets), 10, result.stdout)  # 5 round trips, their ACKs
+        packets = hosts.traced_fields(
+            self, self.fabric, b,
+            lambda: self.assertPairSucceeded(
+                run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0", "-n", "5"),
+                "ibv_rc_pingpong"),
+            "ipv6.src", "ipv6.dst", "udp.dstport", "infiniband.bth.opcode")
+        self.assertGreaterEqual(len(packets), 10, packets)  # 5 round trips, their ACKs
         ends = {a.address, b.address}
         for src, dst, port, opcode in packets:
-            self.assertEqual({src, dst}, ends, result.stdout)
-            self.assertEqual(port, hosts.ROCE_PORT, result.stdout)
-            self.assertTrue(opcode, "not decoded as RoCE:\n" + result.stdout)
+            self.assertEqual({src, dst}, ends, packets)
+            self.assertEqual(port, hosts.ROCE_PORT, packets)
+            self.assertTrue(opcode, "not decoded as RoCE: %s" % packets)
 
 
 class RawEthernetAcrossAVethTest(FabricTestCase):
