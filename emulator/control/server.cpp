@@ -160,6 +160,14 @@ void Server::accept() {
 void Server::admit(int fd, const ucred& peer) {
     Result taken = descriptors_.take(peer.pid, 1, "connection");
     if (!taken && refused_connections_ >= kMaxRefusedConnections) {
+        // Already telling the maximum of clients why: this one only sees
+        // the connection closed.
+        if (descriptor_refusals_logged_.allow(RateLimit::Clock::now())) {
+            log_warn(
+                "closed a connection unanswered: %s, and %zu refused connections wait "
+                "for their first request",
+                taken.message.c_str(), refused_connections_);
+        }
         ::close(fd);
         return;
     }

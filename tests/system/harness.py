@@ -23,6 +23,7 @@ command is built, UROCE_TOOL.
 
 import array
 import dataclasses
+import errno
 import ipaddress
 import itertools
 import json
@@ -335,6 +336,10 @@ def _parse_objects(text):
     return objects
 
 
+class DescriptorRefusal(AssertionError):
+    """The daemon refused a request for want of file descriptors (EMFILE)."""
+
+
 def parse_status(text):
     """Parses the status report (emulator/control/server.cpp)."""
     header = re.compile(r"uroced pid (\d+), (\d+) devices?$")
@@ -496,6 +501,8 @@ class RawClient:
         text = b""
         while True:
             reply = self.call(Op.STATUS, struct.pack("<Q64sII", len(text), b"", 0, 0))
+            if reply.error == errno.EMFILE:
+                raise DescriptorRefusal(reply.message)
             if reply.error:
                 raise AssertionError("status failed: %s (%s)" % (
                     os.strerror(reply.error), reply.message))
@@ -656,7 +663,13 @@ class Daemon:
         last = {}
 
         def idle():
-            status = last["status"] = self.status()
+            # Right after clients exit the daemon may not have closed their
+            # descriptors yet, and refuses this one (EMFILE or a reset):
+            # not idle yet.
+            try:
+                status = last["status"] = self.status()
+            except (ConnectionError, DescriptorRefusal):
+                return False
             return status.client_count == 0 and all(
                 d.objects == zero_counts() for d in status.devices.values())
 
