@@ -68,9 +68,12 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     make_private_dir(paths_.dir);
     lock_ = lock_runtime_dir(paths_.dir);
     for (DeviceConfig config : options_.devices) {
-        config.netdev = interface_holding(config.address);
+        if (!config.follows_interface) {
+            config.netdev = interface_holding(config.address);
+        }
         devices_.push_back(std::make_unique<Device>(config, next_device_index_++));
         follow_link(*devices_.back());
+        follow_addresses(*devices_.back());
     }
     engine_ = std::make_unique<Engine>(io_, devices_,
                                        EngineOptions{options_.udp_port, options_.shortcut});
@@ -134,6 +137,7 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     config.name = name;
     config.address = addresses.front();
     config.netdev = netdev;
+    config.follows_interface = true;
     for (const auto& device : devices_) {
         if (device->name() == name) {
             return fail(EEXIST, "a device is already named %s", name.c_str());
@@ -147,6 +151,7 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     }
     auto device = std::make_unique<Device>(config, next_device_index_);
     follow_link(*device);
+    follow_addresses(*device);
     if (Result r = engine_->add_device(*device); !r) {
         return r;
     }
@@ -198,6 +203,11 @@ void Daemon::follow_links(const LinkNews& news) {
         }
         if (const std::optional<Link> link = link_of(netdev)) {
             follow_link(*device, *link);
+            if (follow_addresses(*device)) {
+                engine_->follow_gids(*device);
+                publish_devices();  // the tree's GID table
+                server_->post_port_event(*device, IBV_EVENT_GID_CHANGE);
+            }
         } else {
             gone.push_back(device.get());
         }
@@ -230,6 +240,28 @@ void Daemon::follow_link(Device& device, const Link& link) {
             server_->post_port_event(device, link.up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR);
         }
     }
+}
+
+bool Daemon::follow_addresses(Device& device) {
+    const GidTable::Change change =
+        device.follow_addresses(addresses_of(device.config().netdev, true));
+    for (const wire::IpAddress& address : change.added) {
+        log_info("device %s: GID %zu is %s's address %s", device.name().c_str(),
+                 device.gid_table().index_of(address).value_or(0), device.config().netdev.c_str(),
+                 address.text().c_str());
+    }
+    for (const wire::IpAddress& address : change.removed) {
+        log_info("device %s: %s no longer has %s; its GID is gone", device.name().c_str(),
+                 device.config().netdev.c_str(), address.text().c_str());
+    }
+    if (change.left_out) {
+        log_warn(
+            "device %s: %zu of %s's addresses have no GID: the table's %zu entries are "
+            "full",
+            device.name().c_str(), change.left_out, device.config().netdev.c_str(),
+            GidTable::kLength);
+    }
+    return change.any();
 }
 
 void Daemon::publish_devices() {

@@ -44,6 +44,9 @@ class Daemon {
     void follow_links(const LinkNews& news);
     void follow_link(Device& device);  // reads the interface
     void follow_link(Device& device, const Link& link);
+    // The device's GID table takes its interface's addresses (a device made
+    // on an interface); whether it changed.
+    bool follow_addresses(Device& device);
     void publish_devices();
     void log_ready(const Device& device) const;
     void withdraw_devices();

@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 
 #include <fstream>
 #include <iostream>
@@ -8,18 +9,20 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "net/interfaces.h"
 #include "protocol/runtime_dir.h"
 
 namespace uroce {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: uroced [--device NAME=ADDRESS]... [--config FILE] [--runtime-dir DIR] [--udp-port N]\n"
-    "              [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
+    "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
+    "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
-    "ADDRESS: IPv4 or IPv6.\n"
+    "ADDRESS: IPv4 or IPv6. IFACE: a network interface; the device is then its\n"
+    "RDMA port, with a GID for each address the interface has, as they come and go.\n"
     "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
@@ -27,9 +30,21 @@ DeviceConfig parse_device(const std::string& name, const std::string& address) {
     DeviceConfig config;
     config.name = name;
     const auto ip = wire::IpAddress::parse(address);
+    if (!ip && if_nametoindex(address.c_str()) != 0) {
+        const std::vector<wire::IpAddress> addresses = addresses_of(address);
+        if (addresses.empty()) {
+            throw std::invalid_argument("device " + name + ": interface " + address +
+                                        " has no IPv4 or global IPv6 address");
+        }
+        config.address = addresses.front();
+        config.netdev = address;
+        config.follows_interface = true;
+        return config;
+    }
     if (!ip || ip->unspecified() || ip->multicast()) {
         throw std::invalid_argument("device " + name + ": '" + address +
-                                    "' is not an IPv4 or IPv6 address of a host");
+                                    "' is neither an IPv4 or IPv6 address of a host nor an "
+                                    "interface");
     }
     config.address = *ip;
     return config;
@@ -103,7 +118,8 @@ bool parse_options(int argc, char** argv, Options& options) {
             const std::string spec = value();
             const auto eq = spec.find('=');
             if (eq == std::string::npos) {
-                throw std::invalid_argument("--device takes NAME=IPV4, not '" + spec + "'");
+                throw std::invalid_argument("--device takes NAME=ADDRESS or NAME=IFACE, not '" +
+                                            spec + "'");
             }
             options.devices.push_back(parse_device(spec.substr(0, eq), spec.substr(eq + 1)));
         } else if (arg == "--config") {

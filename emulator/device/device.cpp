@@ -30,7 +30,6 @@ constexpr int kMaxSrqWr = 16384;
 constexpr int kMaxMcastGroups = 8192;
 constexpr int kMaxMcastQpAttach = 56;
 constexpr uint32_t kMaxWq = 4096;
-constexpr int kGidTableLen = 16;
 constexpr uint32_t kMaxRwqIndTableSize = 256;
 constexpr uint16_t kMaxCqPeriodUs = 4095;    // as mlx5
 constexpr uint64_t kMaxDmSize = 256 * 1024;  // as the on-chip memory of a ConnectX NIC
@@ -138,21 +137,11 @@ ibv_port_attr port_attributes() {
     port.link_layer = IBV_LINK_LAYER_ETHERNET;
     // A kernel's GID table has a fixed length with empty slots (rxe's has
     // 1024); querying an empty one is ENODATA.
-    port.gid_tbl_len = kGidTableLen;
+    port.gid_tbl_len = GidTable::kLength;
     return port;
 }
 
 // The GIDs the port starts with.
-std::vector<ibv_gid> initial_gids(const wire::IpAddress& address, uint64_t node_guid) {
-    // GID 0: the device's address (IPv4-mapped for IPv4); GID 1: the IPv6
-    // link-local address built from the node GUID.
-    ibv_gid v4{};
-    memcpy(v4.raw, address.bytes().data(), address.bytes().size());
-    ibv_gid link_local{};
-    link_local.global.subnet_prefix = htobe64(0xfe80000000000000ull);
-    link_local.global.interface_id = htobe64(node_guid);
-    return {v4, link_local};
-}
 
 }  // namespace
 
@@ -197,18 +186,37 @@ PortChange Device::follow_link(const Link& link) {
     return change;
 }
 
+Result Device::check_source_gid(uint32_t index) const {
+    if (index >= GidTable::kLength) {
+        return fail(EINVAL, "source GID index %u is beyond the GID table (%zu entries)", index,
+                    GidTable::kLength);
+    }
+    if (!gid_table_.address(index)) {
+        return fail(ENODATA, "source GID index %u is an empty entry of the GID table", index);
+    }
+    return ok();
+}
+
+GidTable::Change Device::follow_addresses(const std::vector<wire::IpAddress>& addresses) {
+    if (!config_.follows_interface) {
+        return {};
+    }
+    return gid_table_.follow(addresses);
+}
+
 Device::Device(const DeviceConfig& config, uint32_t index)
     : config_(config),
       index_(index),
       node_guid_(guid_from_address(config.address)),
+      gid_table_(config.address, node_guid_),
       qps_(kFirstQpn, (1u << 24) - 1),
       wqs_(1, (1u << 24) - 1),
       srqs_(1, (1u << 24) - 1),
       keys_(1, (1u << 24) - 1),
       ind_table_nums_(1, (1u << 24) - 1) {
+    gid_sockets_.fill(kNoSocket);
     attr_ = device_attributes(node_guid_);
     port_attr_ = port_attributes();
-    gids_ = initial_gids(config.address, node_guid_);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/gid_table.h"
 #include "device/id_allocator.h"
 #include "device/registry.h"
 #include "device/stats.h"
@@ -85,6 +87,10 @@ struct DeviceConfig {
     std::string name;         // "uroce0"
     wire::IpAddress address;  // IPv4 or IPv6; GID 0 (::ffff:a.b.c.d for IPv4)
     std::string netdev = "lo";
+    // Made on an interface (`--device NAME=IFACE`, rdma link add): its GID
+    // table follows the interface's addresses. One made on an address
+    // keeps that address (and a made link-local GID) alone.
+    bool follows_interface = false;
 };
 
 class Device {
@@ -109,7 +115,21 @@ class Device {
     // by active_mtu when it is set, so a change reaches new QPs only.
     PortChange follow_link(const Link& link);
     const Link& link() const { return link_; }
-    const std::vector<ibv_gid>& gids() const { return gids_; }
+    const std::vector<ibv_gid>& gids() const { return gid_table_.gids(); }
+    const GidTable& gid_table() const { return gid_table_; }
+    // An address vector's source GID: EINVAL beyond the table, ENODATA for
+    // an empty slot (an address gone), as the kernel's rdma_get_gid_attr.
+    Result check_source_gid(uint32_t index) const;
+    // The table takes the interface's addresses (GidTable::follow), when
+    // the device follows its interface.
+    GidTable::Change follow_addresses(const std::vector<wire::IpAddress>& addresses);
+    // The socket each GID's address sends and receives on (set by the
+    // engine; kNoSocket for none, such as the made link-local GID's).
+    static constexpr size_t kNoSocket = SIZE_MAX;
+    size_t gid_socket(size_t index) const {
+        return index < gid_sockets_.size() ? gid_sockets_[index] : kNoSocket;
+    }
+    void set_gid_socket(size_t index, size_t socket) { gid_sockets_.at(index) = socket; }
 
     // Every QP of the device by number, for the packets addressed to it.
     Registry<Qp*>& qps() { return qps_; }
@@ -181,7 +201,8 @@ class Device {
     ibv_device_attr_ex attr_{};
     ibv_port_attr port_attr_{};
     Link link_{65536, true};  // lo's until the daemon reads the interface
-    std::vector<ibv_gid> gids_;
+    GidTable gid_table_;
+    std::array<size_t, GidTable::kLength> gid_sockets_;
     Registry<Qp*> qps_;
     Registry<Wq*> wqs_;
     Registry<std::weak_ptr<Srq>> srqs_;

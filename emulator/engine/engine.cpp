@@ -64,9 +64,10 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
         throw std::runtime_error(r.message);
     }
     for (const auto& device : devices_) {
-        if (Result r = open_network(*device); !r) {
+        if (Result r = open_socket(*device, 0, device->config().address); !r) {
             throw std::runtime_error(r.message);
         }
+        follow_gids(*device);
         device->set_doorbell(&doorbell_);
         listen_to_groups(*device);
     }
@@ -86,8 +87,8 @@ void Engine::listen_to_groups(Device& device) {
             return;
         }
         if (!joined) {
-            network_.leave(device.index(), group);
-        } else if (Result r = network_.join(device.index(), group); !r) {
+            network_.leave(own_socket(device), group);
+        } else if (Result r = network_.join(own_socket(device), group); !r) {
             // Its members hear this daemon's devices only.
             log_warn("device %s: %s", device.name().c_str(), r.message.c_str());
         }
@@ -95,19 +96,73 @@ void Engine::listen_to_groups(Device& device) {
 }
 
 Result Engine::add_device(Device& device) {
+    if (Result r = open_socket(device, 0, device.config().address); !r) {
+        return r;
+    }
+    follow_gids(device);
     device.set_doorbell(&doorbell_);
     listen_to_groups(device);
-    return open_network(device);
+    return ok();
 }
 
-Result Engine::open_network(const Device& device) {
-    return network_.open(device.config().address, if_nametoindex(device.config().netdev.c_str()));
+Result Engine::open_socket(Device& device, size_t gid, const wire::IpAddress& address) {
+    size_t index = 0;
+    // An interface's address may still be tentative (IPv6 duplicate address
+    // detection): bound all the same, it receives once the kernel is done.
+    if (Result r =
+            network_.open(address, if_nametoindex(device.config().netdev.c_str()), index, gid != 0);
+        !r) {
+        return r;
+    }
+    if (sockets_.size() <= index) {
+        sockets_.resize(index + 1);
+    }
+    sockets_[index] = {&device, address};
+    device.set_gid_socket(gid, index);
+    return ok();
+}
+
+void Engine::close_socket(Device& device, size_t gid) {
+    const size_t index = device.gid_socket(gid);
+    network_.close(index);
+    sockets_[index] = {};
+    device.set_gid_socket(gid, Device::kNoSocket);
+}
+
+void Engine::follow_gids(Device& device) {
+    if (!device.config().follows_interface) {
+        return;
+    }
+    for (size_t gid = 1; gid < GidTable::kLength; ++gid) {
+        const auto address = device.gid_table().interface_address(gid);
+        const size_t socket = device.gid_socket(gid);
+        if (socket != Device::kNoSocket && (!address || sockets_[socket].address != *address)) {
+            close_socket(device, gid);
+        }
+        if (address && device.gid_socket(gid) == Device::kNoSocket) {
+            if (Result r = open_socket(device, gid, *address); !r) {
+                // Its packets leave from the device's own address instead.
+                log_warn("device %s: GID %zu (%s) has no socket: %s", device.name().c_str(), gid,
+                         address->text().c_str(), r.message.c_str());
+            }
+        }
+    }
 }
 
 void Engine::remove_device(const Device& device) {
     std::erase_if(local_, [&](const LocalPacket& p) { return p.to == &device; });
     std::erase_if(held_, [&](const auto& entry) { return entry.second.from == &device; });
-    network_.close(device.index());
+    for (Socket& socket : sockets_) {
+        if (socket.device == &device) {
+            network_.close(static_cast<size_t>(&socket - sockets_.data()));
+            socket = {};
+        }
+    }
+}
+
+size_t Engine::source_socket(const Device& from, uint8_t sgid) const {
+    const size_t socket = from.gid_socket(sgid);
+    return socket != Device::kNoSocket ? socket : own_socket(from);
 }
 
 Device* Engine::device_at(const wire::IpAddress& address) const {
@@ -116,12 +171,18 @@ Device* Engine::device_at(const wire::IpAddress& address) const {
             return device.get();
         }
     }
+    // Addresses of GIDs beyond the first.
+    for (const Socket& socket : sockets_) {
+        if (socket.device && socket.address == address) {
+            return socket.device;
+        }
+    }
     return nullptr;
 }
 
-void Engine::send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
+void Engine::send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
                   const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
-    send_from(from, qp.qpn, dest_ip, headers, payload);
+    send_from(from, qp.qpn, sgid, dest_ip, headers, payload);
 }
 
 void Engine::send_mad(Device& from, const wire::IpAddress& dest_ip,
@@ -132,16 +193,17 @@ void Engine::send_mad(Device& from, const wire::IpAddress& dest_ip,
     headers.bth.psn = gsi_psn_++ & wire::kPsnMask;
     headers.deth.qkey = wire::kGsiQkey;
     headers.deth.src_qp = wire::kGsiQpn;
-    send_from(from, wire::kGsiQpn, dest_ip, headers, mad);
+    send_from(from, wire::kGsiQpn, 0, dest_ip, headers, mad);
 }
 
-void Engine::send_from(Device& from, uint32_t src_qpn, const wire::IpAddress& dest_ip,
+void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                        const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
-    const wire::IpAddress& src_ip = from.config().address;
+    const size_t socket = source_socket(from, sgid);
+    const wire::IpAddress& src_ip = sockets_[socket].address;
     Device* local = options_.shortcut ? device_at(dest_ip) : nullptr;
     // The QP's own source port; over UDP, one the daemon can send from.
     const uint16_t wanted = wire::roce_source_port(src_qpn);
-    const uint16_t src_port = local ? wanted : network_.source_port(from.index(), wanted);
+    const uint16_t src_port = local ? wanted : network_.source_port(socket, wanted);
     const auto addresses = wire::IcrcAddresses::between(src_ip, dest_ip, src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     std::vector<uint8_t> bytes = spare_buffer();
@@ -154,7 +216,7 @@ void Engine::send_from(Device& from, uint32_t src_qpn, const wire::IpAddress& de
         return;
     }
     ++from.stats().sent_pkts;
-    transmit(from, dest_ip, src_port, src_qpn, std::move(bytes));
+    transmit(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
 }
 
 // The segment joins every device of the daemon. As a NIC's embedded switch
@@ -173,7 +235,7 @@ void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byt
         }
     }
     if (on_a_network(from) && open_frames(from)) {
-        if (const int error = network_.send_frame(from.index(), bytes)) {
+        if (const int error = network_.send_frame(own_socket(from), bytes)) {
             ++from.stats().send_err;
             log_send_failure(from, "a frame not sent on %s: %s", from.config().netdev.c_str(),
                              strerror(error));
@@ -182,11 +244,11 @@ void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byt
 }
 
 bool Engine::open_frames(Device& device) {
-    if (network_.has_frames(device.index()) || device.frames_refused()) {
+    if (network_.has_frames(own_socket(device)) || device.frames_refused()) {
         return !device.frames_refused();
     }
     const unsigned ifindex = if_nametoindex(device.config().netdev.c_str());
-    Result r = ifindex ? network_.open_frames(device.index(), static_cast<int>(ifindex))
+    Result r = ifindex ? network_.open_frames(own_socket(device), static_cast<int>(ifindex))
                        : fail(ENODEV, "no interface %s", device.config().netdev.c_str());
     if (!r) {
         device.set_frames_refused();  // said once: a daemon without CAP_NET_RAW keeps frames inside
@@ -222,54 +284,54 @@ void Engine::recycle(std::vector<uint8_t>&& bytes) {
 
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
-void Engine::log_packet(const Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
-                        uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
+void Engine::log_packet(const Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                        uint16_t src_port, uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
                         std::span<const uint8_t> bytes) {
-    packet_log_.record(from.index(), from.config().address, dest_ip, src_port, src_qpn, fate,
+    packet_log_.record(from.index(), source_ip(from, sgid), dest_ip, src_port, src_qpn, fate,
                        step_id, bytes);
 }
 
 // A packet on its way out of `from`, or let go by step mode: faults act on
 // it, then it is delivered. Without faults or a console, nothing but the
 // delivery (the common case, kept inline).
-inline void Engine::send_on(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
-                            uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
+inline void Engine::send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                            uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     if (from.faults().active()) [[unlikely]] {
-        apply_faults(from, dest_ip, src_port, src_qpn, std::move(bytes));
+        apply_faults(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
         return;
     }
     if (packet_log_.enabled()) [[unlikely]] {
-        log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
+        log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
     }
-    deliver(from, dest_ip, src_port, std::move(bytes));
+    deliver(from, sgid, dest_ip, src_port, std::move(bytes));
 }
 
-void Engine::transmit(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
                       uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    from.trace().record(bytes, from.config().address, dest_ip, src_port, network_.port());
+    from.trace().record(bytes, source_ip(from, sgid), dest_ip, src_port, network_.port());
     if (from.step_gate().paused()) [[unlikely]] {
-        const uint64_t id = from.step_gate().hold(dest_ip, src_port, src_qpn, bytes);
+        const uint64_t id = from.step_gate().hold(dest_ip, src_port, src_qpn, bytes, sgid);
         if (id == 0) {
             ++from.stats().fault_dropped;  // the paused wire is full
         }
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ip, src_port, src_qpn,
+            log_packet(from, sgid, dest_ip, src_port, src_qpn,
                        id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
         }
         recycle(std::move(bytes));
         return;
     }
-    send_on(from, dest_ip, src_port, src_qpn, std::move(bytes));
+    send_on(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
 }
 
 // The faults a device has: loss, duplication, reordering, delay.
-void Engine::apply_faults(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
-                          uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
+void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                          uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     const FaultVerdict verdict = from.faults().decide();
     if (verdict.drop) {
         ++from.stats().fault_dropped;
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
+            log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
         }
         recycle(std::move(bytes));
         return;
@@ -282,25 +344,27 @@ void Engine::apply_faults(Device& from, const wire::IpAddress& dest_ip, uint16_t
         if (verdict.delay.count() > 0 && held_.size() >= kMaxHeldPackets) {
             ++from.stats().fault_dropped;  // the delay line is full
             if (packet_log_.enabled()) {
-                log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, packet);
+                log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0,
+                           packet);
             }
             continue;
         }
         if (packet_log_.enabled()) {
-            log_packet(from, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
+            log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
         }
         if (verdict.delay.count() > 0) {
             held_.emplace(Clock::now() + verdict.delay,
-                          HeldPacket{&from, dest_ip, src_port, std::move(packet)});
+                          HeldPacket{&from, sgid, dest_ip, src_port, std::move(packet)});
         } else {
-            deliver(from, dest_ip, src_port, std::move(packet));
+            deliver(from, sgid, dest_ip, src_port, std::move(packet));
         }
     }
 }
 
-void Engine::deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
                      std::vector<uint8_t>&& bytes) {
-    const wire::IpAddress& src_ip = from.config().address;
+    const size_t socket = source_socket(from, sgid);
+    const wire::IpAddress& src_ip = sockets_[socket].address;
     // A multicast packet reaches each of this daemon's devices with a member
     // of the group, whatever the path, and the group on the sender's
     // network (where other hosts' members are).
@@ -311,7 +375,7 @@ void Engine::deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_
             }
         }
         if (on_a_network(from)) {
-            network_.send(from.index(), dest_ip, bytes, src_port);
+            network_.send(socket, dest_ip, bytes, src_port);
         }
         recycle(std::move(bytes));
         return;
@@ -328,7 +392,7 @@ void Engine::deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_
         local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
         return;
     }
-    network_.send(from.index(), dest_ip, bytes, src_port);
+    network_.send(socket, dest_ip, bytes, src_port);
     recycle(std::move(bytes));
 }
 
@@ -340,10 +404,10 @@ bool Engine::release_stepped() {
         }
         for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
             if (packet_log_.enabled()) {
-                log_packet(*device, packet.dest_ip, packet.src_port, packet.src_qpn,
+                log_packet(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
                            PacketLog::Fate::kReleased, packet.id, packet.bytes);
             }
-            send_on(*device, packet.dest_ip, packet.src_port, packet.src_qpn,
+            send_on(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
                     std::move(packet.bytes));
         }
         any = true;
@@ -356,7 +420,8 @@ bool Engine::release_held(Clock::time_point now) {
     while (!held_.empty() && held_.begin()->first <= now) {
         HeldPacket packet = std::move(held_.begin()->second);
         held_.erase(held_.begin());
-        deliver(*packet.from, packet.dest_ip, packet.src_port, std::move(packet.bytes));
+        deliver(*packet.from, packet.sgid, packet.dest_ip, packet.src_port,
+                std::move(packet.bytes));
         any = true;
     }
     return any;
@@ -583,20 +648,14 @@ void Engine::sleep() {
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes,
                               const wire::IpAddress& src_ip, uint16_t src_port,
                               Clock::time_point now) {
-    const Device* device = device_of_socket(index);
     receive_from_network(index, bytes, src_ip, src_port,
-                         device ? device->config().address : wire::IpAddress(), now);
+                         index < sockets_.size() ? sockets_[index].address : wire::IpAddress(),
+                         now);
     transport_.finish_placements();
 }
 
 Device* Engine::device_of_socket(size_t index) const {
-    // A device's index is its socket's, and stays its own after others are removed.
-    for (const auto& device : devices_) {
-        if (device->index() == index) {
-            return device.get();
-        }
-    }
-    return nullptr;
+    return index < sockets_.size() ? sockets_[index].device : nullptr;
 }
 
 void Engine::send_failed(size_t index, const wire::IpAddress& dest_ip, int error,

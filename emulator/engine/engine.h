@@ -43,13 +43,17 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     const Doorbell& doorbell() const { return doorbell_; }
     // Opens the network for a device appended to the devices (rdma link add).
     Result add_device(Device& device);
-    // Before a device leaves the devices (rdma link delete): its socket
-    // closes and the packets waiting for or from it go.
+    // Before a device leaves the devices (rdma link delete): its sockets
+    // close and the packets waiting for or from it go.
     void remove_device(const Device& device);
+    // After the device's GID table changed: each address in it that is the
+    // interface's gets a socket of its own, and those of addresses gone
+    // close.
+    void follow_gids(Device& device);
     // Runs until the io_context is stopped.
     void run();
 
-    void send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
+    void send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
               const wire::PacketHeaders& headers, std::span<const std::byte> payload) override;
     void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) override;
 
@@ -88,12 +92,25 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
 
     struct HeldPacket {
         Device* from;
+        uint8_t sgid;
         wire::IpAddress dest_ip;
         uint16_t src_port;
         std::vector<uint8_t> bytes;
     };
 
-    void send_from(Device& from, uint32_t src_qpn, const wire::IpAddress& dest_ip,
+    // A device's socket, and the address it is bound to.
+    struct Socket {
+        Device* device = nullptr;  // null once closed
+        wire::IpAddress address;
+    };
+    // Where a packet from the device's GID `sgid` leaves: that GID's socket,
+    // or the device's own (GID 0's) for a GID without one (the made
+    // link-local GID, or an address whose socket could not be opened).
+    size_t source_socket(const Device& from, uint8_t sgid) const;
+    const wire::IpAddress& source_ip(const Device& from, uint8_t sgid) const {
+        return sockets_[source_socket(from, sgid)].address;
+    }
+    void send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                    const wire::PacketHeaders& headers, std::span<const std::byte> payload);
     std::vector<uint8_t> spare_buffer();
     // Keeps a packet buffer for reuse while the pool has room; bursts
@@ -102,17 +119,17 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     static constexpr size_t kMaxSpareBuffers = 256;
     // Packets a delay fault holds at once; beyond, the fault drops them.
     static constexpr size_t kMaxHeldPackets = 16384;
-    void transmit(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                  std::vector<uint8_t>&& bytes);
+    void transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
+                  uint32_t src_qpn, std::vector<uint8_t>&& bytes);
     // Records a packet's fate for the console; only while packet_log_ is enabled.
-    void log_packet(const Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
-                    uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
+    void log_packet(const Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                    uint16_t src_port, uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
                     std::span<const uint8_t> bytes);
-    void send_on(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                 std::vector<uint8_t>&& bytes);
-    void apply_faults(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+    void send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
+                 uint32_t src_qpn, std::vector<uint8_t>&& bytes);
+    void apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
                       uint32_t src_qpn, std::vector<uint8_t>&& bytes);
-    void deliver(Device& from, const wire::IpAddress& dest_ip, uint16_t src_port,
+    void deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
                  std::vector<uint8_t>&& bytes);
     bool release_held(transport::Clock::time_point now);
     // What step mode let go since the last turn (net/step_gate.h).
@@ -161,15 +178,21 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();
+    // The device of this daemon with a socket on `address`.
     Device* device_at(const wire::IpAddress& address) const;
-    // Opens the device's socket on its address and interface.
-    Result open_network(const Device& device);
+    // Opens a socket of the device's on `address`: its own (GID 0's), or
+    // GID `gid`'s; the socket's index.
+    Result open_socket(Device& device, size_t gid, const wire::IpAddress& address);
+    void close_socket(Device& device, size_t gid);
+    // The device's own socket, where its groups and frames are.
+    static size_t own_socket(const Device& device) { return device.gid_socket(0); }
 
     boost::asio::io_context& io_;
     std::vector<std::unique_ptr<Device>>& devices_;
     EngineOptions options_;
     Doorbell doorbell_;
     UdpNetwork network_;
+    std::vector<Socket> sockets_;  // by the network's socket index
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
     // The QPs that get turns, by doorbell slot; idle QPs cost a turn

@@ -47,10 +47,10 @@ std::string interface_holding(const wire::IpAddress& address) {
     return "lo";
 }
 
-std::vector<wire::IpAddress> addresses_of(const std::string& name) {
+std::vector<wire::IpAddress> addresses_of(const std::string& name, bool link_local) {
     std::vector<wire::IpAddress> v4, v6;
     for (const InterfaceAddress& a : host_addresses()) {
-        if (a.interface == name && !a.address.link_local()) {
+        if (a.interface == name && (link_local || !a.address.link_local())) {
             (a.address.is_v4() ? v4 : v6).push_back(a.address);
         }
     }

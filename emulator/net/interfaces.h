@@ -16,10 +16,10 @@ namespace uroce {
 // (the rest of 127.0.0.0/8 is routed through lo).
 std::string interface_holding(const wire::IpAddress& address);
 
-// The addresses of interface `name` (its labelled ones, "eth0:1", too) but
-// link-local ones: IPv4 first, then IPv6, each in the order getifaddrs
-// lists them; empty when it has none or does not exist.
-std::vector<wire::IpAddress> addresses_of(const std::string& name);
+// The addresses of interface `name` (its labelled ones, "eth0:1", too),
+// link-local IPv6 ones only when asked for: IPv4 first, then IPv6, each in
+// the order getifaddrs lists them; empty when it has none or does not exist.
+std::vector<wire::IpAddress> addresses_of(const std::string& name, bool link_local = false);
 
 // What a device's port follows of its interface.
 struct Link {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -16,6 +17,20 @@ void parse_link_messages(std::span<const uint8_t> bytes, LinkNews& news) {
     int left = static_cast<int>(bytes.size());
     for (auto* header = reinterpret_cast<const nlmsghdr*>(bytes.data()); NLMSG_OK(header, left);
          header = NLMSG_NEXT(header, left)) {
+        if (header->nlmsg_type == RTM_NEWADDR || header->nlmsg_type == RTM_DELADDR) {
+            if (header->nlmsg_len < NLMSG_LENGTH(sizeof(ifaddrmsg))) {
+                return;
+            }
+            // An address message names its interface by index only.
+            const auto* address = static_cast<const ifaddrmsg*>(NLMSG_DATA(header));
+            char name[IF_NAMESIZE];
+            if (if_indextoname(address->ifa_index, name)) {
+                news.interfaces.emplace(name);
+            } else {
+                news.all = true;
+            }
+            continue;
+        }
         if (header->nlmsg_type != RTM_NEWLINK && header->nlmsg_type != RTM_DELLINK) {
             continue;
         }
@@ -37,7 +52,7 @@ Result LinkMonitor::open() {
     UniqueFd fd(socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE));
     sockaddr_nl address{};
     address.nl_family = AF_NETLINK;
-    address.nl_groups = RTMGRP_LINK;
+    address.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
     if (!fd || bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
         return fail(errno, "cannot watch the network interfaces (rtnetlink): %s", strerror(errno));
     }

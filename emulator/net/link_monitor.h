@@ -1,7 +1,8 @@
-// The kernel's news of network interfaces (rtnetlink, RTMGRP_LINK): which
-// interfaces were added, removed or changed (MTU, up, carrier) since the
-// last drain. The daemon reads each named interface again (link_of) rather
-// than trusting the message's fields.
+// The kernel's news of network interfaces (rtnetlink: RTMGRP_LINK and the
+// IPv4 and IPv6 address groups): which interfaces were added, removed or
+// changed (MTU, up, carrier, an address) since the last drain. The daemon
+// reads each named interface again (link_of, addresses_of) rather than
+// trusting the message's fields.
 #pragma once
 
 #include <stdint.h>
@@ -22,8 +23,9 @@ struct LinkNews {
     bool all = false;
 };
 
-// Adds the interfaces named by the RTM_NEWLINK and RTM_DELLINK messages in
-// `bytes` (one datagram of the socket) to `news`. Messages that do not
+// Adds the interfaces named by the RTM_NEWLINK, RTM_DELLINK, RTM_NEWADDR
+// and RTM_DELADDR messages in `bytes` (one datagram of the socket) to
+// `news` (an address message's interface by its index, as it is now). Messages that do not
 // parse end the walk; they change nothing.
 void parse_link_messages(std::span<const uint8_t> bytes, LinkNews& news);
 

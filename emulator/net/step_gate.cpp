@@ -13,7 +13,7 @@ void StepGate::run() {
 }
 
 uint64_t StepGate::hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                        std::span<const uint8_t> bytes) {
+                        std::span<const uint8_t> bytes, uint8_t sgid) {
     if (held_.size() >= kMaxHeld) {
         return 0;
     }
@@ -22,7 +22,8 @@ uint64_t StepGate::hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint3
                      src_port,
                      src_qpn,
                      {bytes.begin(), bytes.end()},
-                     std::chrono::steady_clock::now()});
+                     std::chrono::steady_clock::now(),
+                     sgid});
     return next_id_++;
 }
 

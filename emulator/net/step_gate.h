@@ -31,6 +31,7 @@ class StepGate {
         uint32_t src_qpn = 0;
         std::vector<uint8_t> bytes;  // the UDP payload
         std::chrono::steady_clock::time_point held_at;
+        uint8_t sgid = 0;  // the source GID's index (its address sends it)
     };
 
     bool paused() const { return paused_; }
@@ -41,7 +42,7 @@ class StepGate {
     // Holds a copy of a packet of the paused wire; its id, or 0 when the
     // gate is full.
     uint64_t hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                  std::span<const uint8_t> bytes);
+                  std::span<const uint8_t> bytes, uint8_t sgid = 0);
     // Lets the held packet `id` go (the oldest when id is 0); its id, or 0
     // when there is none.
     uint64_t release(uint64_t id = 0);

@@ -139,13 +139,14 @@ bool set_path_options(int fd, const wire::IpAddress& address, uint32_t ifindex) 
 
 // A non-blocking UDP socket on address:port.
 Result bind_udp(const wire::IpAddress& address, uint32_t ifindex, uint16_t port, bool share_port,
-                UniqueFd& out) {
+                UniqueFd& out, bool freebind = false) {
     UniqueFd fd(socket(address.family(), SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     sockaddr_storage addr;
     const socklen_t length = address.to_sockaddr(port, addr, ifindex);
     const int on = 1;
     if (!fd || !set_path_options(fd.get(), address, ifindex) ||
         (share_port && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0) ||
+        (freebind && setsockopt(fd.get(), SOL_IP, IP_FREEBIND, &on, sizeof(on)) != 0) ||
         bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
         return fail(errno, "cannot bind UDP %s port %u: %s", address.text().c_str(), port,
                     strerror(errno));
@@ -156,9 +157,10 @@ Result bind_udp(const wire::IpAddress& address, uint32_t ifindex, uint16_t port,
 
 }  // namespace
 
-Result UdpNetwork::open(const wire::IpAddress& address, uint32_t ifindex) {
+Result UdpNetwork::open(const wire::IpAddress& address, uint32_t ifindex, size_t& index,
+                        bool freebind) {
     UniqueFd fd;
-    if (Result r = bind_udp(address, ifindex, port_, false, fd); !r) {
+    if (Result r = bind_udp(address, ifindex, port_, false, fd, freebind); !r) {
         return r;
     }
     for (int option : {SO_RCVBUFFORCE, SO_SNDBUFFORCE}) {
@@ -176,12 +178,26 @@ Result UdpNetwork::open(const wire::IpAddress& address, uint32_t ifindex) {
     const int off = 0;
     segmentation_ =
         segmentation_ && setsockopt(fd.get(), SOL_UDP, UDP_SEGMENT, &off, sizeof(off)) == 0;
-    sockets_.push_back(std::move(fd));
-    segments_.push_back(segmentation_);
-    addresses_.push_back(address);
-    ifindexes_.push_back(ifindex);
-    source_sockets_.emplace_back();
-    watch(readiness_tag(SocketKind::kDevice, sockets_.size() - 1));
+    // A closed slot is taken again (its generation tells late completions
+    // apart), so addresses that come and go do not grow the tables.
+    index = 0;
+    while (index < sockets_.size() && (sockets_[index] || has_frames(index))) {
+        ++index;
+    }
+    if (index == sockets_.size()) {
+        sockets_.emplace_back();
+        segments_.push_back(true);
+        addresses_.emplace_back();
+        ifindexes_.push_back(0);
+        source_sockets_.emplace_back();
+        generations_.push_back(0);
+    }
+    sockets_[index] = std::move(fd);
+    segments_[index] = segmentation_;
+    addresses_[index] = address;
+    ifindexes_[index] = ifindex;
+    ++generations_[index];
+    watch(readiness_tag(SocketKind::kDevice, index, generations_[index]));
     submit();
     return ok();
 }
@@ -192,7 +208,7 @@ void UdpNetwork::close(size_t index) {
             leave(index, g.group);
         }
     }
-    unwatch(readiness_tag(SocketKind::kDevice, index));
+    unwatch(readiness_tag(SocketKind::kDevice, index, generations_[index]));
     sockets_[index].reset();
     source_sockets_[index].clear();
     if (has_frames(index)) {
@@ -420,7 +436,7 @@ int UdpNetwork::fd_of(uint64_t tag) const {
     const size_t index = tag_index(tag);
     switch (tag_kind(tag)) {
         case SocketKind::kDevice:
-            return sockets_[index].get();
+            return generations_[index] == tag >> 32 ? sockets_[index].get() : -1;
         case SocketKind::kGroup:
             return groups_[index].generation == tag >> 32 ? groups_[index].fd.get() : -1;
         case SocketKind::kFrames:

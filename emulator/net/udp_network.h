@@ -50,9 +50,12 @@ class UdpNetwork {
     void on_send_failed(SendFailed failed) { send_failed_ = std::move(failed); }
 
     // Binds <address>:<port>, IPv4 or IPv6, on interface `ifindex` (the
-    // scope of a link-local address; where multicast leaves); the socket's
-    // index is the order of opening.
-    Result open(const wire::IpAddress& address, uint32_t ifindex);
+    // scope of a link-local address; where multicast leaves); `index` is
+    // the socket's (a closed one's may be taken again). `freebind`: the
+    // address may not be usable yet (an IPv6 address still in duplicate
+    // address detection); its packets arrive once it is.
+    Result open(const wire::IpAddress& address, uint32_t ifindex, size_t& index,
+                bool freebind = false);
     // Closes socket `index` and its send-only sockets (rdma link delete),
     // leaving its groups; the index is not used again.
     void close(size_t index);
@@ -150,6 +153,7 @@ class UdpNetwork {
     std::vector<UniqueFd> sockets_;
     std::vector<wire::IpAddress> addresses_;  // of each device's socket
     std::vector<uint32_t> ifindexes_;         // of each device's interface
+    std::vector<uint32_t> generations_;       // of each socket's slot, one more per opening
     // Send-only sockets on other source ports, per device; an invalid one
     // marks a port that could not be bound. At most wire::kSourcePorts each.
     std::vector<std::map<uint16_t, UniqueFd>> source_sockets_;

@@ -85,6 +85,7 @@ struct SendWork {
     std::optional<ibv_wc_status> error;  // failed locally: completes so when at the front
     // UD: where the address handle points, resolved when the WQE is taken.
     wire::IpAddress dest_ip;
+    uint8_t sgid = 0;  // the handle's source GID index
     uint32_t dest_qpn = 0;
     uint32_t qkey = 0;
     // UD: longer than the MTU. No packet leaves, and the WQE completes

@@ -19,8 +19,9 @@ namespace uroce::transport {
 class PacketOutput {
   public:
     virtual ~PacketOutput() = default;
-    // A packet of `qp` (whose number picks the UDP source port).
-    virtual void send(Device& from, const Qp& qp, const wire::IpAddress& dest_ip,
+    // A packet of `qp` (whose number picks the UDP source port), from the
+    // address of the device's GID `sgid`.
+    virtual void send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
                       const wire::PacketHeaders& headers, std::span<const std::byte> payload) = 0;
     // A whole Ethernet frame a RAW_PACKET QP sends onto the emulated segment.
     virtual void send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) = 0;
@@ -48,6 +49,12 @@ struct Incoming : QpOf {
 // there only).
 inline wire::IpAddress destination_ip(const Qp& qp) {
     return wire::IpAddress(qp.attr.ah_attr.grh.dgid.raw);
+}
+
+// The index of a connected QP's source GID, whose address its packets
+// leave from.
+inline uint8_t source_gid(const Qp& qp) {
+    return qp.attr.ah_attr.grh.sgid_index;
 }
 
 // The largest payload of a QP's packet: its path MTU, or for UD (which has

@@ -94,6 +94,7 @@ bool address_datagram(const Qp& qp, SendWork& w) {
         return false;
     }
     w.dest_ip = wire::IpAddress(ah->attr.grh.dgid.raw);
+    w.sgid = ah->attr.grh.sgid_index;
     w.dest_qpn = w.wqe.remote_qpn & wire::kQpnMask;
     // A Q_Key with the high bit set asks for the QP's own (IBA 10.2.4.2).
     w.qkey = (w.wqe.remote_qkey & wire::kControlledQkey) ? qp.attr.qkey : w.wqe.remote_qkey;
@@ -233,7 +234,8 @@ void Requester::send_packet(const QpOf& at, SendWork& w, uint32_t index, bool as
             }
         }
     }
-    output_.send(at.device, qp, datagram ? w.dest_ip : destination_ip(qp), h, payload);
+    output_.send(at.device, qp, datagram ? w.sgid : source_gid(qp),
+                 datagram ? w.dest_ip : destination_ip(qp), h, payload);
 }
 
 std::span<const std::byte> Requester::stage(SendWork& w, uint64_t offset, uint64_t bytes) {

@@ -160,7 +160,7 @@ void Responder::acknowledge(const QpOf& at, uint32_t psn, wire::Aeth aeth) {
     h.bth.dest_qp = qp.attr.dest_qp_num;
     h.bth.psn = psn;
     h.aeth = aeth;
-    output_.send(at.device, qp, destination_ip(qp), h, {});
+    output_.send(at.device, qp, source_gid(qp), destination_ip(qp), h, {});
 }
 
 // An atomic's answer: the value before the operation, with the MSN now.
@@ -172,7 +172,7 @@ void Responder::atomic_acknowledge(const QpOf& at, uint32_t psn, uint64_t origin
     h.bth.psn = psn;
     h.aeth = wire::Aeth::ack(qp.responder.msn);
     h.atomic_ack_eth.original = original;
-    output_.send(at.device, qp, destination_ip(qp), h, {});
+    output_.send(at.device, qp, source_gid(qp), destination_ip(qp), h, {});
 }
 
 // No receive WQE for `psn`: the requester waits and sends it again. Until it
@@ -549,7 +549,7 @@ void Responder::send_read_responses(const QpOf& at) {
         h.bth.dest_qp = qp.attr.dest_qp_num;
         h.bth.psn = wire::psn_add(request.psn, i);
         h.aeth = wire::Aeth::ack(s.msn);
-        output_.send(at.device, qp, destination_ip(qp), h, chunk);
+        output_.send(at.device, qp, source_gid(qp), destination_ip(qp), h, chunk);
     }
     if (reply.next == packets) {
         s.reply.reset();

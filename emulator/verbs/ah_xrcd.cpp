@@ -14,9 +14,8 @@ Result Context::check_ah_attr(const ibv_ah_attr& attr) const {
     if (!attr.is_global) {
         return fail(EINVAL, "RoCE address handles need a GRH (is_global = 1)");
     }
-    if (attr.grh.sgid_index >= device_.gids().size()) {
-        return fail(EINVAL, "source GID index %u is beyond the GID table (%zu entries)",
-                    attr.grh.sgid_index, device_.gids().size());
+    if (Result r = device_.check_source_gid(attr.grh.sgid_index); !r) {
+        return r;
     }
     if (attr.static_rate > IBV_RATE_800_GBPS) {
         return fail(EINVAL, "static rate %d is not a rate", attr.static_rate);

@@ -354,7 +354,7 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     const QpAttrLimits limits{Device::kPortCount,
                               device_.port_attr().max_mtu,
                               device_.port_attr().pkey_tbl_len,
-                              static_cast<uint32_t>(device_.gids().size()),
+                              static_cast<uint32_t>(GidTable::kLength),
                               static_cast<uint32_t>(caps.max_qp_rd_atom),
                               static_cast<uint32_t>(caps.max_qp_init_rd_atom)};
     if (std::string why = check_qp_attr_values(req.attr, mask, qp->type, limits); !why.empty()) {
@@ -366,6 +366,11 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     const auto next = (mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
     if (std::string why = check_qp_transition(cur, next, qp->type, mask); !why.empty()) {
         return fail(EINVAL, "%s", why.c_str());
+    }
+    if (mask & IBV_QP_AV) {
+        if (Result r = device_.check_source_gid(req.attr.ah_attr.grh.sgid_index); !r) {
+            return r;
+        }
     }
     // As the kernel core: automatic path migration exists only on InfiniBand.
     if (mask & IBV_QP_ALT_PATH) {

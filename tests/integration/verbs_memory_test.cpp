@@ -303,6 +303,14 @@ TEST_F(AhTest, SgidIndexBeyondTheGidTableIsInvalid) {
     EXPECT_EQ(error_of(AhPtr(ibv_create_ah(pd(), &attr))), EINVAL);
 }
 
+// A device on lo has GIDs 0 and 1; GID 2 is an empty entry: ENODATA, as
+// the kernel's rdma_get_gid_attr.
+TEST_F(AhTest, SgidIndexOfAnEmptyEntryHasNoData) {
+    ibv_ah_attr attr = ah_attr();
+    attr.grh.sgid_index = 2;
+    EXPECT_EQ(error_of(AhPtr(ibv_create_ah(pd(), &attr))), ENODATA);
+}
+
 TEST_F(MemoryTest, DeallocPdWithLiveAhIsBusy) {
     PdPtr pd(ibv_alloc_pd(context()));
     ASSERT_TRUE(pd);

@@ -382,6 +382,7 @@ struct BadModify {
     ibv_qp_state from;
     ibv_qp_state to;
     void (*spoil)(ibv_qp_attr& attr, int& mask, const ibv_device_attr& caps);
+    int error = EINVAL;
 };
 
 class BadModifyTest : public RcWalkTest, public ::testing::WithParamInterface<BadModify> {};
@@ -394,7 +395,7 @@ TEST_P(BadModifyTest, IsInvalidAndChangesNothing) {
 
     auto [attr, mask] = step_to(bad.to);
     bad.spoil(attr, mask, device_attr_.orig_attr);
-    EXPECT_EQ(ibv_modify_qp(qp_.get(), &attr, mask), EINVAL);
+    EXPECT_EQ(ibv_modify_qp(qp_.get(), &attr, mask), bad.error);
 
     EXPECT_EQ(qp_->state, bad.from);
     const auto [after, init_after] = query();
@@ -435,8 +436,15 @@ INSTANTIATE_TEST_SUITE_P(
             [](ibv_qp_attr& attr, int&, const ibv_device_attr&) { attr.ah_attr.is_global = 0; }},
         BadModify{"AvSgidIndexBeyondGidTable", IBV_QPS_INIT, IBV_QPS_RTR,
                   [](ibv_qp_attr& attr, int&, const ibv_device_attr&) {
-                      attr.ah_attr.grh.sgid_index = 2;
+                      attr.ah_attr.grh.sgid_index = 16;  // gid_tbl_len
                   }},
+        // An empty entry (a device on lo has GIDs 0 and 1 only): ENODATA,
+        // as the kernel's rdma_get_gid_attr.
+        BadModify{"AvSgidIndexOfAnEmptyEntry", IBV_QPS_INIT, IBV_QPS_RTR,
+                  [](ibv_qp_attr& attr, int&, const ibv_device_attr&) {
+                      attr.ah_attr.grh.sgid_index = 2;
+                  },
+                  ENODATA},
         BadModify{
             "DestQpn24Bits", IBV_QPS_INIT, IBV_QPS_RTR,
             [](ibv_qp_attr& attr, int&, const ibv_device_attr&) { attr.dest_qp_num = 1u << 24; }},

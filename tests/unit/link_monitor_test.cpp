@@ -6,6 +6,7 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <string>
 #include <vector>
@@ -44,10 +45,39 @@ TEST(link_monitor, NamesEveryLinkMessagesInterface) {
     EXPECT_FALSE(news.all);
 }
 
+// One RTM_NEWADDR (or `type`) message about interface `index`.
+std::vector<uint8_t> address_message(uint32_t index, uint16_t type = RTM_NEWADDR) {
+    std::vector<uint8_t> bytes(NLMSG_SPACE(sizeof(ifaddrmsg)));
+    auto* header = reinterpret_cast<nlmsghdr*>(bytes.data());
+    header->nlmsg_len = NLMSG_LENGTH(sizeof(ifaddrmsg));
+    header->nlmsg_type = type;
+    auto* address = static_cast<ifaddrmsg*>(NLMSG_DATA(header));
+    address->ifa_family = AF_INET6;
+    address->ifa_index = index;
+    return bytes;
+}
+
 TEST(link_monitor, OtherMessagesNameNothing) {
     LinkNews news;
-    parse_link_messages(link_message("eth0", RTM_NEWADDR), news);
+    parse_link_messages(link_message("eth0", RTM_NEWROUTE), news);
     EXPECT_TRUE(news.interfaces.empty());
+    EXPECT_FALSE(news.all);
+}
+
+// An address added or removed names its interface (lo is index 1 in every
+// network namespace); an index no interface has any more asks for all.
+TEST(link_monitor, AddressMessagesNameTheirInterface) {
+    LinkNews news;
+    parse_link_messages(address_message(1, RTM_DELADDR), news);
+    EXPECT_EQ(news.interfaces, (std::set<std::string>{"lo"}));
+    EXPECT_FALSE(news.all);
+    parse_link_messages(address_message(0x7ffffff0), news);
+    EXPECT_TRUE(news.all);
+    LinkNews short_message;
+    std::vector<uint8_t> cut = address_message(1);
+    reinterpret_cast<nlmsghdr*>(cut.data())->nlmsg_len = NLMSG_LENGTH(2);
+    parse_link_messages(cut, short_message);
+    EXPECT_TRUE(short_message.interfaces.empty());
 }
 
 TEST(link_monitor, TruncatedOrLyingLengthsEndTheWalk) {

@@ -62,6 +62,12 @@ void receive_all(UdpNetwork& network, size_t expected, Received& received) {
     }
 }
 
+// Opens a device socket on `address` (on lo).
+Result open(UdpNetwork& network, const char* address) {
+    size_t index = 0;
+    return network.open(ip(address), kLo, index);
+}
+
 // Packet `i`: `size` bytes, starting with i.
 std::vector<uint8_t> numbered(uint32_t i, size_t size) {
     std::vector<uint8_t> packet(size, static_cast<uint8_t>(i));
@@ -71,8 +77,8 @@ std::vector<uint8_t> numbered(uint32_t i, size_t size) {
 
 TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
-    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
+    ASSERT_TRUE(open(network, "127.0.0.1"));
+    ASSERT_TRUE(open(network, "127.0.0.2"));
     // Three times the buffers, each packet longer than the one before so
     // that none joins another's send.
     const uint32_t count = 3 * UdpNetwork::kMaxSendBuffers;
@@ -108,8 +114,8 @@ std::vector<uint8_t> roce_packet(uint32_t i, size_t size, const char* from, cons
 // starts a new send, and a shorter packet may only end one.
 TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
-    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
+    ASSERT_TRUE(open(network, "127.0.0.1"));
+    ASSERT_TRUE(open(network, "127.0.0.2"));
     std::vector<std::vector<uint8_t>> to_second;
     std::vector<std::vector<uint8_t>> to_first;
     uint32_t n = 0;
@@ -140,12 +146,34 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     EXPECT_EQ(received.at[0], to_first);
 }
 
+// A closed socket's slot is taken by the next one opened (addresses that
+// come and go do not grow the tables), and what arrives there is the new
+// socket's: the old one's readiness is not taken for it.
+TEST(UdpNetworkTest, AClosedSocketsSlotIsTakenAgain) {
+    UdpNetwork network(free_udp_port());
+    size_t first = 0, second = 0, again = 0;
+    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo, first));
+    ASSERT_TRUE(network.open(ip("127.0.0.3"), kLo, second));
+    EXPECT_EQ(first, 0u);
+    EXPECT_EQ(second, 1u);
+    network.close(second);
+    network.submit();
+    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo, again));
+    EXPECT_EQ(again, 1u);
+    network.send(0, ip("127.0.0.2"),
+                 roce_packet(7, 100, "127.0.0.1", "127.0.0.2", network.port(), 0), network.port());
+    network.submit();
+    Received received;
+    receive_all(network, 1, received);
+    ASSERT_EQ(received.at[1].size(), 1u);
+}
+
 // A packet the kernel will not send is reported, with its socket, peer,
 // errno and count, and the packets after it still go.
 TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
     UdpNetwork network(free_udp_port());
-    ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo));
-    ASSERT_TRUE(network.open(ip("127.0.0.2"), kLo));
+    ASSERT_TRUE(open(network, "127.0.0.1"));
+    ASSERT_TRUE(open(network, "127.0.0.2"));
     struct Failure {
         size_t index;
         wire::IpAddress dest;
@@ -188,7 +216,7 @@ TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
 // built with), and a packet to the other family is reported, not sent.
 TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
     UdpNetwork network(free_udp_port());
-    if (Result r = network.open(ip("::1"), kLo); !r) {
+    if (Result r = open(network, "::1"); !r) {
         GTEST_SKIP() << "no IPv6 on lo: " << r.message;
     }
     std::vector<int> errors;
@@ -221,7 +249,7 @@ TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
 // datagram arrives (IPv6 drops it at a socket that did not ask for it).
 TEST(UdpNetworkTest, AnIpv6DatagramWithoutAChecksumArrives) {
     UdpNetwork network(free_udp_port());
-    if (Result r = network.open(ip("::1"), kLo); !r) {
+    if (Result r = open(network, "::1"); !r) {
         GTEST_SKIP() << "no IPv6 on lo: " << r.message;
     }
     const int sender = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);

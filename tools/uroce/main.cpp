@@ -16,7 +16,7 @@
 namespace uroce::tool {
 
 const char* const kUsage =
-    "usage: uroce start [--device NAME=IPV4]... [--config FILE] [--udp-port N]\n"
+    "usage: uroce start [--device NAME=ADDRESS|IFACE]... [--config FILE] [--udp-port N]\n"
     "                   [--no-shortcut] [--nice N]\n"
     "       uroce stop\n"
     "       uroce status\n"
