@@ -7,6 +7,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <fstream>
+#include <set>
+
 #include "util/unique_fd.h"
 
 namespace uroce {
@@ -36,6 +39,26 @@ std::vector<InterfaceAddress> host_addresses() {
     return out;
 }
 
+// IPv6 addresses still in duplicate address detection, or that failed it
+// (/proc/net/if_inet6, this network namespace's): no packet reaches them.
+std::set<wire::IpAddress> unusable_ipv6_addresses() {
+    constexpr unsigned kTentative = 0x40, kDadFailed = 0x08;  // IFA_F_*
+    std::set<wire::IpAddress> out;
+    std::ifstream table("/proc/net/if_inet6");
+    std::string hex, name;
+    unsigned index, prefix, scope, flags;
+    while (table >> hex >> std::hex >> index >> prefix >> scope >> flags >> name >> std::dec) {
+        wire::IpAddress::Bytes bytes{};
+        for (size_t i = 0; i < bytes.size() && hex.size() == 32; ++i) {
+            bytes[i] = static_cast<uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+        }
+        if (hex.size() == 32 && (flags & (kTentative | kDadFailed))) {
+            out.insert(wire::IpAddress(bytes));
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string interface_holding(const wire::IpAddress& address) {
@@ -49,8 +72,10 @@ std::string interface_holding(const wire::IpAddress& address) {
 
 std::vector<wire::IpAddress> addresses_of(const std::string& name, bool link_local) {
     std::vector<wire::IpAddress> v4, v6;
+    const std::set<wire::IpAddress> unusable = unusable_ipv6_addresses();
     for (const InterfaceAddress& a : host_addresses()) {
-        if (a.interface == name && (link_local || !a.address.link_local())) {
+        if (a.interface == name && (link_local || !a.address.link_local()) &&
+            !unusable.contains(a.address)) {
             (a.address.is_v4() ? v4 : v6).push_back(a.address);
         }
     }

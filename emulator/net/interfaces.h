@@ -19,6 +19,8 @@ std::string interface_holding(const wire::IpAddress& address);
 // The addresses of interface `name` (its labelled ones, "eth0:1", too),
 // link-local IPv6 ones only when asked for: IPv4 first, then IPv6, each in
 // the order getifaddrs lists them; empty when it has none or does not exist.
+// IPv6 addresses still in (or failed by) duplicate address detection are
+// left out: until it ends, nothing sent to them arrives.
 std::vector<wire::IpAddress> addresses_of(const std::string& name, bool link_local = false);
 
 // What a device's port follows of its interface.

@@ -6,8 +6,10 @@ Each host's interface is eth0 with the address 10.77.0.<n>/24; its device
 is uroce_<tag><letter> (device nodes are named by device, and tests run
 side by side) on that address, or, in a fabric of family "ipv6", on
 fd00:77::<n>/64 beside it (dual-stack hosts: programs that exchange their
-QP numbers over TCP listen on IPv4 only, as ibv_rc_pingpong does). Namespaces
-need root: the suite runs as root (README).
+QP numbers over TCP listen on IPv4 only, as ibv_rc_pingpong does); or, with
+`on_interface`, made on eth0 itself (`--device NAME=eth0`), its GID table
+following eth0's addresses. Namespaces need root: the suite runs as root
+(README).
 """
 
 import itertools
@@ -39,15 +41,17 @@ def ip(*args):
 class Host:
     """A network namespace with eth0, an address and a uroced."""
 
-    def __init__(self, netns, letter, address, device, control_address=None):
+    def __init__(self, netns, letter, address, device, control_address=None,
+                 on_interface=False):
         self.netns = netns
         self.letter = letter
         self.address = address  # the device's
         self.control_address = control_address or address  # IPv4, for TCP side channels
         self.device = device
         self.interface = "eth0"
-        self.daemon = harness.Daemon(["--device", "%s=%s" % (device, address),
-                                      "--udp-port", ROCE_PORT])
+        self.daemon = harness.Daemon([
+            "--device", "%s=%s" % (device, self.interface if on_interface else address),
+            "--udp-port", ROCE_PORT])
 
     def command(self, args):
         """`args` run in this host's namespace with its daemon's environment
@@ -79,6 +83,19 @@ class Host:
         return {name: harness.devinfo_field(result.stdout, name)
                 for name in ("state", "max_mtu", "active_mtu", "phys_state")}
 
+    def gids(self):
+        """{index: GID} of the device's non-empty GID entries (ibv_devinfo -v)."""
+        result = self.run([harness.require_program("ibv_devinfo"), "-v", "-d", self.device])
+        if result.returncode != 0:
+            raise AssertionError("ibv_devinfo failed:\n%s\n%s" % (result.stdout, self.daemon.log()))
+        return {int(index): gid for index, gid in
+                re.findall(r"GID\[\s*(\d+)\]:\s+(\S+), RoCE v2", result.stdout)}
+
+    def addresses(self, *options):
+        """eth0's addresses `ip addr show` lists with `options` (scope link, ...)."""
+        shown = ip("-n", self.netns, "-o", "addr", "show", "dev", self.interface, *options)
+        return re.findall(r"inet6? ([0-9a-f.:]+)/", shown)
+
     def counter(self, name):
         return harness.parse_stats(self.daemon.stats_text())[self.device][name]
 
@@ -92,14 +109,14 @@ class Fabric:
     """`count` hosts, joined by a veth pair (two hosts) or by a bridge in a
     namespace of its own, every link at `mtu` bytes."""
 
-    def __init__(self, count=2, mtu=1500, bridge=False, family="ipv4"):
+    def __init__(self, count=2, mtu=1500, bridge=False, family="ipv4", on_interface=False):
         tag = "%d%d" % (os.getpid() % 100000, next(_fabric_numbers))
         self.prefix = "uroce-%s-" % tag
         self.bridge = self.prefix + "br" if bridge or count != 2 else None
         self.family = family
         self.hosts = [Host(self.prefix + letter, letter,
                            (SUBNET6 if family == "ipv6" else SUBNET) + str(n + 1),
-                           "uroce_%s%s" % (tag, letter), SUBNET + str(n + 1))
+                           "uroce_%s%s" % (tag, letter), SUBNET + str(n + 1), on_interface)
                       for n, letter in enumerate("abcdefgh"[:count])]
         self.mtu = mtu
 

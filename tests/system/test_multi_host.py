@@ -306,6 +306,81 @@ print("frames", frames)
 """
 
 
+class GidTableFollowsTheInterfaceTest(FabricTestCase):
+    """Devices made on eth0 (`--device NAME=eth0`): a GID for each address
+    of the interface, as the kernel keeps a netdev's, each usable across
+    the veth, and the table follows the addresses as they come and go."""
+
+    fabric_args = {"on_interface": True}
+
+    def wait_for_gids(self, host, what, predicate):
+        harness.wait_for(lambda: predicate(host.gids()), 10.0,
+                         "%s's GIDs %s" % (host.device, what),
+                         lambda: "%s\n%s" % (host.gids(), self.fabric.log()))
+
+    def test_gid_1_is_the_interfaces_link_local_address(self):
+        for host in self.fabric.hosts:
+            link_local = host.addresses("scope", "link")
+            self.assertEqual(len(link_local), 1, link_local)
+            self.wait_for_gids(host, "to hold %s" % link_local[0],
+                               lambda gids: gids.get(1) == link_local[0])
+            self.assertEqual(host.gids()[0], "::ffff:" + host.address)
+        # Over IPv6 link-local addresses (their scope is eth0) both ways.
+        a, b = self.fabric.hosts
+        for program in ("ibv_rc_pingpong", "ibv_ud_pingpong"):
+            with self.subTest(program=program):
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, program, "-g", "1"), program)
+
+    def test_addresses_added_and_removed_follow_with_events(self):
+        """An IPv4 and an IPv6 address added on each host take GIDs 2 and 3
+        (IBV_EVENT_GID_CHANGE), and RC and UD traffic runs between them, each
+        QP's packets leaving from its source GID's address (the peer takes
+        an RC QP's packets from its destination GID only). The IPv4 address
+        removed leaves GID 2 empty and GID 3 where it was; a QP that names
+        GID 2 cannot be connected."""
+        a, b = self.fabric.hosts
+        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        added = {}
+        try:
+            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
+                             "ibv_asyncwatch to open the device", self.fabric.log)
+            for n, host in enumerate(self.fabric.hosts, 1):
+                added[host] = ("10.77.1.%d" % n, "fd00:88::%d" % n)
+                hosts.ip("-n", host.netns, "addr", "add", added[host][0] + "/24", "dev", "eth0")
+                hosts.ip("-n", host.netns, "addr", "add", added[host][1] + "/64", "dev", "eth0",
+                         "nodad")
+            for host in self.fabric.hosts:
+                v4, v6 = added[host]
+                self.wait_for_gids(host, "to take the new addresses",
+                                   lambda gids: gids.get(2) == "::ffff:" + v4 and
+                                   gids.get(3) == v6)
+            for gid in ("2", "3"):
+                for program in ("ibv_rc_pingpong", "ibv_ud_pingpong"):
+                    with self.subTest(program=program, gid=gid):
+                        self.assertPairSucceeded(
+                            run_pair(self.fabric, a, b, program, "-g", gid), program)
+            for host in self.fabric.hosts:
+                hosts.ip("-n", host.netns, "addr", "del", added[host][0] + "/24", "dev", "eth0")
+            for host in self.fabric.hosts:
+                v6 = added[host][1]
+                self.wait_for_gids(host, "to lose the IPv4 address",
+                                   lambda gids: 2 not in gids and gids.get(3) == v6)
+            # The side that finds its GID 2 empty first ends the pair.
+            pair = run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "2")
+            self.assertTrue(all(side.returncode != 0 for side in pair), pair)
+            self.assertIn("Failed to modify QP to RTR", pair[0].output + pair[1].output)
+        finally:
+            for host, (v4, v6) in added.items():
+                for address in (v4 + "/24", v6 + "/64"):
+                    subprocess.run(["ip", "-n", host.netns, "addr", "del", address, "dev",
+                                    "eth0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            watch.terminate()
+            output = watch.communicate(timeout=10)[0]
+        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+        self.assertGreaterEqual(len(events), 2, output)
+        self.assertEqual(set(events), {("IBV_EVENT_GID_CHANGE", "1")}, output)
+
+
 class PortFollowsItsLinkTest(unittest.TestCase):
     """A fabric per test: each changes the links."""
 
