@@ -185,27 +185,36 @@ class Fabric:
 
 def mckey_to_members(test, fabric, group, members, sender, while_joined=lambda host: None):
     """mckey as a user runs it: a receiver on each host of `members` joins
-    `group` and waits for 10 datagrams; once each receiver's QP is attached
-    (its device lists the group in `uroce status`; `while_joined(host)`
-    looks at the host then), the sender on `sender` sends them. Asserts
-    that every mckey finished them."""
+    `group` and waits for 10 datagrams, the sender on `sender` sends them
+    (multicast_to_members)."""
     mckey = harness.require_program("mckey")
-    receivers = [host.popen([mckey, "-m", group, "-b", host.address, "-C", "10"])
-                 for host in members]
+    multicast_to_members(test, fabric, group, members, sender,
+                         lambda host: [mckey, "-m", group, "-b", host.address, "-C", "10"],
+                         lambda host: [mckey, "-m", group, "-b", host.address, "-s", "-C", "10"],
+                         "data transfers complete", while_joined)
+
+
+def multicast_to_members(test, fabric, group, members, sender, receiver_args, sender_args,
+                         finished, while_joined=lambda host: None):
+    """A receiver (`receiver_args(host)`) on each host of `members` joins
+    `group`; once each receiver's QP is attached (its device lists the
+    group in `uroce status`; `while_joined(host)` looks at the host then),
+    the sender (`sender_args(sender)`) sends. Asserts that the sender and
+    every receiver exit 0, each receiver having printed `finished`."""
+    receivers = [host.popen(receiver_args(host)) for host in members]
     try:
         for host in members:
             harness.wait_for(lambda: re.search(r"  multicast groups \d+ .*%s" % re.escape(group),
                                                host.daemon.status().text),
-                             10.0, "%s's mckey to attach its QP" % host.device, fabric.log)
+                             10.0, "%s's receiver to attach its QP" % host.device, fabric.log)
             while_joined(host)
-        sent = sender.run([mckey, "-m", group, "-b", sender.address, "-s", "-C", "10"],
-                          timeout=30)
+        sent = sender.run(sender_args(sender), timeout=30)
         test.assertEqual(sent.returncode, 0, sent.stdout)
         for host, receiver in zip(members, receivers):
             output = receiver.communicate(timeout=20)[0]
-            test.assertEqual(receiver.returncode, 0, "%s's mckey:\n%s\n%s" % (
+            test.assertEqual(receiver.returncode, 0, "%s's receiver:\n%s\n%s" % (
                 host.device, output, fabric.log()))
-            test.assertIn("data transfers complete", output)
+            test.assertIn(finished, output)
     finally:
         for receiver in receivers:
             if receiver.poll() is None:

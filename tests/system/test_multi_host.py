@@ -6,6 +6,7 @@ interface; unmodified programs with their default options work across a
 1500-byte link, over IPv4 and over IPv6; a packet the kernel will not send
 is counted and logged."""
 
+import ipaddress
 import json
 import os
 import re
@@ -189,6 +190,26 @@ class Ipv6AcrossAVethTest(FabricTestCase):
         # UD: the server answers each datagram through an address handle made
         # from its completion and the IPv6 GRH in front of its data.
         self.rdma_cm_pair(["udaddy", "-b", server], ["udaddy", "-s", server], 7174)
+
+    def test_multicast_to_ipv6_groups(self):
+        """perftest's multicast test (ib_send_bw --mcg): the server's UD QP
+        attaches to an IPv6 group (MLD on eth0), the client sends to it from
+        the other host; a group of global scope (ff0e::) and an IB-style
+        MGID of link-local scope (ff12::, bound and sent on eth0). rdma_cm
+        refuses IPv6 joins, as the kernel does on RoCE v2: ibv_attach_mcast
+        is the way. 50 messages, which a UD receiver keeps up with (UD drops
+        what finds no receive WQE, and the test waits for its count)."""
+        a, b = self.fabric.hosts
+        for mgid in ("ff0e::1234", "ff12:401b::1"):
+            with self.subTest(mgid=mgid):
+                received = a.counter("rcvd_pkts")
+                # perftest reads an MGID as 16 decimal bytes.
+                as_bytes = ":".join(str(byte) for byte in ipaddress.IPv6Address(mgid).packed)
+                self.assertPairSucceeded(
+                    run_pair(self.fabric, a, b, "ib_send_bw", "-g", "-M", as_bytes, "-n", "50",
+                             "-s", "64"), "ib_send_bw --mcg -M " + mgid)
+                self.assertGreaterEqual(a.counter("rcvd_pkts") - received, 50)
+                self.assertNotIn(mgid, a.daemon.status().text)  # detached at exit
 
     def test_the_trace_shows_udp_over_ipv6(self):
         a, b = self.fabric.hosts
@@ -614,6 +635,18 @@ class ThreeHostsOnABridgeTest(FabricTestCase):
         a, b, c = self.fabric.hosts
         group = "239.1.2.%d" % (os.getpid() % 200 + 1)
         hosts.mckey_to_members(self, self.fabric, group, (a, b), c)
+
+    def test_pyverbs_multicast_reaches_the_members_on_other_hosts(self):
+        """pyverbs_scripts/multicast.py: pyverbs' CMID joins a group on a and
+        b (rdma_join_multicast), c sends 16 messages to it; each receiver
+        gets all 16, whole, behind their GRH."""
+        a, b, c = self.fabric.hosts
+        group = "239.2.2.%d" % (os.getpid() % 200 + 1)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyverbs_scripts",
+                              "multicast.py")
+        role = lambda name: lambda host: [harness.PYTHON, script, name, host.address, group, "16"]
+        hosts.multicast_to_members(self, self.fabric, group, (a, b), c, role("receive"),
+                                   role("send"), "received 16")
 
 
 if __name__ == "__main__":
