@@ -79,13 +79,11 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
                                        EngineOptions{options_.udp_port, options_.shortcut});
     cm_ = std::make_unique<cm::ConnectionManager>(
         io_, devices_,
-        [this](Device& from, const wire::IpAddress& dest_ip, std::span<const std::byte> mad) {
-            engine_->send_mad(from, dest_ip, mad);
-        });
+        [this](Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+               std::span<const std::byte> mad) { engine_->send_mad(from, sgid, dest_ip, mad); });
     engine_->set_mad_receiver(
-        [this](Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> mad) {
-            cm_->receive_mad(to, src_ip, mad);
-        });
+        [this](Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
+               std::span<const uint8_t> mad) { cm_->receive_mad(to, src_ip, dest_ip, mad); });
     server_ =
         std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
                                  engine_->packet_log(), [this] { engine_->take_posted_work(); });

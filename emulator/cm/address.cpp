@@ -135,7 +135,9 @@ std::string to_string(const Address& address) {
 
 Device* device_at(const std::vector<std::unique_ptr<Device>>& devices, const wire::IpAddress& ip) {
     for (const auto& device : devices) {
-        if (device->config().address == ip) {
+        // Its own address, or another of its interface's that has a GID.
+        const auto index = device->gid_table().index_of(ip);
+        if (index && (*index == 0 || device->gid_table().interface_address(*index))) {
             return device.get();
         }
     }
@@ -169,12 +171,11 @@ bool kernel_source(const wire::IpAddress& destination, wire::IpAddress& source) 
 }  // namespace
 
 Result route(const std::vector<std::unique_ptr<Device>>& devices,
-             const wire::IpAddress& destination, Device*& device) {
-    wire::IpAddress source;
+             const wire::IpAddress& destination, Device*& device, wire::IpAddress& source) {
     const bool routed = kernel_source(destination, source);
     device = routed ? device_at(devices, source) : nullptr;
-    if (!device) {
-        device = device_at(devices, destination);
+    if (!device && (device = device_at(devices, destination))) {
+        source = destination;
     }
     if (device) {
         return ok();

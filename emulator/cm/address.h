@@ -38,7 +38,8 @@ bool same_host(const Address& a, const Address& b);
 Address make_address(sa_family_t family, const wire::IpAddress& ip, uint16_t port);
 std::string to_string(const Address& address);
 
-// The device whose address is `ip`, if any.
+// The device with a GID whose address is `ip` (its own address, or another
+// of its interface's), if any.
 Device* device_at(const std::vector<std::unique_ptr<Device>>& devices, const wire::IpAddress& ip);
 
 // The device a connection to `destination` leaves from: the one whose
@@ -46,8 +47,9 @@ Device* device_at(const std::vector<std::unique_ptr<Device>>& devices, const wir
 // device that owns the destination itself (a device talking to itself from
 // an address no device has). ENODEV when no device can reach it, as the
 // kernel's rdma_resolve_addr reports a route through a netdev without RDMA.
+// `source`: the device's address the connection leaves from.
 Result route(const std::vector<std::unique_ptr<Device>>& devices,
-             const wire::IpAddress& destination, Device*& device);
+             const wire::IpAddress& destination, Device*& device, wire::IpAddress& source);
 
 // Whether `ip` is an address of this host (rdma_bind_addr: EADDRNOTAVAIL
 // for one that is not, ENODEV for one that is but has no device).

@@ -198,8 +198,9 @@ class ConnectionManager {
     static constexpr size_t kMaxMulticasts = 4096;
     static constexpr size_t kMaxMulticastsPerClient = kMaxMulticasts / 4;
 
-    // Sends one MAD from `from`'s QP1 to QP1 of `dest_ip`.
-    using MadSender = std::function<void(Device& from, const wire::IpAddress& dest_ip,
+    // Sends one MAD from `from`'s QP1, from the address of its GID `sgid`,
+    // to QP1 of `dest_ip`.
+    using MadSender = std::function<void(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                                          std::span<const std::byte> mad)>;
 
     ConnectionManager(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
@@ -224,8 +225,9 @@ class ConnectionManager {
     void remove_device(const Device& device);
     bool events_waiting() const;
 
-    // A MAD that arrived at QP1 of `to`.
-    void receive_mad(Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> bytes);
+    // A MAD that arrived at QP1 of `to`, at its address `dest_ip`.
+    void receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
+                     std::span<const uint8_t> bytes);
 
     // The ucma commands (cm/ucma.cpp decodes them). Each validates
     // everything and either fails changing nothing or acts.
@@ -298,8 +300,9 @@ class ConnectionManager {
 
     // The wire.
     void send(Id& id, const Message& message, bool retransmit);
-    void send_reply(Device& from, const wire::IpAddress& dest_ip, uint64_t transaction_id,
-                    const Message& message);
+    // An answer to a MAD that came to `from`'s GID `sgid` from `dest_ip`.
+    void send_reply(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                    uint64_t transaction_id, const Message& message);
     // An MRA for the REQ or REP the peer sent again.
     void send_mra(Id& id, Answered answered);
     // The ID a REQ or SIDR_REQ to `listener` brings, on the listener's
@@ -310,8 +313,10 @@ class ConnectionManager {
     void start_timer(Id& id, std::chrono::milliseconds after);
     void stop_retransmitting(Id& id);
     void on_retry_timer(uint32_t handle);
-    void handle(Device& to, const wire::IpAddress& src_ip, const Mad& mad);
-    void on_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid, const Req& req);
+    // `at`: the index of the GID the MAD came to; answers leave from it.
+    void handle(Device& to, const wire::IpAddress& src_ip, uint8_t at, const Mad& mad);
+    void on_req(Device& to, const wire::IpAddress& src_ip, uint8_t at, uint64_t tid,
+                const Req& req);
     void on_repeated_req(Id& id, Device& to, const wire::IpAddress& src_ip, uint64_t tid);
     void on_rep(Id& id, const Rep& rep);
     void on_rtu(Id& id);
@@ -319,7 +324,8 @@ class ConnectionManager {
     void on_mra(Id& id, const Mra& mra);
     void on_dreq(Id& id, const Dreq& dreq);
     void on_drep(Id& id);
-    void on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid, const SidrReq& req);
+    void on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint8_t at, uint64_t tid,
+                     const SidrReq& req);
     void on_sidr_rep(Id& id, const SidrRep& rep);
     // The connection a MAD names by our communication ID, if it comes from
     // that connection's peer.

@@ -23,7 +23,7 @@ using namespace internal;
 void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
     const auto mad = encode(id.transaction_id, message);
     ++id.device->stats().cm_mads_sent;
-    send_mad_(*id.device, id.peer_ip, mad);
+    send_mad_(*id.device, source_gid(id), id.peer_ip, mad);
     if (retransmit) {
         id.pending_mad = std::make_unique<std::array<std::byte, kMadSize>>(mad);
         id.retries_left = kMaxCmRetries;
@@ -55,16 +55,16 @@ Id& ConnectionManager::requested_id(const Id& listener, Device& to, const IpCmHe
     id.reporting = false;
     id.state = IdState::kConnect;
     id.device = &to;
-    id.src = make_address(family, to.config().address, port_of(listener.src));
+    id.src = make_address(family, header.dst_ip, port_of(listener.src));
     id.dst = make_address(family, header.src_ip, header.src_port);
     id.listener = listener.handle;
     return id;
 }
 
-void ConnectionManager::send_reply(Device& from, const wire::IpAddress& dest_ip,
+void ConnectionManager::send_reply(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                                    uint64_t transaction_id, const Message& message) {
     ++from.stats().cm_mads_sent;
-    send_mad_(from, dest_ip, encode(transaction_id, message));
+    send_mad_(from, sgid, dest_ip, encode(transaction_id, message));
 }
 
 void ConnectionManager::arm_retry(Id& id) {
@@ -110,7 +110,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
         --id->retries_left;
         ++id->device->stats().cm_mads_sent;
         ++id->device->stats().cm_mads_retried;
-        send_mad_(*id->device, id->peer_ip, *id->pending_mad);
+        send_mad_(*id->device, source_gid(*id), id->peer_ip, *id->pending_mad);
         arm_retry(*id);
         return;
     }
@@ -197,6 +197,7 @@ void ConnectionManager::abandon_connection(Id& id) {
 }
 
 void ConnectionManager::receive_mad(Device& to, const wire::IpAddress& src_ip,
+                                    const wire::IpAddress& dest_ip,
                                     std::span<const uint8_t> bytes) {
     ++to.stats().cm_mads_rcvd;
     Mad mad;
@@ -204,7 +205,7 @@ void ConnectionManager::receive_mad(Device& to, const wire::IpAddress& src_ip,
         ++to.stats().cm_mads_dropped;
         return;
     }
-    handle(to, src_ip, mad);
+    handle(to, src_ip, gid_index_at(to, dest_ip), mad);
 }
 
 Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, const wire::IpAddress& src_ip) {
@@ -213,14 +214,15 @@ Id* ConnectionManager::by_comm_id(uint32_t local_comm_id, const wire::IpAddress&
     return id && id->peer_ip == src_ip ? id : nullptr;
 }
 
-void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, const Mad& mad) {
+void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, uint8_t at,
+                               const Mad& mad) {
     const uint64_t tid = mad.header.transaction_id;
     if (const auto* req = std::get_if<Req>(&mad.message)) {
-        on_req(to, src_ip, tid, *req);
+        on_req(to, src_ip, at, tid, *req);
         return;
     }
     if (const auto* req = std::get_if<SidrReq>(&mad.message)) {
-        on_sidr_req(to, src_ip, tid, *req);
+        on_sidr_req(to, src_ip, at, tid, *req);
         return;
     }
     // Every other message names our side's communication ID and, as the
@@ -270,13 +272,12 @@ void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, const 
                     on_dreq(*id, message);
                 } else if (by_comm_id(message.remote_comm_id, src_ip) ||
                            !ids_.by_comm_id(message.remote_comm_id)) {
-                    // cm_issue_drep: a DREQ for no connection is answered, so
-                    // that a peer whose DREP was lost stops asking. (One that
-                    // names a connection from another address is dropped.)
+                    // cm_issue_drep: a DREQ for no connection is answered (a peer
+                    // whose DREP was lost stops asking); one from another address not.
                     Drep drep;
                     drep.local_comm_id = message.remote_comm_id;
                     drep.remote_comm_id = message.local_comm_id;
-                    send_reply(to, src_ip, tid, drep);
+                    send_reply(to, at, src_ip, tid, drep);
                 }
             } else if constexpr (std::is_same_v<T, Drep>) {
                 if ((id = both(message.remote_comm_id, message.local_comm_id))) {
@@ -357,13 +358,13 @@ void ConnectionManager::on_repeated_req(Id& id, Device& to, const wire::IpAddres
     if (id.cm == CmState::kMraReqSent) {
         send_mra(id, Answered::kReq);
     } else if (id.cm == CmState::kTimewait) {
-        send_reply(to, src_ip, tid, rej_of(id, RejectReason::kStaleConnection));
+        send_reply(to, source_gid(id), src_ip, tid, rej_of(id, RejectReason::kStaleConnection));
     } else {
         ++to.stats().cm_mads_dropped;
     }
 }
 
-void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid,
+void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint8_t at, uint64_t tid,
                                const Req& req) {
     if (Id* id = ids_.by_peer(&to, src_ip, req.local_comm_id)) {
         on_repeated_req(*id, to, src_ip, tid);
@@ -376,9 +377,9 @@ void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint64
         rej.remote_comm_id = req.local_comm_id;
         rej.message_rejected = Answered::kReq;
         rej.reason = reason;
-        send_reply(to, src_ip, tid, rej);
+        send_reply(to, at, src_ip, tid, rej);
     };
-    if (!header || header->dst_ip != to.config().address ||
+    if (!header || !to.gid_table().index_of(header->dst_ip) ||
         (ps != PortSpace::kTcp && ps != PortSpace::kIb)) {
         refuse(RejectReason::kInvalidServiceId);
         return;
@@ -430,8 +431,8 @@ void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint64
     id.cm = CmState::kMraReqSent;
 }
 
-void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint64_t tid,
-                                    const SidrReq& req) {
+void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint8_t at,
+                                    uint64_t tid, const SidrReq& req) {
     if (ids_.sidr_request(&to, src_ip, req.request_id)) {
         return;  // the program has not answered the first one yet
     }
@@ -440,11 +441,11 @@ void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, u
         rep.request_id = req.request_id;
         rep.status = status;
         rep.service_id = req.service_id;
-        send_reply(to, src_ip, tid, rep);
+        send_reply(to, at, src_ip, tid, rep);
     };
     const auto header = decode_ip_cm_header(req.private_data);
     const PortSpace ps = port_space_of(req.service_id);
-    if (!header || header->dst_ip != to.config().address) {
+    if (!header || !to.gid_table().index_of(header->dst_ip)) {
         refuse(SidrStatus::kUnsupported);
         return;
     }
@@ -485,7 +486,7 @@ void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, u
 void ConnectionManager::fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const {
     const Gid& dgid = id.peer_ip.bytes();
     memcpy(ud.ah_attr.grh.dgid, dgid.data(), sizeof(ud.ah_attr.grh.dgid));
-    ud.ah_attr.grh.sgid_index = 0;
+    ud.ah_attr.grh.sgid_index = source_gid(id);
     ud.ah_attr.grh.hop_limit = kHopLimit;
     ud.ah_attr.grh.traffic_class = id.tos;
     ud.ah_attr.is_global = 1;
@@ -606,7 +607,8 @@ void ConnectionManager::on_dreq(Id& id, const Dreq& dreq) {
             report(id, RDMA_CM_EVENT_DISCONNECTED);
             break;
         case CmState::kTimewait:
-            send_reply(*id.device, id.peer_ip, id.transaction_id, drep);  // ours was lost
+            send_reply(*id.device, source_gid(id), id.peer_ip, id.transaction_id,
+                       drep);  // ours was lost
             break;
         default:
             ++id.device->stats().cm_mads_dropped;

@@ -225,8 +225,11 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
         return fail(EAFNOSUPPORT, "%s: uroce devices reach IP addresses only",
                     to_string(dst).c_str());
     }
+    // Where the ID's packets leave from: its bound address, or the one the
+    // kernel's routing table picks (any GID's of the device).
+    wire::IpAddress source = is_any(id.src) ? wire::IpAddress() : ip_or_any(id.src);
     if (!device) {
-        if (Result r = route(devices_, destination, device); !r && r.error == ENETUNREACH) {
+        if (Result r = route(devices_, destination, device, source); !r && r.error == ENETUNREACH) {
             return r;  // no route at all: the command fails, as rdma_resolve_ip's does
         } else if (!r) {
             id.dst = dst;
@@ -236,15 +239,17 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
             return ok();
         }
     }
-    if (device->config().address.is_v4() != destination.is_v4()) {
+    if (source.unspecified()) {
+        source = device->config().address;
+    }
+    if (source.is_v4() != destination.is_v4()) {
         return fail(ENETUNREACH, "%s cannot be reached from %s, of the other IP family",
-                    destination.text().c_str(), device->config().address.text().c_str());
+                    destination.text().c_str(), source.text().c_str());
     }
     id.dst = is_any(dst) ? make_address(dst.ss_family, destination, port_of(dst)) : dst;
     id.device = device;
     if (is_any(id.src)) {
-        const uint16_t port = port_of(id.src);
-        id.src = make_address(id.src.ss_family, device->config().address, port);
+        id.src = make_address(id.src.ss_family, source, port_of(id.src));
     }
     id.peer_ip = destination;
     id.path_mtu = path_mtu_of(*device);

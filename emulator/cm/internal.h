@@ -58,6 +58,19 @@ inline wire::IpAddress ip_or_any(const Address& address) {
     return ip_of(address).value_or(wire::IpAddress::v4(0));
 }
 
+// The GID of `device` whose address is `address`; 0 where none is (MADs
+// then leave from the device's own address).
+inline uint8_t gid_index_at(const Device& device, const wire::IpAddress& address) {
+    return static_cast<uint8_t>(device.gid_table().index_of(address).value_or(0));
+}
+
+// An ID's source GID: the one of the address it is bound to, whose address
+// its QP's packets and its MADs leave from (as the kernel's cma takes the
+// GID of the bound address's netdev entry).
+inline uint8_t source_gid(const Id& id) {
+    return id.device ? gid_index_at(*id.device, ip_or_any(id.src)) : 0;
+}
+
 // An address's GID: an AF_IB address carries it, an IP address's is its
 // address (IPv4-mapped for IPv4).
 inline Gid gid_of(const Address& address) {

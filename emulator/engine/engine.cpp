@@ -185,7 +185,7 @@ void Engine::send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddres
     send_from(from, qp.qpn, sgid, dest_ip, headers, payload);
 }
 
-void Engine::send_mad(Device& from, const wire::IpAddress& dest_ip,
+void Engine::send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                       std::span<const std::byte> mad) {
     wire::PacketHeaders headers;
     headers.bth.opcode = wire::make_opcode(wire::Service::kUd, wire::Operation::kSendOnly);
@@ -193,7 +193,7 @@ void Engine::send_mad(Device& from, const wire::IpAddress& dest_ip,
     headers.bth.psn = gsi_psn_++ & wire::kPsnMask;
     headers.deth.qkey = wire::kGsiQkey;
     headers.deth.src_qp = wire::kGsiQpn;
-    send_from(from, wire::kGsiQpn, 0, dest_ip, headers, mad);
+    send_from(from, wire::kGsiQpn, sgid, dest_ip, headers, mad);
 }
 
 void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
@@ -434,9 +434,10 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, const wire::IpA
                        *this);
 }
 
-void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, std::span<const uint8_t> mad) {
+void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
+                         std::span<const uint8_t> mad) {
     if (mad_receiver_) {
-        mad_receiver_(to, src_ip, mad);
+        mad_receiver_(to, src_ip, dest_ip, mad);
     } else {
         ++to.stats().rcvd_unknown_qp;
     }

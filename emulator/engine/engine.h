@@ -59,9 +59,11 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
 
     // The General Services Interface: QP1 of every device. A MAD goes out as
     // a UD datagram to QP1 of `dest_ip`; those that arrive go to `receiver`.
-    using MadReceiver = std::function<void(Device& to, const wire::IpAddress& src_ip,
-                                           std::span<const uint8_t> mad)>;
-    void send_mad(Device& from, const wire::IpAddress& dest_ip, std::span<const std::byte> mad);
+    using MadReceiver =
+        std::function<void(Device& to, const wire::IpAddress& src_ip,
+                           const wire::IpAddress& dest_ip, std::span<const uint8_t> mad)>;
+    void send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                  std::span<const std::byte> mad);
     void set_mad_receiver(MadReceiver receiver) { mad_receiver_ = std::move(receiver); }
 
     // What the devices send, for the console (recorded only while enabled).
@@ -167,7 +169,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
                  const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
                  transport::Clock::time_point now);
     // transport::ReceiveSink: MADs to the connection manager, QPs to turns.
-    void receive_mad(Device& to, const wire::IpAddress& src_ip,
+    void receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                      std::span<const uint8_t> mad) override;
     void qp_touched(const Qp& qp) override;
     bool signal_due_cq_events(transport::Clock::time_point now);

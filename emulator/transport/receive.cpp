@@ -81,7 +81,7 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
         if (service == wire::Service::kUd && packet.hdr.deth.qkey != wire::kGsiQkey) {
             to.note_bad_qkey();
         } else if (service == wire::Service::kUd) {
-            sink.receive_mad(to, arrival.src_ip, packet.payload);
+            sink.receive_mad(to, arrival.src_ip, arrival.dest_ip, packet.payload);
         } else {
             ++to.stats().rcvd_unknown_qp;
         }

@@ -26,7 +26,7 @@ class ReceiveSink {
   public:
     virtual ~ReceiveSink() = default;
     virtual void receive_mad(Device& to, const wire::IpAddress& src_ip,
-                             std::span<const uint8_t> mad) = 0;
+                             const wire::IpAddress& dest_ip, std::span<const uint8_t> mad) = 0;
     virtual void qp_touched(const Qp& qp) = 0;
 };
 

@@ -60,6 +60,28 @@ def ucx_perftest(fabric, server, client, test):
     test.assertEqual(int(final.group(1)), 1000, pair[1].output)
 
 
+def rdma_cm_pair(test, fabric, server_args, client_args, port):
+    """An rdma_cm server on the fabric's first host, and once its ID listens
+    on `port`, its client on the second; both must exit 0. Returns the
+    client's output."""
+    a, b = fabric.hosts[:2]
+    server = a.popen([harness.require_program(server_args[0]), *server_args[1:]])
+    try:
+        harness.wait_for(lambda: server.poll() is not None or a.cm_listening(port), 15.0,
+                         "%s to listen" % server_args[0], fabric.log)
+        client = b.run([harness.require_program(client_args[0]), *client_args[1:]], timeout=60)
+        server_output = server.communicate(timeout=60)[0]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+    context = "%s: %s\n%s: %s\n%s" % (server_args, server_output, client_args, client.stdout,
+                                      fabric.log())
+    test.assertEqual(client.returncode, 0, context)
+    test.assertEqual(server.returncode, 0, context)
+    return client.stdout
+
+
 class FabricTestCase(unittest.TestCase):
     """A fabric for the whole class (hosts.Fabric arguments in `fabric_args`)."""
 
@@ -158,25 +180,7 @@ class Ipv6AcrossAVethTest(FabricTestCase):
         ucx_perftest(self.fabric, a, b, self)
 
     def rdma_cm_pair(self, server_args, client_args, port):
-        """A server, and once its ID listens on `port`, its client, each on
-        its host; both must exit 0."""
-        a, b = self.fabric.hosts
-        server = a.popen([harness.require_program(server_args[0]), *server_args[1:]])
-        try:
-            harness.wait_for(lambda: server.poll() is not None or a.cm_listening(port), 15.0,
-                             "%s to listen" % server_args[0], self.fabric.log)
-            client = b.run([harness.require_program(client_args[0]), *client_args[1:]],
-                           timeout=60)
-            server_output = server.communicate(timeout=60)[0]
-        finally:
-            if server.poll() is None:
-                server.kill()
-                server.communicate()
-        context = "%s: %s\n%s: %s\n%s" % (server_args, server_output, client_args,
-                                          client.stdout, self.fabric.log())
-        self.assertEqual(client.returncode, 0, context)
-        self.assertEqual(server.returncode, 0, context)
-        return client.stdout
+        return rdma_cm_pair(self, self.fabric, server_args, client_args, port)
 
     def test_rdma_cm_programs_on_ipv6_addresses(self):
         server = self.fabric.hosts[0].address
@@ -380,6 +384,16 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
                     with self.subTest(program=program, gid=gid):
                         self.assertPairSucceeded(
                             run_pair(self.fabric, a, b, program, "-g", gid), program)
+            # rdma_cm on the new addresses: the IDs take their GIDs, MADs and
+            # QP packets leave from them (rping's RDMA READs and WRITEs).
+            port = harness.free_tcp_port()
+            for server in added[a]:
+                with self.subTest(rping=server):
+                    output = rdma_cm_pair(
+                        self, self.fabric, ["rping", "-s", "-a", server, "-p", str(port), "-C",
+                                            "5", "-v"],
+                        ["rping", "-c", "-a", server, "-p", str(port), "-C", "5", "-v"], port)
+                    self.assertEqual(output.count("ping data: rdma-ping-"), 5, output)
             for host in self.fabric.hosts:
                 hosts.ip("-n", host.netns, "addr", "del", added[host][0] + "/24", "dev", "eth0")
             for host in self.fabric.hosts:

@@ -206,7 +206,8 @@ class CmStateMachine : public ::testing::Test {
         devices_.push_back(std::make_unique<Device>(DeviceConfig{"uroce1", {kPassiveIp}}, 1));
         cm_ = std::make_unique<ConnectionManager>(
             io_, devices_,
-            [this](Device& from, const wire::IpAddress& dest, std::span<const std::byte> mad) {
+            [this](Device& from, uint8_t, const wire::IpAddress& dest,
+                   std::span<const std::byte> mad) {
                 Sent sent;
                 sent.from = &from;
                 sent.dest = dest;
@@ -303,12 +304,12 @@ class CmStateMachine : public ::testing::Test {
     void deliver(const Sent& sent) {
         Device* to = device_at_ip(sent.dest);
         ASSERT_NE(to, nullptr);
-        cm_->receive_mad(*to, sent.from->config().address, sent.bytes);
+        cm_->receive_mad(*to, sent.from->config().address, sent.dest, sent.bytes);
     }
 
     void inject(Device& to, const wire::IpAddress& src_ip, const Mad& mad) {
         const auto bytes = encode(mad.header.transaction_id, mad.message);
-        cm_->receive_mad(to, src_ip,
+        cm_->receive_mad(to, src_ip, to.config().address,
                          std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     }
 
@@ -1322,7 +1323,7 @@ TEST_P(CmMalformed, IsDropped) {
     memcpy(mad.data(), encoded.data(), mad.size());
     GetParam().spoil(mad);
     const uint64_t dropped = active_dev().stats().cm_mads_dropped;
-    cm_->receive_mad(active_dev(), kPassiveIp, mad);
+    cm_->receive_mad(active_dev(), kPassiveIp, kActiveIp, mad);
     EXPECT_EQ(active_dev().stats().cm_mads_dropped, dropped + 1);
     expect_nothing_sent();
     expect_no_events(*active_ch_);
@@ -1337,7 +1338,7 @@ TEST_F(CmStateMachine, UnspoiltDreqOfMalformedRowsDisconnects) {
     Conn c;
     ASSERT_NO_FATAL_FAILURE(drive(Progress::kEstablished, c));
     const auto encoded = encode(0x42, dreq_to_active(c));
-    cm_->receive_mad(active_dev(), kPassiveIp,
+    cm_->receive_mad(active_dev(), kPassiveIp, kActiveIp,
                      std::span(reinterpret_cast<const uint8_t*>(encoded.data()), encoded.size()));
     take_event(*active_ch_, RDMA_CM_EVENT_DISCONNECTED);
 }
