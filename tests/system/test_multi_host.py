@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import harness
@@ -23,7 +24,8 @@ from programs import skip_unless_ucx_has_verbs, ucx_perftest_mode_options
 
 PERFTESTS = ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat",
              "ib_write_lat", "ib_read_lat")
-PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong")
+PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
+             "ibv_xsrq_pingpong")
 
 
 def run_pair(fabric, server, client, program, *options, timeout=60.0):
@@ -416,6 +418,36 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
         self.assertEqual(set(events), {("IBV_EVENT_GID_CHANGE", "1")}, output)
 
 
+    def test_an_address_added_and_removed_during_traffic(self):
+        """ib_write_bw on GID 0 runs on while a third address comes and goes
+        on a: the transfer completes, and a's context hears
+        IBV_EVENT_GID_CHANGE for each."""
+        a, b = self.fabric.hosts
+        address = ["10.77.2.1/24", "dev", "eth0"]
+        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        try:
+            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
+                             "ibv_asyncwatch to open the device", self.fabric.log)
+            add = _Later(1.5, lambda: hosts.ip("-n", a.netns, "addr", "add", *address))
+            remove = _Later(3.0, lambda: hosts.ip("-n", a.netns, "addr", "del", *address))
+            try:
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_write_bw", "-D", "4",
+                                                  "-x", "0", timeout=60.0),
+                                         "ib_write_bw while an address comes and goes")
+            finally:
+                add.cancel()
+                remove.cancel()
+                subprocess.run(["ip", "-n", a.netns, "addr", "del", *address],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            harness.wait_for(lambda: "10.77.2.1" not in str(a.gids()), 10.0,
+                             "the address's GID to go", self.fabric.log)
+        finally:
+            watch.terminate()
+            output = watch.communicate(timeout=10)[0]
+        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+        self.assertEqual(events, [("IBV_EVENT_GID_CHANGE", "1")] * 2, output)
+
+
 class PortFollowsItsLinkTest(unittest.TestCase):
     """A fabric per test: each changes the links."""
 
@@ -450,6 +482,31 @@ class PortFollowsItsLinkTest(unittest.TestCase):
         self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
                          output)
         self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0"))
+
+    def test_a_link_down_during_traffic(self):
+        """a's link goes down for a second in the middle of ib_write_bw, whose
+        QPs wait 4 s before each retransmission (-u 20): the transfer
+        completes once the link is back (what the kernel held or lost
+        meanwhile arrives or is sent again), and a's context heard PORT_ERR
+        then PORT_ACTIVE while its QP ran."""
+        a, b = self.fabric.hosts
+        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        try:
+            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
+                             "ibv_asyncwatch to open the device", self.fabric.log)
+            down = _Later(2.0, lambda: (a.link("down"), time.sleep(1.0), a.link("up")))
+            try:
+                self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_write_bw", "-D", "5",
+                                                  "-u", "20", timeout=90.0),
+                                         "ib_write_bw across a link that goes down")
+            finally:
+                down.cancel()
+        finally:
+            watch.terminate()
+            output = watch.communicate(timeout=10)[0]
+        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+        self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
+                         output)
 
     @staticmethod
     def sysfs_port_state(host):
