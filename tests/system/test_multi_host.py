@@ -24,6 +24,7 @@ from programs import skip_unless_ucx_has_verbs, ucx_perftest_mode_options
 
 PERFTESTS = ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat",
              "ib_write_lat", "ib_read_lat")
+MPI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
 PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
              "ibv_xsrq_pingpong")
 
@@ -683,6 +684,48 @@ class TwoDaemonsOnOneMachineTest(unittest.TestCase):
         first.stop()
         for name in (shared, first_own):
             self.assertFalse(os.path.lexists(node(name)), "no daemon runs, yet %s stays" % name)
+
+
+class MpiBetweenHostsTest(FabricTestCase):
+    """Open MPI across two hosts, one rank on each, over UCX's verbs
+    transports (pml ucx, so that nothing falls back to TCP): mpirun on a
+    starts b's rank through a remote shell that enters b's namespace
+    (mpi/netns_agent.sh), as ssh would enter another machine. Each daemon
+    carries the ranks' traffic."""
+
+    def test_open_mpi_over_ucx(self):
+        skip_unless_ucx_has_verbs(self)
+        a, b = self.fabric.hosts
+        work = tempfile.mkdtemp(prefix="uroce-mpi-hosts-")
+        self.addCleanup(shutil.rmtree, work, True)
+        program = os.path.join(work, "pingpong_allreduce")
+        subprocess.run([harness.require_program("mpicc.openmpi"), "-O2", "-o", program,
+                        os.path.join(MPI_DIR, "pingpong_allreduce.c")], check=True,
+                       capture_output=True)
+        for host in self.fabric.hosts:
+            with open(os.path.join(work, host.control_address + ".netns"), "w") as f:
+                f.write(host.netns)
+            with open(os.path.join(work, host.control_address + ".env"), "w") as f:
+                f.writelines("%s=%s\n" % item for item in host.daemon.env().items()
+                             if os.environ.get(item[0]) != item[1])
+        agent = os.path.join(MPI_DIR, "netns_agent.sh")
+        sent = lambda: [host.counter("sent_pkts") for host in self.fabric.hosts]
+        before = sent()
+        # Open MPI 4 reads OMPI_MCA_*, Open MPI 5's launcher PRTE_MCA_*.
+        result = a.run(["env", "UROCE_NETNS_HOSTS=" + work, "OMPI_ALLOW_RUN_AS_ROOT=1",
+                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_plm_rsh_agent=" + agent,
+                        "PRTE_MCA_plm_ssh_agent=" + agent, "OMPI_MCA_oob_tcp_if_include=eth0",
+                        "PRTE_MCA_oob_tcp_if_include=eth0",
+                        harness.require_program("mpirun.openmpi"), "-np", "2", "--host",
+                        "%s,%s" % (a.control_address, b.control_address), "--mca", "pml", "ucx",
+                        "-x", "UCX_TLS=self,rc_verbs,ud_verbs", program], timeout=180)
+        context = "%s\n%s" % (result.stdout, self.fabric.log())
+        self.assertEqual(result.returncode, 0, context)
+        self.assertIn("allreduce 4096 longs over 2 ranks: ok", result.stdout, context)
+        self.assertEqual(result.stdout.splitlines()[-1], "PASSED", context)
+        # 100 round trips of 1 MiB each way, in packets of at most 1024 bytes.
+        for host, was, now in zip(self.fabric.hosts, before, sent()):
+            self.assertGreaterEqual(now - was, 100 * (1 << 20) // 1024, host.device)
 
 
 class ThreeHostsOnABridgeTest(FabricTestCase):
