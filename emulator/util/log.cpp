@@ -56,15 +56,26 @@ void rotate_if_full() {
         return;
     }
     path[n] = '\0';
-    const std::string name(path);
-    if (rename(name.c_str(), (name + ".1").c_str()) != 0) {
+    // Both names exist throughout, for whoever reads the log meanwhile: the
+    // full file takes the name .1 by a second link, then a new file takes
+    // the log's name by an atomic rename.
+    const std::string name(path), rotated = name + ".1", fresh_name = name + ".new";
+    unlink(rotated.c_str());
+    unlink(fresh_name.c_str());
+    if (link(name.c_str(), rotated.c_str()) != 0) {
         return;
     }
-    const int fd = open(name.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-        move_writers(st, fd);
-        close(fd);
+    const int fd =
+        open(fresh_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return;
     }
+    if (rename(fresh_name.c_str(), name.c_str()) == 0) {
+        move_writers(st, fd);
+    } else {
+        unlink(fresh_name.c_str());
+    }
+    close(fd);
 }
 
 void log_line(const char* level, const char* format, va_list args) {
