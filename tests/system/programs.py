@@ -170,6 +170,22 @@ TIME = r"(\d+(?:\.\d+)?|inf|-?nan)"
 UNCALIBRATED = "Correlation coefficient r^2"
 
 
+def run_calibrated(pair, program, between=lambda: None):
+    """`pair()` (a perftest server and client: (server, client) PairSide)
+    again, after `between()`, while a side failed only because perftest's
+    clock calibration did (CALIBRATION_FAILED), at most CALIBRATION_ATTEMPTS
+    times in all. Programs other than perftest never print it."""
+    for attempt in range(CALIBRATION_ATTEMPTS):
+        sides = pair()
+        miscalibrated = [side for side in sides
+                         if side.returncode != 0 and CALIBRATION_FAILED in side.output]
+        if not miscalibrated or attempt + 1 == CALIBRATION_ATTEMPTS:
+            return sides
+        sys.stderr.write("%s: perftest's clock calibration failed (%s), running the pair "
+                         "again\n" % (program, CALIBRATION_FAILED))
+        between()
+
+
 @dataclasses.dataclass
 class BwRow:
     size: int
@@ -253,20 +269,16 @@ class PerftestCases:
         daemon's counters and its log."""
         path = require(program)
         started = time.monotonic()
-        for attempt in range(CALIBRATION_ATTEMPTS):
+
+        def pair():
             port = harness.free_tcp_port()
             common = ["-x", "0", "-p", str(port), *options]
-            server, client = harness.run_server_client(
+            return harness.run_server_client(
                 self.daemon.env(), [path, "-d", SERVER, *common],
                 [path, "-d", CLIENT, *common, "localhost"], port, timeout=PERFTEST_TIMEOUT,
                 log=lambda: diagnostics(self.daemon))
-            miscalibrated = [side for side in (server, client)
-                             if side.returncode != 0 and CALIBRATION_FAILED in side.output]
-            if not miscalibrated or attempt + 1 == CALIBRATION_ATTEMPTS:
-                break
-            sys.stderr.write("%s: perftest's clock calibration failed (%s), running the pair "
-                             "again\n" % (program, CALIBRATION_FAILED))
-            self.daemon.wait_until_idle()
+
+        server, client = run_calibrated(pair, program, self.daemon.wait_until_idle)
         elapsed("%s %s (%s)" % (program, " ".join(options),
                                 " ".join(self.daemon_args) or "shortcut"),
                 time.monotonic() - started)

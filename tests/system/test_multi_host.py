@@ -20,7 +20,7 @@ import unittest
 import harness
 import hosts
 from hosts import mtu_of
-from programs import skip_unless_ucx_has_verbs, ucx_perftest_mode_options
+from programs import run_calibrated, skip_unless_ucx_has_verbs, ucx_perftest_mode_options
 
 PERFTESTS = ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat",
              "ib_write_lat", "ib_read_lat")
@@ -32,14 +32,20 @@ PINGPONGS = ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_p
 def run_pair(fabric, server, client, program, *options, timeout=60.0):
     """`program` as a user runs it between two hosts: the server on
     `server`, the client on `client` connecting to the server's address,
-    with a TCP port of their own. Returns (server, client) PairSide."""
+    with a TCP port of their own; a perftest pair whose clock calibration
+    failed runs again (programs.run_calibrated). Returns (server, client)
+    PairSide."""
     path = harness.require_program(program)
-    port = harness.free_tcp_port()
-    common = ["-p", str(port), *options]
-    return harness.run_server_client(
-        None, server.command([path, "-d", server.device, *common]),
-        client.command([path, "-d", client.device, *common, server.control_address]), port,
-        timeout=timeout, log=fabric.log)
+
+    def pair():
+        port = harness.free_tcp_port()
+        common = ["-p", str(port), *options]
+        return harness.run_server_client(
+            None, server.command([path, "-d", server.device, *common]),
+            client.command([path, "-d", client.device, *common, server.control_address]), port,
+            timeout=timeout, log=fabric.log)
+
+    return run_calibrated(pair, program)
 
 
 def ucx_perftest(fabric, server, client, test):
