@@ -56,13 +56,16 @@ void rotate_if_full() {
         return;
     }
     path[n] = '\0';
-    // Both names exist throughout, for whoever reads the log meanwhile: the
-    // full file takes the name .1 by a second link, then a new file takes
-    // the log's name by an atomic rename.
+    // Both names exist throughout, for whoever reads the logs meanwhile:
+    // the full file takes the name .1 by a second link renamed over the old
+    // .1, then a new file takes the log's name by a rename, each atomic.
     const std::string name(path), rotated = name + ".1", fresh_name = name + ".new";
-    unlink(rotated.c_str());
+    const std::string rotated_link = rotated + ".new";
+    unlink(rotated_link.c_str());
     unlink(fresh_name.c_str());
-    if (link(name.c_str(), rotated.c_str()) != 0) {
+    if (link(name.c_str(), rotated_link.c_str()) != 0 ||
+        rename(rotated_link.c_str(), rotated.c_str()) != 0) {
+        unlink(rotated_link.c_str());
         return;
     }
     const int fd =
