@@ -105,6 +105,28 @@ class Host:
         return any(pattern.match(line) for line in self.daemon.status().text.split("\n"))
 
 
+class AsyncWatch:
+    """ibv_asyncwatch on `host`'s device, once it has the device open;
+    stop() ends it and returns what it printed, and `events` holds the
+    (event name, port) pairs it reported."""
+
+    def __init__(self, host, log):
+        self.process = host.popen([harness.require_program("ibv_asyncwatch"), "-d", host.device])
+        self.events = []
+        try:
+            harness.wait_for(lambda: len(host.daemon.status().clients) == 1, 10.0,
+                             "ibv_asyncwatch to open the device", log)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        self.process.terminate()
+        output = self.process.communicate(timeout=10)[0]
+        self.events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+        return output
+
+
 class Fabric:
     """`count` hosts, joined by a veth pair (two hosts) or by a bridge in a
     namespace of its own, every link at `mtu` bytes."""

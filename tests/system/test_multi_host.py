@@ -373,11 +373,9 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
         removed leaves GID 2 empty and GID 3 where it was; a QP that names
         GID 2 cannot be connected."""
         a, b = self.fabric.hosts
-        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        watch = hosts.AsyncWatch(a, self.fabric.log)
         added = {}
         try:
-            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
-                             "ibv_asyncwatch to open the device", self.fabric.log)
             for n, host in enumerate(self.fabric.hosts, 1):
                 added[host] = ("10.77.1.%d" % n, "fd00:88::%d" % n)
                 hosts.ip("-n", host.netns, "addr", "add", added[host][0] + "/24", "dev", "eth0")
@@ -418,9 +416,8 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
                 for address in (v4 + "/24", v6 + "/64"):
                     subprocess.run(["ip", "-n", host.netns, "addr", "del", address, "dev",
                                     "eth0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            watch.terminate()
-            output = watch.communicate(timeout=10)[0]
-        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+            output = watch.stop()
+        events = watch.events
         self.assertGreaterEqual(len(events), 2, output)
         self.assertEqual(set(events), {("IBV_EVENT_GID_CHANGE", "1")}, output)
 
@@ -431,10 +428,8 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
         IBV_EVENT_GID_CHANGE for each."""
         a, b = self.fabric.hosts
         address = ["10.77.2.1/24", "dev", "eth0"]
-        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        watch = hosts.AsyncWatch(a, self.fabric.log)
         try:
-            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
-                             "ibv_asyncwatch to open the device", self.fabric.log)
             add = _Later(1.5, lambda: hosts.ip("-n", a.netns, "addr", "add", *address))
             remove = _Later(3.0, lambda: hosts.ip("-n", a.netns, "addr", "del", *address))
             try:
@@ -449,9 +444,8 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
             harness.wait_for(lambda: "10.77.2.1" not in str(a.gids()), 10.0,
                              "the address's GID to go", self.fabric.log)
         finally:
-            watch.terminate()
-            output = watch.communicate(timeout=10)[0]
-        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+            output = watch.stop()
+        events = watch.events
         self.assertEqual(events, [("IBV_EVENT_GID_CHANGE", "1")] * 2, output)
 
 
@@ -468,10 +462,8 @@ class PortFollowsItsLinkTest(unittest.TestCase):
 
     def test_state_and_events_follow_the_link(self):
         a, b = self.fabric.hosts
-        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        watch = hosts.AsyncWatch(a, self.fabric.log)
         try:
-            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
-                             "ibv_asyncwatch to open the device", self.fabric.log)
             a.link("down")
             self.wait_for_port(a, "to go down", lambda p: "PORT_DOWN" in p["state"])
             self.assertIn("DISABLED", a.port()["phys_state"])
@@ -483,9 +475,8 @@ class PortFollowsItsLinkTest(unittest.TestCase):
                 self.wait_for_port(host, "to come back", lambda p: "PORT_ACTIVE" in p["state"])
             self.assertEqual(self.sysfs_port_state(a), "4: ACTIVE")
         finally:
-            watch.terminate()
-            output = watch.communicate(timeout=10)[0]
-        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+            output = watch.stop()
+        events = watch.events
         self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
                          output)
         self.assertPairSucceeded(run_pair(self.fabric, a, b, "ibv_rc_pingpong", "-g", "0"))
@@ -497,10 +488,8 @@ class PortFollowsItsLinkTest(unittest.TestCase):
         meanwhile arrives or is sent again), and a's context heard PORT_ERR
         then PORT_ACTIVE while its QP ran."""
         a, b = self.fabric.hosts
-        watch = a.popen([harness.require_program("ibv_asyncwatch"), "-d", a.device])
+        watch = hosts.AsyncWatch(a, self.fabric.log)
         try:
-            harness.wait_for(lambda: len(a.daemon.status().clients) == 1, 10.0,
-                             "ibv_asyncwatch to open the device", self.fabric.log)
             down = _Later(2.0, lambda: (a.link("down"), time.sleep(1.0), a.link("up")))
             try:
                 self.assertPairSucceeded(run_pair(self.fabric, a, b, "ib_write_bw", "-D", "5",
@@ -509,9 +498,8 @@ class PortFollowsItsLinkTest(unittest.TestCase):
             finally:
                 down.cancel()
         finally:
-            watch.terminate()
-            output = watch.communicate(timeout=10)[0]
-        events = re.findall(r"event_type (IBV_EVENT_\w+) \(\d+\), port (\d+)", output)
+            output = watch.stop()
+        events = watch.events
         self.assertEqual(events, [("IBV_EVENT_PORT_ERR", "1"), ("IBV_EVENT_PORT_ACTIVE", "1")],
                          output)
 
