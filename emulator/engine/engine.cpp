@@ -73,6 +73,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     }
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
+    network_.on_sent([this](std::vector<uint8_t>&& bytes) { buffers_.recycle(std::move(bytes)); });
     network_.on_send_failed(
         [this](size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets) {
             send_failed(index, dest_ip, error, packets);
@@ -206,7 +207,7 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire:
     const uint16_t src_port = local ? wanted : network_.source_port(socket, wanted);
     const auto addresses = wire::IcrcAddresses::between(src_ip, dest_ip, src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-    std::vector<uint8_t> bytes = spare_buffer();
+    std::vector<uint8_t> bytes = buffers_.take();
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
     // The ICRC matters on the wire and in traces; a packet between two of
     // this daemon's devices that nobody records does without.
@@ -267,21 +268,6 @@ void Engine::receive_frame_from_network(size_t index, std::span<const uint8_t> f
     }
 }
 
-std::vector<uint8_t> Engine::spare_buffer() {
-    std::vector<uint8_t> bytes;
-    if (!spare_.empty()) {
-        bytes = std::move(spare_.back());
-        spare_.pop_back();
-    }
-    return bytes;
-}
-
-void Engine::recycle(std::vector<uint8_t>&& bytes) {
-    if (spare_.size() < kMaxSpareBuffers) {
-        spare_.push_back(std::move(bytes));
-    }
-}
-
 // Every packet a device sends passes here: the trace records it and the
 // fault injector decides its fate, whichever way it then goes.
 void Engine::log_packet(const Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
@@ -318,7 +304,7 @@ void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip
             log_packet(from, sgid, dest_ip, src_port, src_qpn,
                        id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
         }
-        recycle(std::move(bytes));
+        buffers_.recycle(std::move(bytes));
         return;
     }
     send_on(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
@@ -333,7 +319,7 @@ void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& des
         if (packet_log_.enabled()) {
             log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
         }
-        recycle(std::move(bytes));
+        buffers_.recycle(std::move(bytes));
         return;
     }
     if (verdict.copies > 1) {
@@ -375,25 +361,25 @@ void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
             }
         }
         if (on_a_network(from)) {
-            network_.send(socket, dest_ip, bytes, src_port);
+            network_.send(socket, dest_ip, std::move(bytes), src_port);
+        } else {
+            buffers_.recycle(std::move(bytes));
         }
-        recycle(std::move(bytes));
         return;
     }
     if (Device* local = options_.shortcut ? device_at(dest_ip) : nullptr) {
         if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
             const auto now = *receive_at_once_;
             receive_at_once_.reset();
-            receive(*local, bytes, src_ip, dest_ip, false, src_port, now);
+            receive(*local, bytes, src_ip, dest_ip, false, src_port, now, buffers_.can_lend());
             receive_at_once_ = now;
-            recycle(std::move(bytes));
+            buffers_.keep_lent(std::move(bytes));
             return;
         }
         local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
         return;
     }
-    network_.send(socket, dest_ip, bytes, src_port);
-    recycle(std::move(bytes));
+    network_.send(socket, dest_ip, std::move(bytes), src_port);
 }
 
 bool Engine::release_stepped() {
@@ -429,9 +415,14 @@ bool Engine::release_held(Clock::time_point now) {
 
 void Engine::receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
                      const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
-                     Clock::time_point now) {
-    transport_.receive(to, bytes, {src_ip, dest_ip, src_port, network_.port(), from_udp, now},
+                     Clock::time_point now, bool lent) {
+    transport_.receive(to, bytes, {src_ip, dest_ip, src_port, network_.port(), from_udp, now, lent},
                        *this);
+}
+
+void Engine::finish_placements() {
+    transport_.finish_placements();
+    buffers_.release_lent();
 }
 
 void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
@@ -469,8 +460,8 @@ bool Engine::deliver_local(Clock::time_point now) {
         LocalPacket packet = std::move(local_.front());
         local_.pop_front();
         receive(*packet.to, packet.bytes, packet.src_ip, packet.dest_ip, false, packet.src_port,
-                now);
-        recycle(std::move(packet.bytes));
+                now, buffers_.can_lend());
+        buffers_.keep_lent(std::move(packet.bytes));
         any = true;
     }
     return any;
@@ -652,7 +643,7 @@ void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes,
     receive_from_network(index, bytes, src_ip, src_port,
                          index < sockets_.size() ? sockets_[index].address : wire::IpAddress(),
                          now);
-    transport_.finish_placements();
+    finish_placements();
 }
 
 Device* Engine::device_of_socket(size_t index) const {
@@ -692,14 +683,14 @@ void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
                                   const wire::IpAddress& dest_ip, Clock::time_point now) {
     if (index != UdpNetwork::kGroup) {
         if (Device* device = device_of_socket(index)) {
-            receive(*device, bytes, src_ip, dest_ip, true, src_port, now);
+            receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
         return;
     }
     // A multicast group's datagram: each device with a member takes it.
     for (const auto& device : devices_) {
         if (device->in_group(dest_ip)) {
-            receive(*device, bytes, src_ip, dest_ip, true, src_port, now);
+            receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
     }
 }
@@ -733,6 +724,8 @@ bool Engine::run_once(Clock::time_point now) {
             open_frames(*device);
         }
     }
+    // Received packets lend their payloads to the writes into applications
+    // until the network reuses its receive buffers.
     bool busy = network_.poll(
         [this, now](size_t index, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
                     uint16_t src_port, const wire::IpAddress& dest_ip) {
@@ -740,7 +733,8 @@ bool Engine::run_once(Clock::time_point now) {
         },
         [this](size_t index, std::span<const uint8_t> frame) {
             receive_frame_from_network(index, frame);
-        });
+        },
+        [this] { transport_.finish_placements(); });
     busy |= release_stepped();
     busy |= release_held(now);
     busy |= deliver_local(now);
@@ -748,7 +742,7 @@ bool Engine::run_once(Clock::time_point now) {
     busy |= deliver_local(now);
     busy |= signal_due_cq_events(now);
     // Before control requests (next turn) may change what the writes were checked against.
-    transport_.finish_placements();
+    finish_placements();
     network_.submit();
     publish_unpolled(now);
     return busy;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device/device.h"
+#include "engine/packet_buffers.h"
 #include "engine/slot_set.h"
 #include "net/packet_log.h"
 #include "net/udp_network.h"
@@ -114,11 +115,8 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     }
     void send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                    const wire::PacketHeaders& headers, std::span<const std::byte> payload);
-    std::vector<uint8_t> spare_buffer();
-    // Keeps a packet buffer for reuse while the pool has room; bursts
-    // (duplicates, multicast copies) beyond it are freed.
-    void recycle(std::vector<uint8_t>&& bytes);
-    static constexpr size_t kMaxSpareBuffers = 256;
+    // Makes the turn's writes into applications; the lent buffers are free.
+    void finish_placements();
     // Packets a delay fault holds at once; beyond, the fault drops them.
     static constexpr size_t kMaxHeldPackets = 16384;
     void transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
@@ -164,10 +162,11 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // The device's first join of a multicast group joins it on the network,
     // its last leave leaves it.
     void listen_to_groups(Device& device);
-    // Hands a packet to the transport's receive path (transport/receive.cpp).
+    // Hands a packet to the transport's receive path (transport/receive.cpp);
+    // `lent`: its bytes stay until finish_placements().
     void receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
                  const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
-                 transport::Clock::time_point now);
+                 transport::Clock::time_point now, bool lent);
     // transport::ReceiveSink: MADs to the connection manager, QPs to turns.
     void receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                      std::span<const uint8_t> mad) override;
@@ -214,7 +213,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // are queued, as are packets to QP1 (the CM) and to the sending device
     // (which may be the sender's own QP, in the middle of its turn).
     std::optional<transport::Clock::time_point> receive_at_once_;
-    std::vector<std::vector<uint8_t>> spare_;                       // packet buffers to reuse
+    PacketBuffers buffers_;
     std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
     boost::asio::posix::stream_descriptor doorbell_wait_;
     boost::asio::posix::stream_descriptor network_wait_;

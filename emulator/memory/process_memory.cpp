@@ -12,11 +12,13 @@ namespace {
 
 constexpr size_t kBatch = 64;  // segments per system call (IOV_MAX is 1024)
 
-// Runs `call` over the segments in batches; `local` is one contiguous buffer.
+// Runs `call` over the segments in batches, with the stretch of `local`
+// (the daemon's side, in order) that each batch's bytes take.
 template <class Call>
-int transfer(pid_t pid, std::span<const Segment> segments, std::byte* local, size_t local_size,
+int transfer(pid_t pid, std::span<const Segment> segments, std::span<const iovec> local,
              Call call) {
-    size_t done = 0;
+    size_t piece = 0;       // in local
+    size_t piece_used = 0;  // bytes of local[piece] already moved
     for (size_t first = 0; first < segments.size(); first += kBatch) {
         std::array<iovec, kBatch> remote;
         const size_t count = std::min(kBatch, segments.size() - first);
@@ -26,18 +28,28 @@ int transfer(pid_t pid, std::span<const Segment> segments, std::byte* local, siz
             remote[i] = {reinterpret_cast<void*>(s.addr), s.length};
             bytes += s.length;
         }
-        if (done + bytes > local_size) {
-            return EINVAL;
+        std::array<iovec, 4 * kBatch> here;
+        size_t pieces = 0;
+        for (size_t left = bytes; left > 0;) {
+            if (piece == local.size() || pieces == here.size()) {
+                return EINVAL;  // fewer bytes here than the segments hold
+            }
+            const size_t take = std::min(left, local[piece].iov_len - piece_used);
+            here[pieces++] = {static_cast<std::byte*>(local[piece].iov_base) + piece_used, take};
+            left -= take;
+            piece_used += take;
+            if (piece_used == local[piece].iov_len) {
+                ++piece;
+                piece_used = 0;
+            }
         }
-        iovec here{local + done, bytes};
-        const ssize_t moved = call(pid, &here, 1, remote.data(), count, 0);
+        const ssize_t moved = call(pid, here.data(), pieces, remote.data(), count, 0);
         if (moved < 0) {
             return errno;
         }
         if (static_cast<size_t>(moved) != bytes) {
             return EFAULT;
         }
-        done += bytes;
     }
     return 0;
 }
@@ -45,11 +57,17 @@ int transfer(pid_t pid, std::span<const Segment> segments, std::byte* local, siz
 }  // namespace
 
 int read_process(pid_t pid, std::span<const Segment> from, std::span<std::byte> to) {
-    return transfer(pid, from, to.data(), to.size(), process_vm_readv);
+    const iovec here{to.data(), to.size()};
+    return transfer(pid, from, std::span(&here, 1), process_vm_readv);
 }
 
 int write_process(pid_t pid, std::span<const std::byte> from, std::span<const Segment> to) {
-    return transfer(pid, to, const_cast<std::byte*>(from.data()), from.size(), process_vm_writev);
+    const iovec here{const_cast<std::byte*>(from.data()), from.size()};
+    return transfer(pid, to, std::span(&here, 1), process_vm_writev);
+}
+
+int write_process(pid_t pid, std::span<const iovec> from, std::span<const Segment> to) {
+    return transfer(pid, to, from, process_vm_writev);
 }
 
 std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t length) {

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <span>
 #include <vector>
@@ -31,5 +32,7 @@ std::vector<Segment> slice(const Extent& extent, uint64_t offset, uint64_t lengt
 int read_process(pid_t pid, std::span<const Segment> from, std::span<std::byte> to);
 // Writes `from` over the segments in order.
 int write_process(pid_t pid, std::span<const std::byte> from, std::span<const Segment> to);
+// The same from several stretches of the daemon's memory, in order.
+int write_process(pid_t pid, std::span<const iovec> from, std::span<const Segment> to);
 
 }  // namespace uroce

@@ -8,27 +8,42 @@ namespace uroce {
 
 WriteBatch::WriteBatch() : bytes_(std::make_unique_for_overwrite<std::byte[]>(kMaxBytes)) {
     writes_.reserve(kMaxWrites);
+    from_.reserve(kMaxWrites);
 }
 
 bool WriteBatch::add(pid_t pid, uint64_t tag, std::span<const std::byte> bytes,
-                     std::span<const Segment> to) {
-    if (writes_.size() == kMaxWrites || bytes.size() > kMaxBytes - used_) {
+                     std::span<const Segment> to, bool lent) {
+    if (writes_.size() == kMaxWrites || (!lent && bytes.size() > kMaxBytes - used_)) {
         return false;
     }
-    memcpy(bytes_.get() + used_, bytes.data(), bytes.size());
-    writes_.push_back({pid, tag, used_, bytes.size(), segments_.size(), to.size()});
+    const std::byte* from = bytes.data();
+    if (!lent) {
+        memcpy(bytes_.get() + used_, bytes.data(), bytes.size());
+        from = bytes_.get() + used_;
+        used_ += bytes.size();
+    }
+    writes_.push_back({pid, tag, from, bytes.size(), segments_.size(), to.size()});
     segments_.insert(segments_.end(), to.begin(), to.end());
-    used_ += bytes.size();
     return true;
 }
 
 int WriteBatch::write_run(size_t first, size_t last) const {
     const Write& a = writes_[first];
     const Write& b = writes_[last - 1];
-    const std::span<const std::byte> bytes(bytes_.get() + a.offset, b.offset + b.length - a.offset);
+    // One iovec per stretch of adjacent bytes (copied writes are adjacent).
+    from_.clear();
+    for (size_t i = first; i < last; ++i) {
+        const Write& w = writes_[i];
+        if (!from_.empty() &&
+            static_cast<std::byte*>(from_.back().iov_base) + from_.back().iov_len == w.bytes) {
+            from_.back().iov_len += w.length;
+        } else {
+            from_.push_back({const_cast<std::byte*>(w.bytes), w.length});
+        }
+    }
     const std::span<const Segment> to(segments_.data() + a.first_segment,
                                       b.first_segment + b.segments - a.first_segment);
-    return write_process(a.pid, bytes, to);
+    return write_process(a.pid, from_, to);
 }
 
 void WriteBatch::flush(const std::function<void(uint64_t tag, int error)>& failed) {

@@ -4,15 +4,18 @@
 // importing the iovecs) was most of the responder's time.
 //
 // The bytes are copied in when a write is added, so packet buffers can be
-// reused at once. The owner flushes before anything that must see the
-// writes done: an acknowledgement, a completion, a read of the same memory,
-// and the end of the engine's turn (before control requests can change the
-// memory registrations the segments were checked against).
+// reused at once, unless the caller lends them: a packet whose buffer stays
+// until the next flush (the engine's received packets) is written from
+// where it is, one copy fewer. The owner flushes before anything that must
+// see the writes done: an acknowledgement, a completion, a read of the same
+// memory, and the end of the engine's turn (before control requests can
+// change the memory registrations the segments were checked against).
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <functional>
 #include <memory>
@@ -32,9 +35,10 @@ class WriteBatch {
 
     // Queues `bytes` for the segments (already checked against a registered
     // region) of `pid`; `tag` names the write to the failure callback.
-    // False when the batch has no room for it: flush, then add again.
-    bool add(pid_t pid, uint64_t tag, std::span<const std::byte> bytes,
-             std::span<const Segment> to);
+    // `lent`: the bytes stay where they are until the flush, and are not
+    // copied. False when the batch has no room for it: flush, then add again.
+    bool add(pid_t pid, uint64_t tag, std::span<const std::byte> bytes, std::span<const Segment> to,
+             bool lent = false);
     bool empty() const { return writes_.empty(); }
     size_t size() const { return writes_.size(); }
 
@@ -47,7 +51,7 @@ class WriteBatch {
     struct Write {
         pid_t pid;
         uint64_t tag;
-        size_t offset;  // in bytes_
+        const std::byte* bytes;  // lent, or in bytes_
         size_t length;
         size_t first_segment;  // in segments_
         size_t segments;
@@ -59,6 +63,7 @@ class WriteBatch {
     size_t used_ = 0;
     std::vector<Write> writes_;
     std::vector<Segment> segments_;
+    mutable std::vector<iovec> from_;  // a run's bytes, for the call
 };
 
 }  // namespace uroce

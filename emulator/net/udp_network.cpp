@@ -67,12 +67,11 @@ size_t train_segment(msghdr& header) {
 }  // namespace
 
 // One send: a packet, or a train of packets of one size (the last may be
-// shorter) that the kernel cuts apart.
+// shorter) that the kernel cuts apart, each from its own buffer.
 struct UdpNetwork::Buffer {
     wire::IpAddress dest;
     sockaddr_storage peer{};
     socklen_t peer_length = 0;
-    iovec iov{};
     msghdr msg{};
     int fd = -1;
     size_t index = 0;      // of the device's socket
@@ -80,7 +79,8 @@ struct UdpNetwork::Buffer {
     unsigned segments = 0;
     size_t used = 0;
     alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))];
-    uint8_t data[kMaxPacket];
+    std::vector<uint8_t> packets[kMaxSegments];
+    iovec iovs[kMaxSegments];
     void prepare();
 };
 
@@ -252,8 +252,12 @@ int UdpNetwork::send_frame(size_t index, std::span<const uint8_t> frame) {
 }
 
 unsigned UdpNetwork::drain_frames(int fd, size_t index, unsigned limit,
-                                  const FrameReceiver& receive) {
+                                  const FrameReceiver& receive,
+                                  const std::function<void()>& before_reuse) {
     unsigned taken = 0;
+    if (before_reuse) {
+        before_reuse();
+    }
     uint8_t* frame = batch_->data[0];
     while (taken < limit) {
         sockaddr_ll from{};
@@ -388,7 +392,7 @@ UdpNetwork::Buffer* UdpNetwork::take_buffer() {
         buffers_.push_back(std::make_unique<Buffer>());
         free_.push_back(buffers_.back().get());
     }
-    while (free_.empty()) {
+    while (free_.empty() || sending_bytes_ > kMaxSendBytes) {
         // Every buffer is on its way: wait for a send to complete (on
         // loopback, at once). Readiness seen meanwhile waits for poll().
         submit();
@@ -415,12 +419,11 @@ io_uring_sqe* UdpNetwork::next_sqe() {
 // Points the buffer's message header at its peer address and its bytes,
 // and gives the packets' size when there are several.
 void UdpNetwork::Buffer::prepare() {
-    iov = {data, used};
     msg = {};
     msg.msg_name = &peer;
     msg.msg_namelen = peer_length;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iov = iovs;
+    msg.msg_iovlen = segments;
     if (segments > 1) {
         msg.msg_control = control;
         msg.msg_controllen = sizeof(control);
@@ -463,37 +466,50 @@ void UdpNetwork::unwatch(uint64_t tag) {
 bool UdpNetwork::continues_train(int fd, const wire::IpAddress& dest, size_t size) const {
     const Buffer* t = train_;
     return t && t->fd == fd && t->dest == dest && size <= t->segment &&
-           t->segments < kMaxSegments && t->used + size <= sizeof(t->data);
+           t->segments < kMaxSegments && t->used + size <= kMaxTrainBytes;
 }
 
-void UdpNetwork::send(size_t index, const wire::IpAddress& dest, std::span<const uint8_t> packet,
+// The packet's buffer becomes the send's next iovec.
+void UdpNetwork::add_packet(Buffer& buffer, std::vector<uint8_t>&& packet) {
+    buffer.iovs[buffer.segments] = {packet.data(), packet.size()};
+    buffer.used += packet.size();
+    sending_bytes_ += packet.size();
+    buffer.packets[buffer.segments++] = std::move(packet);
+    buffer.prepare();
+}
+
+void UdpNetwork::recycle(std::vector<uint8_t>&& packet) {
+    if (recycle_) {
+        recycle_(std::move(packet));
+    }
+}
+
+void UdpNetwork::send(size_t index, const wire::IpAddress& dest, std::vector<uint8_t>&& packet,
                       uint16_t src_port) {
     if (packet.size() > kMaxPacket || dest.is_v4() != addresses_[index].is_v4()) {
         // Longer than any MTU a device offers, or of the other IP family.
         if (send_failed_) {
             send_failed_(index, dest, packet.size() > kMaxPacket ? EMSGSIZE : EAFNOSUPPORT, 1);
         }
+        recycle(std::move(packet));
         return;
     }
     const int fd =
         src_port == port_ ? sockets_[index].get() : source_sockets_[index].at(src_port).get();
-    if (continues_train(fd, dest, packet.size())) {
+    const size_t size = packet.size();
+    if (continues_train(fd, dest, size)) {
         Buffer& train = *train_;
-        uint8_t* at = train.data + train.used;
-        memcpy(at, packet.data(), packet.size());
         // The kernel numbers an IPv4 train's IP IDs from 0, and a peer that
         // checks the ICRC against the ID (rxe) needs this packet's.
-        if (dest.is_v4() && packet.size() >= wire::kIcrcBytes) {
-            const std::span<uint8_t, 4> icrc(at + packet.size() - wire::kIcrcBytes, 4);
+        if (dest.is_v4() && size >= wire::kIcrcBytes) {
+            const std::span<uint8_t, 4> icrc(packet.data() + size - wire::kIcrcBytes, 4);
             wire::store_icrc(wire::icrc_with_ipv4_id(wire::load_icrc(icrc), 0,
                                                      static_cast<uint16_t>(train.segments),
-                                                     packet.size() - wire::kIcrcBytes),
+                                                     size - wire::kIcrcBytes),
                              icrc);
         }
-        train.used += packet.size();
-        ++train.segments;
-        train.prepare();
-        if (packet.size() < train.segment) {
+        add_packet(train, std::move(packet));
+        if (size < train.segment) {
             train_ = nullptr;  // only the last packet of a train may be shorter
         }
         return;
@@ -503,15 +519,14 @@ void UdpNetwork::send(size_t index, const wire::IpAddress& dest, std::span<const
     buffer->index = index;
     buffer->dest = dest;
     buffer->peer_length = dest.to_sockaddr(port_, buffer->peer, ifindexes_[index]);
-    buffer->segment = static_cast<uint16_t>(packet.size());
-    buffer->segments = 1;
-    buffer->used = packet.size();
-    memcpy(buffer->data, packet.data(), packet.size());
-    buffer->prepare();
+    buffer->segment = static_cast<uint16_t>(size);
+    buffer->segments = 0;
+    buffer->used = 0;
+    add_packet(*buffer, std::move(packet));
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_sendmsg(sqe, fd, &buffer->msg, 0);
     io_uring_sqe_set_data(sqe, buffer);
-    train_ = segments_[index] && !packet.empty() ? buffer : nullptr;
+    train_ = segments_[index] && size > 0 ? buffer : nullptr;
 }
 
 void UdpNetwork::submit() {
@@ -523,10 +538,13 @@ void UdpNetwork::submit() {
 }
 
 unsigned UdpNetwork::drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
-                           const Receiver& receive) {
+                           const Receiver& receive, const std::function<void()>& before_reuse) {
     Batch& b = *batch_;
     unsigned taken = 0;
     while (taken < limit) {
+        if (before_reuse) {
+            before_reuse();  // what was received before may still be read
+        }
         // A message holds one datagram or more: ask for no more messages
         // than datagrams are left.
         const unsigned want = std::min(kBatchSize, limit - taken);
@@ -596,10 +614,16 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
             send_failed_(buffer->index, buffer->dest, -cqe_result, buffer->segments);
         }
     }
+    sending_bytes_ -= buffer->used;
+    for (unsigned i = 0; i < buffer->segments; ++i) {
+        recycle(std::move(buffer->packets[i]));
+    }
+    buffer->segments = 0;
     free_.push_back(buffer);  // a failed send is a lost packet
 }
 
-bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame) {
+bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame,
+                      const std::function<void()>& before_reuse) {
     bool any = false;
     backlogged_ = false;
     io_uring_cqe* cqe;
@@ -617,13 +641,15 @@ bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_fram
         unsigned taken = 0;
         switch (tag_kind(tag)) {
             case SocketKind::kDevice:
-                taken = drain(fd, index, addresses_[index], kMaxReceivesPerPoll, receive);
+                taken =
+                    drain(fd, index, addresses_[index], kMaxReceivesPerPoll, receive, before_reuse);
                 break;
             case SocketKind::kGroup:
-                taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive);
+                taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive,
+                              before_reuse);
                 break;
             case SocketKind::kFrames:
-                taken = drain_frames(fd, index, kMaxReceivesPerPoll, receive_frame);
+                taken = drain_frames(fd, index, kMaxReceivesPerPoll, receive_frame, before_reuse);
                 break;
         }
         any |= taken > 0;

@@ -8,9 +8,10 @@
 // one send with UDP segmentation offload (UDP_SEGMENT), and the sockets
 // take such trains whole (UDP_GRO): the kernel's work per datagram is done
 // once per train, while on the wire every packet is still a datagram of
-// its own. Every packet sent is a RoCEv2 packet whose ICRC was computed
-// for IP ID 0; the kernel numbers a train's IDs 0, 1, 2, ..., so each
-// later packet's ICRC is moved to its ID here.
+// its own. A send gathers the packets' own buffers (one iovec each), which
+// go back to their owner when the send completes: no copy in the daemon. Every packet sent is a
+// RoCEv2 packet whose ICRC was computed for IP ID 0; the kernel numbers a train's IDs 0, 1, 2, ...,
+// so each later packet's ICRC is moved to its ID here.
 #pragma once
 
 #include <liburing.h>
@@ -48,6 +49,10 @@ class UdpNetwork {
     UdpNetwork& operator=(const UdpNetwork&) = delete;
 
     void on_send_failed(SendFailed failed) { send_failed_ = std::move(failed); }
+    // Where a packet's buffer goes once the kernel has taken its bytes (or
+    // refused them): the engine's pool of packet buffers.
+    using Recycle = std::function<void(std::vector<uint8_t>&&)>;
+    void on_sent(Recycle recycle) { recycle_ = std::move(recycle); }
 
     // Binds <address>:<port>, IPv4 or IPv6, on interface `ifindex` (the
     // scope of a link-local address; where multicast leaves); `index` is
@@ -85,16 +90,21 @@ class UdpNetwork {
     uint16_t source_port(size_t index, uint16_t wanted);
     // Sends `packet` (at most kMaxPacket bytes) from device `index`'s
     // address and `src_port` (one source_port() gave), with the packets
-    // before it when it continues their train; it leaves at submit().
-    void send(size_t index, const wire::IpAddress& dest, std::span<const uint8_t> packet,
+    // before it when it continues their train; it leaves at submit(), and
+    // its buffer goes to on_sent()'s callback when the send completes.
+    void send(size_t index, const wire::IpAddress& dest, std::vector<uint8_t>&& packet,
               uint16_t src_port);
     static constexpr size_t kMaxPacket = 9216;  // a 4096-byte MTU packet with all headers, and more
-    // Datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS).
+    // Datagrams in one segmented send (the kernel's UDP_MAX_SEGMENTS), and
+    // their bytes: one IP packet's payload.
     static constexpr unsigned kMaxSegments = 64;
+    static constexpr size_t kMaxTrainBytes = 65507;
 
-    // Sends on their way at most (9 MiB of buffers); their completions fit
-    // the completion ring. Beyond it, send() waits for one to complete.
+    // Sends on their way at most; their completions fit the completion
+    // ring. Beyond it, or beyond kMaxSendBytes of packets on their way,
+    // send() waits for one to complete.
     static constexpr size_t kMaxSendBuffers = 1024;
+    static constexpr size_t kMaxSendBytes = 16 << 20;
     // Send buffers allocated so far (kept for reuse).
     size_t send_buffers() const { return buffers_.size(); }
 
@@ -103,8 +113,11 @@ class UdpNetwork {
     static constexpr unsigned kMaxReceivesPerPoll = 256;
 
     // Hands every packet that arrived to `receive`, every frame to
-    // `receive_frame`; true when there were any.
-    bool poll(const Receiver& receive, const FrameReceiver& receive_frame = {});
+    // `receive_frame`; true when there were any. The bytes stay until the
+    // receive buffers are filled again, which `before_reuse` hears first (or
+    // until the next poll()).
+    bool poll(const Receiver& receive, const FrameReceiver& receive_frame = {},
+              const std::function<void()>& before_reuse = {});
     // Whether the last poll() reached kMaxReceivesPerPoll on some socket:
     // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
@@ -134,7 +147,10 @@ class UdpNetwork {
     int fd_of(uint64_t tag) const;
     // Whether `packet` may join the train being gathered.
     bool continues_train(int fd, const wire::IpAddress& dest, size_t size) const;
-    // A free send buffer; waits for a send to complete when all are in use.
+    void add_packet(Buffer& buffer, std::vector<uint8_t>&& packet);
+    void recycle(std::vector<uint8_t>&& packet);
+    // A free send buffer; waits for a send to complete when all are in use
+    // or kMaxSendBytes are on their way.
     Buffer* take_buffer();
     // A send's completion frees its buffer; a socket's readiness is noted
     // in readable_.
@@ -143,9 +159,10 @@ class UdpNetwork {
     // (or kGroup's) for `dest`, up to `limit` (and the rest of a train);
     // returns how many.
     unsigned drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
-                   const Receiver& receive);
+                   const Receiver& receive, const std::function<void()>& before_reuse);
     GroupSocket* group_socket(const wire::IpAddress& group);
-    unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive);
+    unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive,
+                          const std::function<void()>& before_reuse);
 
     uint16_t port_;
     io_uring ring_{};
@@ -169,6 +186,8 @@ class UdpNetwork {
     // interface does not offload checksums).
     std::vector<bool> segments_;
     SendFailed send_failed_;
+    Recycle recycle_;
+    size_t sending_bytes_ = 0;  // of the sends on their way
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;

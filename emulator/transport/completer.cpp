@@ -201,7 +201,7 @@ bool Completer::take_read_response(const Incoming& in, SendWork& w, uint32_t mtu
         w.error = IBV_WC_LOC_LEN_ERR;
     } else if (!payload.empty()) {
         placements_.queue({&in.device, &in.qp, w.first_psn, {}, true}, w.source.pid, payload,
-                          slice(w.source, w.received, payload.size()));
+                          slice(w.source, w.received, payload.size()), in.payload_lent);
     }
     w.received += payload.size();
     w.done = last;

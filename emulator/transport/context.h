@@ -42,6 +42,10 @@ struct Incoming : QpOf {
     wire::IpAddress src_ip;   // network order
     wire::IpAddress dest_ip;  // the device's address, or a multicast group
     Clock::time_point now;
+    // The packet's bytes stay where they are until the queued writes into
+    // applications are made (Transport::finish_placements): its payload is
+    // written from there, not copied first.
+    bool payload_lent = false;
 };
 
 // The address of the QP's destination GID: a connected QP's peer, where its

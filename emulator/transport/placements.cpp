@@ -5,12 +5,12 @@
 namespace uroce::transport {
 
 bool Placements::queue(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
-                       std::span<const Segment> to) {
-    if (!writes_.add(pid, queued_.size(), bytes, to)) {
+                       std::span<const Segment> to, bool lent) {
+    if (!writes_.add(pid, queued_.size(), bytes, to, lent)) {
         if (!placed(placement.qp) && !placement.read_response) {
             return false;
         }
-        writes_.add(pid, queued_.size(), bytes, to);  // room now: one packet
+        writes_.add(pid, queued_.size(), bytes, to, lent);  // room now: one packet
     }
     queued_.push_back(placement);
     return true;

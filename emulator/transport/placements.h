@@ -34,11 +34,12 @@ class Placements {
     // A failed write of the responder's is answered by `responder`.
     explicit Placements(Responder& responder) : responder_(responder) {}
 
-    // Queues `bytes` for `to` in process `pid`. False when `placement`'s QP
-    // failed instead: a queued write of its responder could not be made when
-    // the batch was made to take this one.
+    // Queues `bytes` for `to` in process `pid`; `lent`: they stay where they
+    // are until the writes are made (Incoming::payload_lent). False when
+    // `placement`'s QP failed instead: a queued write of its responder could
+    // not be made when the batch was made to take this one.
     bool queue(const Placement& placement, pid_t pid, std::span<const std::byte> bytes,
-               std::span<const Segment> to);
+               std::span<const Segment> to, bool lent = false);
     // Makes the queued writes (every QP's); false when one of `qp`'s
     // responder failed (and failed the QP). Null: the end of the engine's
     // turn.

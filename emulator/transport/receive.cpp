@@ -107,7 +107,8 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
 // 9. To the part of the QP that takes the packet.
 void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                         const Arrival& arrival) {
-    const Incoming in{{device, qp}, packet, arrival.src_ip, arrival.dest_ip, arrival.now};
+    const Incoming in{{device, qp},    packet,      arrival.src_ip,
+                      arrival.dest_ip, arrival.now, arrival.lent};
     if (qp.type == IBV_QPT_UD) {
         if (takes_requests(qp.attr.qp_state)) {
             responder_.on_datagram(in);

@@ -121,7 +121,8 @@ bool Responder::place(const Incoming& in, std::span<const std::byte> payload, Re
     const InboundMessage& m = in.qp.responder.message;
     return payload.empty() ||
            placements_.queue({&in.device, &in.qp, in.packet.hdr.bth.psn, error, false},
-                             m.target.pid, payload, slice(m.target, m.offset, payload.size()));
+                             m.target.pid, payload, slice(m.target, m.offset, payload.size()),
+                             in.payload_lent);
 }
 
 bool Responder::placed(const Qp& qp) {

@@ -38,6 +38,8 @@ struct Arrival {
     uint16_t dest_port;       // the daemon's RoCE port
     bool from_udp;            // over a socket, with an ICRC; a local delivery has none
     Clock::time_point now;
+    // The bytes stay until finish_placements() (Incoming::payload_lent).
+    bool lent = false;
 };
 
 // The emulated Ethernet segment carries frames of a 14-byte header up to a

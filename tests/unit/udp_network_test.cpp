@@ -146,6 +146,42 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
     EXPECT_EQ(received.at[0], to_first);
 }
 
+// A send gathers its packets' own buffers: packets of a 4096-byte path MTU
+// leave fifteen to a send (one IP packet's worth), arrive whole, and every
+// buffer comes back to its owner once its send completes.
+TEST(UdpNetworkTest, FullMtuPacketsShareSendsAndTheirBuffersComeBack) {
+    UdpNetwork network(free_udp_port());
+    ASSERT_TRUE(open(network, "127.0.0.1"));
+    ASSERT_TRUE(open(network, "127.0.0.2"));
+    std::vector<std::vector<uint8_t>> returned;
+    network.on_sent([&](std::vector<uint8_t>&& bytes) { returned.push_back(std::move(bytes)); });
+    constexpr size_t kSize = 4096 + 64;
+    constexpr uint16_t kPerTrain = UdpNetwork::kMaxTrainBytes / kSize;
+    static_assert(kPerTrain == 15);
+    std::vector<std::vector<uint8_t>> expected;
+    for (uint16_t i = 0; i < 3 * kPerTrain; ++i) {
+        network.send(0, ip("127.0.0.2"),
+                     roce_packet(i, kSize, "127.0.0.1", "127.0.0.2", network.port(), 0),
+                     network.port());
+        expected.push_back(
+            roce_packet(i, kSize, "127.0.0.1", "127.0.0.2", network.port(), i % kPerTrain));
+    }
+    EXPECT_EQ(network.send_buffers(), 3u) << "full-MTU packets did not share sends";
+    network.submit();
+    Received received;
+    receive_all(network, expected.size(), received);
+    EXPECT_EQ(received.at[1], expected);
+    for (int turn = 0; turn < 1000 && returned.size() < expected.size(); ++turn) {
+        network.poll([](size_t, std::span<const uint8_t>, const wire::IpAddress&, uint16_t,
+                        const wire::IpAddress&) {});
+        usleep(100);
+    }
+    ASSERT_EQ(returned.size(), expected.size());
+    for (const auto& bytes : returned) {
+        EXPECT_EQ(bytes.size(), kSize);
+    }
+}
+
 // A closed socket's slot is taken by the next one opened (addresses that
 // come and go do not grow the tables), and what arrives there is the new
 // socket's: the old one's readiness is not taken for it.
@@ -225,7 +261,7 @@ TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
     std::vector<std::vector<uint8_t>> sent;
     for (uint32_t i = 0; i < 5; ++i) {
         sent.push_back(roce_packet(i, 100, "::1", "::1", network.port(), 0));
-        network.send(0, ip("::1"), sent.back(), network.port());
+        network.send(0, ip("::1"), std::vector<uint8_t>(sent.back()), network.port());
     }
     network.send(0, ip("127.0.0.1"), numbered(9, 64), network.port());
     EXPECT_EQ(errors, std::vector<int>{EAFNOSUPPORT});

@@ -76,6 +76,36 @@ TEST(WriteBatchTest, AFullBatchRefusesMoreUntilItIsFlushed) {
     EXPECT_TRUE(batch.add(getpid(), 3, filled(1, 5), one));
 }
 
+// A lent write is made from the caller's bytes as they are at the flush
+// (not copied when added), in order with the copied writes around it, and
+// takes none of the batch's bytes.
+TEST(WriteBatchTest, LentBytesAreWrittenFromWhereTheyAreAtTheFlush) {
+    std::vector<std::byte> memory = filled(24, 0);
+    std::vector<std::byte> lent = filled(8, 0x44);
+    std::vector<std::byte> big = filled(WriteBatch::kMaxBytes, 0x55);
+    std::vector<std::byte> far = filled(WriteBatch::kMaxBytes, 0);
+    WriteBatch batch;
+    const Segment head[] = {segment_of(&memory[0], 4)};
+    const Segment middle[] = {segment_of(&memory[4], 4), segment_of(&memory[16], 4)};
+    const Segment over[] = {segment_of(&memory[6], 2)};
+    const Segment all_far[] = {segment_of(far.data(), far.size())};
+    ASSERT_TRUE(batch.add(getpid(), 1, filled(4, 0x11), head));
+    ASSERT_TRUE(batch.add(getpid(), 2, lent, middle, true));
+    ASSERT_TRUE(batch.add(getpid(), 3, filled(2, 0x22), over));
+    ASSERT_TRUE(batch.add(getpid(), 4, big, all_far, true)) << "lent bytes counted as copied";
+    lent[0] = std::byte{0x66};  // changed before the flush: the write has it
+    EXPECT_TRUE(flush(batch).empty());
+    std::vector<std::byte> expected = filled(24, 0);
+    for (size_t i = 0; i < 4; ++i) {
+        expected[i] = std::byte{0x11};
+        expected[4 + i] = expected[16 + i] = std::byte{0x44};
+    }
+    expected[4] = std::byte{0x66};
+    expected[6] = expected[7] = std::byte{0x22};  // the later write wins
+    EXPECT_EQ(memory, expected);
+    EXPECT_EQ(far, big);
+}
+
 TEST(WriteBatchTest, AWriteThatFailsIsReportedAloneAndTheOthersLand) {
     // A page no access reaches, kept mapped so that nothing else lands there.
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
