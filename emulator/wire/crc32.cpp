@@ -86,14 +86,40 @@ constexpr std::array<uint32_t, 32> make_powers() {
 
 constexpr std::array<uint32_t, 32> kPowers = make_powers();
 
-uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, uint32_t state, std::size_t n) {
+// x^(8n) (or x^(-8n)): the product of the powers of n's bits.
+uint32_t power_for(const std::array<uint32_t, 32>& powers, std::size_t n) {
     assert(n >> powers.size() == 0);
+    uint32_t power = kOne;
     for (std::size_t i = 0; n != 0; ++i, n >>= 1) {
         if ((n & 1) != 0) {
-            state = multiply_mod_poly(powers[i], state);
+            power = multiply_mod_poly(powers[i], power);
         }
     }
-    return state;
+    return power;
+}
+
+// The engine shifts by a few lengths over and over (one per packet size of
+// a train): their powers are kept, so that a shift is one multiplication.
+struct PowerCache {
+    static constexpr std::size_t kEntries = 8;
+    std::array<std::size_t, kEntries> n{};
+    std::array<uint32_t, kEntries> power{};
+    std::array<bool, kEntries> filled{};
+
+    uint32_t get(const std::array<uint32_t, 32>& powers, std::size_t bytes) {
+        const std::size_t slot = bytes % kEntries;
+        if (!filled[slot] || n[slot] != bytes) {
+            n[slot] = bytes;
+            power[slot] = power_for(powers, bytes);
+            filled[slot] = true;
+        }
+        return power[slot];
+    }
+};
+
+uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, PowerCache& cache,
+                            uint32_t state, std::size_t n) {
+    return multiply_mod_poly(cache.get(powers, n), state);
 }
 
 }  // namespace
@@ -105,11 +131,13 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
 }
 
 uint32_t crc32_unshift(uint32_t state, std::size_t n) {
-    return multiply_by_powers(kInversePowers, state, n);
+    thread_local PowerCache cache;
+    return multiply_by_powers(kInversePowers, cache, state, n);
 }
 
 uint32_t crc32_shift(uint32_t state, std::size_t n) {
-    return multiply_by_powers(kPowers, state, n);
+    thread_local PowerCache cache;
+    return multiply_by_powers(kPowers, cache, state, n);
 }
 
 std::optional<std::array<uint8_t, 2>> crc32_two_bytes_giving(uint32_t contribution) {
