@@ -31,7 +31,6 @@ struct ProviderCq {
     SharedRing ring;                       // Cqe entries, then queues::CqState
     queues::Cqe current;                   // ibv_cq_ex: the completion being read
     std::atomic<uint32_t> empty_polls{0};  // in a row, since the last completion
-    std::atomic<uint64_t> empty_since{0};  // CLOCK_MONOTONIC ns of the first of them
 };
 
 // The ibv_wr_* batch under way on a QP, from ibv_wr_start to

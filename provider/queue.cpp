@@ -1,11 +1,9 @@
 #include "queue.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bit>
@@ -108,19 +106,6 @@ uint32_t SharedRing::ready() {
 void SharedRing::publish() {
     queues::RingIndex& ours = side_ == Side::kProducer ? header()->producer : header()->consumer;
     ours.value.store(local_, std::memory_order_release);
-}
-
-int SharedRing::wait_for_producer(std::atomic<uint32_t>& sleeping, const timespec& timeout) {
-    std::atomic<uint32_t>& producer = header()->producer.value;
-    const uint32_t seen = producer.load(std::memory_order_acquire);
-    if (seen != local_ || broken_) {
-        return 0;
-    }
-    // The daemon stores the producer index, then reads `sleeping`; we store
-    // `sleeping`, then the kernel reads the index: one of us sees the other.
-    sleeping.store(1, std::memory_order_seq_cst);
-    const long r = syscall(SYS_futex, &producer, FUTEX_WAIT, seen, &timeout, nullptr, 0);
-    return r < 0 && errno == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
 uint32_t SharedRing::discard(const std::function<bool(const std::byte* entry)>& drop) {

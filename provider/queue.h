@@ -66,10 +66,6 @@ class SharedRing {
     void rewind(uint32_t index) { local_ = index; }
     // Release-stores our index for the daemon.
     void publish();
-    // Consumer side: sleeps while the producer has published nothing past
-    // our index, until it wakes us (having seen `sleeping` set: the daemon's
-    // Ring::wake_sleepers) or `timeout` passes. ETIMEDOUT when it did, else 0.
-    int wait_for_producer(std::atomic<uint32_t>& sleeping, const timespec& timeout);
     // Consumer side: removes the published entries `drop` picks, keeping the
     // others in order (they move up to the newest slots, which are still
     // ours to read: the producer writes only past them), and publishes.
@@ -132,8 +128,6 @@ class ProviderDoorbell {
     bool completions_waiting() const {
         return page_->completions_waiting.load(std::memory_order_relaxed);
     }
-    // Whether the daemon is short of a CPU (queues::DoorbellPage::cpu_short).
-    bool cpu_short() const { return page_->cpu_short.load(std::memory_order_relaxed); }
 
   private:
     void close();

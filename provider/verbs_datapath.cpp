@@ -216,40 +216,17 @@ void take(SharedRing& ring, queues::Cqe& cqe) {
 // while the daemon says another CQ holds completions not taken yet (their
 // program may be waiting for this CPU), and otherwise after 64 empty polls
 // in a row (the daemon may be waiting for it), when programs spin on more
-// CQs than there are cores. While the daemon says it is short of a CPU
-// itself, a CQ empty for kEmptyBeforeSleep sleeps instead, until its next
-// completion wakes it or kSleepOnEmpty passes (its program may poll other
-// CQs too): a yielding poller stays runnable and still takes its share of
-// the CPU. A program waiting for an answer (a ping-pong) gets it within
-// kEmptyBeforeSleep and spins as before; one streaming sleeps between its
-// completions. Polls that find completions never make a syscall.
+// CQs than there are cores. Polls that find completions never make a
+// syscall.
 constexpr uint32_t kEmptyPollsBeforeYield = 64;
-constexpr uint64_t kEmptyBeforeSleep = 20000;  // ns
-constexpr timespec kSleepOnEmpty{0, 50000};
 
 void count_poll(ProviderCq& cq, bool found) {
     if (found) {
         cq.empty_polls.store(0, std::memory_order_relaxed);
-        return;
-    }
-    const ProviderDoorbell& doorbell = to_context(cq.ibv.cq.context)->doorbell;
-    const uint32_t empty = cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1;
-    const bool short_of_cpu = doorbell.cpu_short();
-    if (short_of_cpu) {
-        const uint64_t now = queues::clock_ns(CLOCK_MONOTONIC);
-        if (empty == 1) {
-            cq.empty_since.store(now, std::memory_order_relaxed);
-        } else if (now - cq.empty_since.load(std::memory_order_relaxed) >= kEmptyBeforeSleep) {
-            cq.empty_polls.store(0, std::memory_order_relaxed);
-            cq.ring.wait_for_producer(static_cast<queues::CqState*>(cq.ring.extra())->sleeping,
-                                      kSleepOnEmpty);
-            return;
-        }
-    }
-    if (empty >= kEmptyPollsBeforeYield || doorbell.completions_waiting()) {
-        if (!short_of_cpu) {
-            cq.empty_polls.store(0, std::memory_order_relaxed);
-        }
+    } else if (cq.empty_polls.fetch_add(1, std::memory_order_relaxed) + 1 >=
+                   kEmptyPollsBeforeYield ||
+               to_context(cq.ibv.cq.context)->doorbell.completions_waiting()) {
+        cq.empty_polls.store(0, std::memory_order_relaxed);
         sched_yield();
     }
 }

@@ -758,11 +758,6 @@ void Engine::publish_unpolled(Clock::time_point now) {
         programs_starving_ |= cqs.starving();
     }
     set_completions_waiting(waiting);
-    const bool short_of_cpu = cpu_shortage_.update(now);
-    auto& flag = doorbell_.page().cpu_short;
-    if (flag.load(std::memory_order_relaxed) != short_of_cpu) {
-        flag.store(short_of_cpu, std::memory_order_relaxed);
-    }
 }
 
 void Engine::set_completions_waiting(bool waiting) {

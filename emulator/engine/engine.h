@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "device/device.h"
-#include "engine/cpu_shortage.h"
 #include "engine/packet_buffers.h"
 #include "engine/slot_set.h"
 #include "net/packet_log.h"
@@ -223,7 +222,6 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool network_armed_ = false;
     bool timer_armed_ = false;
     bool programs_starving_ = false;  // UnpolledCqs::starving() on some device
-    CpuShortage cpu_shortage_;        // published in the doorbell page each turn
     MadReceiver mad_receiver_;
     PacketLog packet_log_;
     RateLimit send_failures_logged_{10, 1};

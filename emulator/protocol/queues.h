@@ -113,10 +113,6 @@ enum CqArm : uint32_t { kCqDisarmed = 0, kCqArmedSolicited = 1, kCqArmedAny = 2 
 // Bytes after a CQ ring's entries: its notification state.
 struct CqState {
     std::atomic<uint32_t> arm;
-    // 1 while a poller sleeps on the ring's producer index (FUTEX_WAIT, only
-    // while DoorbellPage::cpu_short says so): the daemon wakes it
-    // (FUTEX_WAKE) after its next completion.
-    std::atomic<uint32_t> sleeping;
 };
 
 // The doorbell: one memfd per daemon, mapped by every client. Its first
@@ -129,11 +125,6 @@ struct CqState {
 struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
     std::atomic<uint32_t> completions_waiting;
-    // 1 while the daemon waits for a CPU a tenth of its time or more (and a
-    // second after): a poller that finds its CQ empty sleeps until the next
-    // completion (CqState::sleeping) rather than spin and keep the daemon
-    // from the CPU it needs to make one.
-    std::atomic<uint32_t> cpu_short;
 };
 inline constexpr size_t kDoorbellPageBytes = 4096;
 static_assert(sizeof(DoorbellPage) <= kDoorbellPageBytes);

@@ -1,10 +1,5 @@
 #include "queues/ring.h"
 
-#include <limits.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace uroce {
@@ -124,12 +119,6 @@ bool Ring::push(std::span<const std::byte> entry) {
     ++local_;
     header()->producer.value.store(local_, std::memory_order_release);
     return true;
-}
-
-void Ring::wake_sleepers(std::atomic<uint32_t>& sleeping) const {
-    if (sleeping.load(std::memory_order_relaxed) && sleeping.exchange(0)) {
-        syscall(SYS_futex, &header()->producer.value, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-    }
 }
 
 }  // namespace uroce

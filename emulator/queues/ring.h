@@ -70,11 +70,6 @@ class Ring {
     // they do not fit.
     bool move_unconsumed_to(Ring& next);
 
-    // Producer side, after push() and a sequentially consistent fence:
-    // wakes the consumer's threads that sleep on the producer index
-    // (FUTEX_WAIT in the provider) when `sleeping` says some do.
-    void wake_sleepers(std::atomic<uint32_t>& sleeping) const;
-
     // The bytes after the slots.
     void* extra() const;
 

@@ -80,19 +80,15 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
         return;
     }
     cq.unpolled_cqs->add(cq);
-    auto& state = *static_cast<queues::CqState*>(cq.ring.extra());
-    // Pairs with ibv_req_notify_cq (store the arm, then poll) and with a
-    // poller going to sleep (store `sleeping`, then wait while the ring is
-    // empty): either the application sees this completion or we see its
-    // arm or its sleep. Without the fence the loads may pass the ring's
-    // store, both sides miss, and a program waits forever (or, asleep, for
-    // its timeout).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    cq.ring.wake_sleepers(state.sleeping);
     if (!cq.channel) {
         return;  // no completion events: whether it is armed does not matter
     }
-    auto& arm = state.arm;
+    auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
+    // Pairs with ibv_req_notify_cq (store the arm, then poll): either the
+    // application sees this completion or we see its arm. Without the fence
+    // the load may pass the ring's store, both sides miss, and a program
+    // waiting for the event waits forever.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t armed = arm.load(std::memory_order_acquire);
     const bool wanted =
         armed == queues::kCqArmedAny ||

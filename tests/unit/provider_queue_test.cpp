@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <thread>
 #include <vector>
 
 #include "device/device.h"
@@ -381,33 +380,6 @@ TEST(ProviderQueue, ReceivedFdsClosesWhatIsNotTaken) {
     EXPECT_EQ(errno, EBADF);
     EXPECT_EQ(kept, pipe_fds[1]);
     EXPECT_EQ(close(kept), 0);
-}
-
-// A consumer asleep on an empty ring (a poller while the daemon is short of
-// a CPU) is woken by the producer's next entry, not by its timeout; on a
-// ring that is not empty it does not sleep at all.
-TEST(ProviderQueueTest, AConsumerAsleepIsWokenByTheNextEntry) {
-    Ring daemon = daemon_ring(8, sizeof(queues::CqState));
-    SharedRing consumer = provider_ring(daemon, Side::kConsumer, sizeof(queues::CqState));
-    auto& state = *static_cast<queues::CqState*>(daemon.extra());
-    auto& seen_by_consumer = static_cast<queues::CqState*>(consumer.extra())->sleeping;
-    constexpr timespec kLong{5, 0};
-    int woken = -1;
-    std::thread sleeper([&] { woken = consumer.wait_for_producer(seen_by_consumer, kLong); });
-    for (int i = 0; i < 5000 && !state.sleeping.load(); ++i) {
-        usleep(1000);
-    }
-    ASSERT_EQ(state.sleeping.load(), 1u) << "the consumer did not say it sleeps";
-    const uint64_t value = 7;
-    ASSERT_TRUE(daemon.push(std::as_bytes(std::span(&value, 1))));
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    daemon.wake_sleepers(state.sleeping);
-    sleeper.join();
-    EXPECT_EQ(woken, 0) << "slept until its timeout: the entry did not wake it";
-    EXPECT_EQ(state.sleeping.load(), 0u);
-    EXPECT_EQ(consumer.ready(), 1u);
-    EXPECT_EQ(consumer.wait_for_producer(seen_by_consumer, kLong), 0);
-    EXPECT_EQ(state.sleeping.load(), 0u) << "slept on a ring with an entry";
 }
 
 }  // namespace
