@@ -371,9 +371,8 @@ void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
         if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
             const auto now = *receive_at_once_;
             receive_at_once_.reset();
-            receive(*local, bytes, src_ip, dest_ip, false, src_port, now, buffers_.can_lend());
+            receive_local(*local, std::move(bytes), src_ip, dest_ip, src_port, now);
             receive_at_once_ = now;
-            buffers_.keep_lent(std::move(bytes));
             return;
         }
         local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
@@ -420,6 +419,16 @@ void Engine::receive(Device& to, std::span<const uint8_t> bytes, const wire::IpA
                        *this);
 }
 
+// A local packet lends its payload to the writes into applications while
+// the pool may keep its buffer until they are made.
+void Engine::receive_local(Device& to, std::vector<uint8_t>&& bytes, const wire::IpAddress& src_ip,
+                           const wire::IpAddress& dest_ip, uint16_t src_port,
+                           Clock::time_point now) {
+    const bool lent = buffers_.can_lend();
+    receive(to, bytes, src_ip, dest_ip, false, src_port, now, lent);
+    buffers_.give_back(std::move(bytes), lent);
+}
+
 void Engine::finish_placements() {
     transport_.finish_placements();
     buffers_.release_lent();
@@ -459,9 +468,8 @@ bool Engine::deliver_local(Clock::time_point now) {
     for (size_t n = local_.size(); n > 0; --n) {
         LocalPacket packet = std::move(local_.front());
         local_.pop_front();
-        receive(*packet.to, packet.bytes, packet.src_ip, packet.dest_ip, false, packet.src_port,
-                now, buffers_.can_lend());
-        buffers_.keep_lent(std::move(packet.bytes));
+        receive_local(*packet.to, std::move(packet.bytes), packet.src_ip, packet.dest_ip,
+                      packet.src_port, now);
         any = true;
     }
     return any;

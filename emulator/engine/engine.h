@@ -115,6 +115,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     }
     void send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                    const wire::PacketHeaders& headers, std::span<const std::byte> payload);
+    void receive_local(Device& to, std::vector<uint8_t>&& bytes, const wire::IpAddress& src_ip,
+                       const wire::IpAddress& dest_ip, uint16_t src_port,
+                       transport::Clock::time_point now);
     // Makes the turn's writes into applications; the lent buffers are free.
     void finish_placements();
     // Packets a delay fault holds at once; beyond, the fault drops them.

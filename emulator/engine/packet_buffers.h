@@ -35,10 +35,10 @@ class PacketBuffers {
     }
     // Whether the next packet received may lend its payload.
     bool can_lend() const { return lent_.size() < kMaxLent; }
-    // A received packet's buffer: kept until release_lent() when it may
-    // have lent its payload (can_lend() said so), reused at once otherwise.
-    void keep_lent(std::vector<uint8_t>&& bytes) {
-        if (can_lend()) {
+    // A received packet's buffer: kept until release_lent() when it was
+    // received `lent` (while can_lend() said so), else spare at once.
+    void give_back(std::vector<uint8_t>&& bytes, bool lent) {
+        if (lent) {
             lent_.push_back(std::move(bytes));
         } else {
             recycle(std::move(bytes));
