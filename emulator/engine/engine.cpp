@@ -74,6 +74,9 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
     network_.on_sent([this](std::vector<uint8_t>&& bytes) { buffers_.recycle(std::move(bytes)); });
+    // Received packets lend their payloads to the writes into applications
+    // until the network refills its receive buffers.
+    network_.on_refill([this] { transport_.finish_placements(); });
     network_.on_send_failed(
         [this](size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets) {
             send_failed(index, dest_ip, error, packets);
@@ -732,8 +735,6 @@ bool Engine::run_once(Clock::time_point now) {
             open_frames(*device);
         }
     }
-    // Received packets lend their payloads to the writes into applications
-    // until the network reuses its receive buffers.
     bool busy = network_.poll(
         [this, now](size_t index, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
                     uint16_t src_port, const wire::IpAddress& dest_ip) {
@@ -741,8 +742,7 @@ bool Engine::run_once(Clock::time_point now) {
         },
         [this](size_t index, std::span<const uint8_t> frame) {
             receive_frame_from_network(index, frame);
-        },
-        [this] { transport_.finish_placements(); });
+        });
     busy |= release_stepped();
     busy |= release_held(now);
     busy |= deliver_local(now);

@@ -252,11 +252,10 @@ int UdpNetwork::send_frame(size_t index, std::span<const uint8_t> frame) {
 }
 
 unsigned UdpNetwork::drain_frames(int fd, size_t index, unsigned limit,
-                                  const FrameReceiver& receive,
-                                  const std::function<void()>& before_reuse) {
+                                  const FrameReceiver& receive) {
     unsigned taken = 0;
-    if (before_reuse) {
-        before_reuse();
+    if (refill_) {
+        refill_();
     }
     uint8_t* frame = batch_->data[0];
     while (taken < limit) {
@@ -538,12 +537,12 @@ void UdpNetwork::submit() {
 }
 
 unsigned UdpNetwork::drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
-                           const Receiver& receive, const std::function<void()>& before_reuse) {
+                           const Receiver& receive) {
     Batch& b = *batch_;
     unsigned taken = 0;
     while (taken < limit) {
-        if (before_reuse) {
-            before_reuse();  // what was received before may still be read
+        if (refill_) {
+            refill_();  // what was received before may still be read
         }
         // A message holds one datagram or more: ask for no more messages
         // than datagrams are left.
@@ -622,8 +621,7 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
     free_.push_back(buffer);  // a failed send is a lost packet
 }
 
-bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame,
-                      const std::function<void()>& before_reuse) {
+bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame) {
     bool any = false;
     backlogged_ = false;
     io_uring_cqe* cqe;
@@ -641,15 +639,13 @@ bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_fram
         unsigned taken = 0;
         switch (tag_kind(tag)) {
             case SocketKind::kDevice:
-                taken =
-                    drain(fd, index, addresses_[index], kMaxReceivesPerPoll, receive, before_reuse);
+                taken = drain(fd, index, addresses_[index], kMaxReceivesPerPoll, receive);
                 break;
             case SocketKind::kGroup:
-                taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive,
-                              before_reuse);
+                taken = drain(fd, kGroup, groups_[index].group, kMaxReceivesPerPoll, receive);
                 break;
             case SocketKind::kFrames:
-                taken = drain_frames(fd, index, kMaxReceivesPerPoll, receive_frame, before_reuse);
+                taken = drain_frames(fd, index, kMaxReceivesPerPoll, receive_frame);
                 break;
         }
         any |= taken > 0;

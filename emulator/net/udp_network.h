@@ -9,9 +9,10 @@
 // take such trains whole (UDP_GRO): the kernel's work per datagram is done
 // once per train, while on the wire every packet is still a datagram of
 // its own. A send gathers the packets' own buffers (one iovec each), which
-// go back to their owner when the send completes: no copy in the daemon. Every packet sent is a
-// RoCEv2 packet whose ICRC was computed for IP ID 0; the kernel numbers a train's IDs 0, 1, 2, ...,
-// so each later packet's ICRC is moved to its ID here.
+// go back to their owner when the send completes: no copy in the daemon.
+// Every packet sent is a RoCEv2 packet whose ICRC was computed for IP ID
+// 0; the kernel numbers a train's IDs 0, 1, 2, ..., so each later
+// packet's ICRC is moved to its ID here.
 #pragma once
 
 #include <liburing.h>
@@ -53,6 +54,10 @@ class UdpNetwork {
     // refused them): the engine's pool of packet buffers.
     using Recycle = std::function<void(std::vector<uint8_t>&&)>;
     void on_sent(Recycle recycle) { recycle_ = std::move(recycle); }
+    // What runs before the receive buffers are filled again: a received
+    // packet's bytes stay until then (or until the next poll()), so its
+    // owner can still read them (the engine's lent writes).
+    void on_refill(std::function<void()> refill) { refill_ = std::move(refill); }
 
     // Binds <address>:<port>, IPv4 or IPv6, on interface `ifindex` (the
     // scope of a link-local address; where multicast leaves); `index` is
@@ -113,11 +118,8 @@ class UdpNetwork {
     static constexpr unsigned kMaxReceivesPerPoll = 256;
 
     // Hands every packet that arrived to `receive`, every frame to
-    // `receive_frame`; true when there were any. The bytes stay until the
-    // receive buffers are filled again, which `before_reuse` hears first (or
-    // until the next poll()).
-    bool poll(const Receiver& receive, const FrameReceiver& receive_frame = {},
-              const std::function<void()>& before_reuse = {});
+    // `receive_frame`; true when there were any.
+    bool poll(const Receiver& receive, const FrameReceiver& receive_frame = {});
     // Whether the last poll() reached kMaxReceivesPerPoll on some socket:
     // more packets may be waiting in it.
     bool backlogged() const { return backlogged_; }
@@ -159,10 +161,9 @@ class UdpNetwork {
     // (or kGroup's) for `dest`, up to `limit` (and the rest of a train);
     // returns how many.
     unsigned drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
-                   const Receiver& receive, const std::function<void()>& before_reuse);
+                   const Receiver& receive);
     GroupSocket* group_socket(const wire::IpAddress& group);
-    unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive,
-                          const std::function<void()>& before_reuse);
+    unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive);
 
     uint16_t port_;
     io_uring ring_{};
@@ -187,6 +188,7 @@ class UdpNetwork {
     std::vector<bool> segments_;
     SendFailed send_failed_;
     Recycle recycle_;
+    std::function<void()> refill_;
     size_t sending_bytes_ = 0;  // of the sends on their way
     unsigned unsubmitted_ = 0;
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers

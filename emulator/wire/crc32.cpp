@@ -100,27 +100,28 @@ uint32_t power_for(const std::array<uint32_t, 32>& powers, std::size_t n) {
 
 // The engine shifts by a few lengths over and over (one per packet size of
 // a train): their powers are kept, so that a shift is one multiplication.
-struct PowerCache {
-    static constexpr std::size_t kEntries = 8;
-    std::array<std::size_t, kEntries> n{};
-    std::array<uint32_t, kEntries> power{};
-    std::array<bool, kEntries> filled{};
-
-    uint32_t get(const std::array<uint32_t, 32>& powers, std::size_t bytes) {
-        const std::size_t slot = bytes % kEntries;
-        if (!filled[slot] || n[slot] != bytes) {
-            n[slot] = bytes;
-            power[slot] = power_for(powers, bytes);
-            filled[slot] = true;
-        }
-        return power[slot];
+// Every slot starts as length 0's power, x^0.
+class PowerCache {
+  public:
+    explicit PowerCache(const std::array<uint32_t, 32>& powers) : powers_(powers) {
+        power_.fill(kOne);
     }
-};
 
-uint32_t multiply_by_powers(const std::array<uint32_t, 32>& powers, PowerCache& cache,
-                            uint32_t state, std::size_t n) {
-    return multiply_mod_poly(cache.get(powers, n), state);
-}
+    uint32_t shift(uint32_t state, std::size_t n) {
+        const std::size_t slot = n % kEntries;
+        if (n_[slot] != n) {
+            n_[slot] = n;
+            power_[slot] = power_for(powers_, n);
+        }
+        return multiply_mod_poly(power_[slot], state);
+    }
+
+  private:
+    static constexpr std::size_t kEntries = 8;
+    const std::array<uint32_t, 32>& powers_;
+    std::array<std::size_t, kEntries> n_{};
+    std::array<uint32_t, kEntries> power_;
+};
 
 }  // namespace
 
@@ -131,13 +132,13 @@ uint32_t crc32_update(uint32_t state, std::span<const uint8_t> data) {
 }
 
 uint32_t crc32_unshift(uint32_t state, std::size_t n) {
-    thread_local PowerCache cache;
-    return multiply_by_powers(kInversePowers, cache, state, n);
+    thread_local PowerCache cache(kInversePowers);
+    return cache.shift(state, n);
 }
 
 uint32_t crc32_shift(uint32_t state, std::size_t n) {
-    thread_local PowerCache cache;
-    return multiply_by_powers(kPowers, cache, state, n);
+    thread_local PowerCache cache(kPowers);
+    return cache.shift(state, n);
 }
 
 std::optional<std::array<uint8_t, 2>> crc32_two_bytes_giving(uint32_t contribution) {
