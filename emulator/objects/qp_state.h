@@ -14,6 +14,7 @@
 
 #include "memory/process_memory.h"
 #include "memory/stage_pool.h"
+#include "objects/slot_ring.h"
 #include "protocol/queues.h"
 #include "protocol/work_requests.h"
 #include "wire/ip_address.h"
@@ -102,15 +103,32 @@ struct SendWork {
     ibv_wc_opcode wc_opcode() const { return row->wc_opcode; }
     // Completes without a packet on the wire.
     bool sends_nothing() const { return is_local_operation() || oversize; }
+    // Back to a new WQE's state (the staged buffer returns to its pool);
+    // the vectors keep their memory for the next WQE in this slot.
+    void recycle() {
+        std::vector<ibv_sge> kept_sges = std::move(sges);
+        std::vector<std::byte> kept_inline = std::move(inline_data);
+        std::vector<std::byte> kept_prefetched = std::move(prefetched);
+        std::vector<Segment> kept_segments = std::move(source.segments);
+        *this = SendWork{};
+        kept_sges.clear();
+        kept_inline.clear();
+        kept_prefetched.clear();
+        kept_segments.clear();
+        sges = std::move(kept_sges);
+        inline_data = std::move(kept_inline);
+        prefetched = std::move(kept_prefetched);
+        source.segments = std::move(kept_segments);
+    }
 };
 
 // The largest message: the port's max_msg_sz.
 inline constexpr uint64_t kMaxMessage = 1ull << 31;
 struct RequesterState {
-    std::deque<SendWork> window;  // in posting order; the front completes first
-    size_t next_to_send = 0;      // index into window
-    uint32_t next_psn = 0;        // for the next new packet
-    uint32_t unacked_psn = 0;     // oldest PSN not yet acknowledged
+    SlotRing<SendWork> window;  // in posting order; the front completes first
+    size_t next_to_send = 0;    // index into window
+    uint32_t next_psn = 0;      // for the next new packet
+    uint32_t unacked_psn = 0;   // oldest PSN not yet acknowledged
     // One past the newest PSN that has left (a READ request covers all its
     // response PSNs). next_psn runs ahead of it by the rest of a message
     // being sent; a response can only answer what has left.
@@ -149,6 +167,19 @@ struct InboundMessage {
     TakenReceive receive;  // send, write with immediate: the receive WQE it consumes
     Extent target;         // where its data goes
     uint64_t offset = 0;   // bytes placed so far
+
+    // Ends the message. The scatter lists keep their memory for the next
+    // one: no allocation per message on the responder's path.
+    void clear() {
+        active = false;
+        is_send = false;
+        receive.wqe = {};
+        receive.sges.clear();
+        target.pid = 0;
+        target.segments.clear();
+        target.length = 0;
+        offset = 0;
+    }
 };
 
 // A READ being answered: its response packets go out a burst at a time

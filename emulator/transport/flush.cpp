@@ -55,7 +55,7 @@ bool Completer::flush(const QpOf& at) {
         complete_receive_wqe(qp, m.receive.wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
         did = true;
     }
-    m = {};
+    m.clear();
     if (s.unused_receive) {
         complete_receive_wqe(qp, s.unused_receive->wqe.wr_id, IBV_WC_WR_FLUSH_ERR);
         s.unused_receive.reset();

@@ -146,7 +146,7 @@ bool Requester::take_work(const QpOf& at) {
     entry.resize(qp.send_queue.entry_size());
     while (qp.send_queue.has_pending()) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
-        SendWork w;
+        SendWork& w = qp.requester.window.emplace_back();
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
         if (const wr::OpcodeInfo* row = wr::opcode_info(w.wqe.opcode)) {
             w.row = row;
@@ -187,7 +187,6 @@ bool Requester::take_work(const QpOf& at) {
         w.oversize = qp.type == IBV_QPT_UD && w.length > mtu;
         w.packets =
             w.sends_nothing() || atomic ? 1 : std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
-        qp.requester.window.push_back(std::move(w));
         took = true;
     }
     return took;

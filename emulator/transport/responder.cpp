@@ -48,7 +48,7 @@ void drop_message(Device& device, Qp& qp) {
     if (s.message.active && s.message.is_send) {
         s.unused_receive = std::move(s.message.receive);
     }
-    s.message = {};
+    s.message.clear();
     s.dropping = true;
     ++device.stats().rcvd_msg_dropped;
 }
@@ -142,7 +142,7 @@ void Responder::write_failed(const QpOf& at, uint32_t psn, RequestError error) {
         if (Cq* cq = receive_cq(qp)) {
             post_completion(*cq, receive_wc(qp, m, IBV_WC_LOC_PROT_ERR), false);
         }
-        m = {};
+        m.clear();
     }
     responder_error(at, psn, error);
 }
@@ -339,7 +339,7 @@ void Responder::execute_send(const Incoming& in) {
         if (resolve_local(device, request_pd(qp), m.receive.sges, IBV_ACCESS_LOCAL_WRITE,
                           m.target) != AccessFault::kNone) {
             complete_message(qp, m, packet, IBV_WC_LOC_PROT_ERR);
-            m = {};
+            m.clear();
             responder_error(in, psn, RequestError::kRemoteOperational);
             return;
         }
@@ -351,7 +351,7 @@ void Responder::execute_send(const Incoming& in) {
         }
         m.offset += payload.size();
         complete_message(qp, m, packet, IBV_WC_LOC_LEN_ERR);
-        m = {};
+        m.clear();
         responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
@@ -374,7 +374,7 @@ void Responder::execute_send(const Incoming& in) {
             log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_message(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);
-            m = {};
+            m.clear();
             responder_error(in, psn, RequestError::kInvalidRequest);
             return;
         }
@@ -383,7 +383,7 @@ void Responder::execute_send(const Incoming& in) {
     if (ends_message(packet.info->position)) {
         complete_message(qp, m, packet, IBV_WC_SUCCESS, carried);
         ++device.stats().rdma_recvs;
-        m = {};
+        m.clear();
         s.msn = wire::psn_add(s.msn, 1);
     }
     if (packet.hdr.bth.ack_req) {
@@ -439,19 +439,19 @@ void Responder::execute_write(const Incoming& in) {
     }
     if (starts_message(packet.info->position)) {
         const wire::Reth& reth = packet.hdr.reth;
-        m = {};
+        m.clear();
         m.active = true;
         if (reth.dma_length &&
             resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                            IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
-            m = {};
+            m.clear();
             responder_error(in, psn, RequestError::kRemoteAccess);
             return;
         }
     }
     const auto payload = std::as_bytes(packet.payload);
     if (m.offset + payload.size() > m.target.length) {
-        m = {};
+        m.clear();
         responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
@@ -468,7 +468,7 @@ void Responder::execute_write(const Incoming& in) {
             take_receive(qp, m.receive);
             complete_message(qp, m, packet, IBV_WC_SUCCESS);
         }
-        m = {};
+        m.clear();
         s.msn = wire::psn_add(s.msn, 1);
     }
     if (packet.hdr.bth.ack_req) {
