@@ -64,9 +64,24 @@ void Ring::peek(std::span<std::byte> out) const {
     memcpy(out.data(), slot(local_), std::min<size_t>(out.size(), entry_size_));
 }
 
+void Ring::prefetch(uint32_t index, bool for_write) const {
+    const std::byte* entry = slot(index);
+    const size_t bytes = std::min<size_t>(entry_size_, kPrefetchBytes);
+    for (size_t offset = 0; offset < bytes; offset += 64) {
+        if (for_write) {
+            __builtin_prefetch(entry + offset, 1);
+        } else {
+            __builtin_prefetch(entry + offset, 0);
+        }
+    }
+}
+
 void Ring::take(std::span<std::byte> out) {
     peek(out);
     ++local_;
+    if (seen_ - local_ > 0 && seen_ - local_ <= entries_) {
+        prefetch(local_, false);  // published already: the producer is done with it
+    }
 }
 
 void Ring::release(uint32_t count) {
@@ -118,6 +133,7 @@ bool Ring::push(std::span<const std::byte> entry) {
     memcpy(slot(local_), entry.data(), std::min<size_t>(entry.size(), entry_size_));
     ++local_;
     header()->producer.value.store(local_, std::memory_order_release);
+    prefetch(local_, true);  // the consumer reads it only once it is published
     return true;
 }
 

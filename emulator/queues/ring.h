@@ -76,6 +76,11 @@ class Ring {
   private:
     queues::RingHeader* header() const { return static_cast<queues::RingHeader*>(memory_.data()); }
     std::byte* slot(uint32_t index) const;
+    // Starts fetching the entry's first lines while the current one is
+    // used: the other side wrote them (or read them a lap ago), on another
+    // core, and an entry whose lines are still there waits for them to cross.
+    static constexpr size_t kPrefetchBytes = 256;
+    void prefetch(uint32_t index, bool for_write) const;
 
     SharedMemory memory_;
     uint32_t entries_ = 0;
