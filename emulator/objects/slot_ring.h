@@ -3,7 +3,9 @@
 // added takes a recycled slot. A send queue's WQEs pass through it at
 // message rate without an allocation each (a std::deque of elements this
 // large allocates a node per element). It grows by doubling and never
-// shrinks; its owner bounds it (a QP's window by max_send_wr).
+// shrinks; its owner bounds it (a QP's window by max_send_wr). Unlike a
+// std::deque's, its elements move when it grows: a reference into it does
+// not survive emplace_back() (Requester::take_work), only pop_front().
 #pragma once
 
 #include <cstddef>
