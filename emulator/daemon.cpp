@@ -16,6 +16,7 @@
 
 #include "device/tree_entries.h"
 #include "net/interfaces.h"
+#include "util/control_section.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -75,18 +76,18 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         follow_link(*devices_.back());
         follow_addresses(*devices_.back());
     }
-    engine_ = std::make_unique<Engine>(io_, devices_,
-                                       EngineOptions{options_.udp_port, options_.shortcut});
+    engines_ = std::make_unique<Engines>(
+        io_, devices_, EngineOptions{options_.udp_port, options_.shortcut}, options_.threads);
     cm_ = std::make_unique<cm::ConnectionManager>(
         io_, devices_,
         [this](Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
-               std::span<const std::byte> mad) { engine_->send_mad(from, sgid, dest_ip, mad); });
-    engine_->set_mad_receiver(
+               std::span<const std::byte> mad) { engines_->send_mad(from, sgid, dest_ip, mad); });
+    engines_->set_mad_receiver(
         [this](Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                std::span<const uint8_t> mad) { cm_->receive_mad(to, src_ip, dest_ip, mad); });
     server_ =
-        std::make_unique<Server>(io_, paths_.socket(), devices_, engine_->doorbell(), *cm_,
-                                 engine_->packet_log(), [this] { engine_->take_posted_work(); });
+        std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
+                                 engines_->packet_log(), [this] { engines_->take_posted_work(); });
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });
@@ -150,7 +151,7 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     auto device = std::make_unique<Device>(config, next_device_index_);
     follow_link(*device);
     follow_addresses(*device);
-    if (Result r = engine_->add_device(*device); !r) {
+    if (Result r = engines_->add_device(*device); !r) {
         return r;
     }
     ++next_device_index_;  // the index of the socket just opened
@@ -170,7 +171,7 @@ Result Daemon::delete_link(const Device& device) {
     const std::string node_name = device.uverbs_name();
     server_->remove_device(device);
     cm_->remove_device(device);
-    engine_->remove_device(device);
+    engines_->remove_device(device);
     devices_.erase(it);
     publish_devices();
     std::vector<std::filesystem::path> node;
@@ -184,12 +185,12 @@ Result Daemon::delete_link(const Device& device) {
 
 void Daemon::watch_links() {
     links_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                           [this](const boost::system::error_code& error) {
+                           in_control_section([this](const boost::system::error_code& error) {
                                if (!error) {
                                    follow_links(links_.drain());
                                    watch_links();
                                }
-                           });
+                           }));
 }
 
 void Daemon::follow_links(const LinkNews& news) {
@@ -202,7 +203,7 @@ void Daemon::follow_links(const LinkNews& news) {
         if (const std::optional<Link> link = link_of(netdev)) {
             follow_link(*device, *link);
             if (follow_addresses(*device)) {
-                engine_->follow_gids(*device);
+                engines_->follow_gids(*device);
                 publish_devices();  // the tree's GID table
                 server_->post_port_event(*device, IBV_EVENT_GID_CHANGE);
             }
@@ -287,11 +288,12 @@ void Daemon::drain_then_stop(boost::asio::steady_timer& timer,
         return;
     }
     timer.expires_after(std::chrono::milliseconds(20));
-    timer.async_wait([this, &timer, deadline](const boost::system::error_code& error) {
-        if (!error) {
-            drain_then_stop(timer, deadline);
-        }
-    });
+    timer.async_wait(
+        in_control_section([this, &timer, deadline](const boost::system::error_code& error) {
+            if (!error) {
+                drain_then_stop(timer, deadline);
+            }
+        }));
 }
 
 void Daemon::run() {
@@ -300,20 +302,21 @@ void Daemon::run() {
     }
     boost::asio::signal_set signals(io_, SIGTERM, SIGINT);
     boost::asio::steady_timer drain(io_);
-    signals.async_wait([this, &drain](const boost::system::error_code&, int signal) {
-        log_info("signal %d: stopping", signal);
-        // rdma_cm programs hear DEVICE_REMOVAL, as from a kernel whose device
-        // goes: the daemon waits (a little) until they have taken it.
-        if (cm_->remove_devices()) {
-            drain_then_stop(drain, std::chrono::steady_clock::now() + kRemovalDrain);
-        } else {
-            io_.stop();
-        }
-    });
+    signals.async_wait(
+        in_control_section([this, &drain](const boost::system::error_code&, int signal) {
+            log_info("signal %d: stopping", signal);
+            // rdma_cm programs hear DEVICE_REMOVAL, as from a kernel whose device
+            // goes: the daemon waits (a little) until they have taken it.
+            if (cm_->remove_devices()) {
+                drain_then_stop(drain, std::chrono::steady_clock::now() + kRemovalDrain);
+            } else {
+                io_.stop();
+            }
+        }));
     signal(SIGPIPE, SIG_IGN);
     log_info("serving %s; RoCEv2 on UDP port %u%s", paths_.socket().c_str(), options_.udp_port,
              options_.shortcut ? "" : " (no shortcut between own devices)");
-    engine_->run();
+    engines_->run();
 }
 
 }  // namespace uroce

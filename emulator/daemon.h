@@ -12,7 +12,7 @@
 #include "cm/connection_manager.h"
 #include "control/server.h"
 #include "device/device.h"
-#include "engine/engine.h"
+#include "engine/engines.h"
 #include "net/link_monitor.h"
 #include "options.h"
 #include "protocol/runtime_dir.h"
@@ -56,7 +56,7 @@ class Daemon {
     UniqueFd lock_;
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
-    std::unique_ptr<Engine> engine_;
+    std::unique_ptr<Engines> engines_;
     std::unique_ptr<cm::ConnectionManager> cm_;  // outlives the server's sessions
     std::unique_ptr<Server> server_;
     LinkMonitor links_;

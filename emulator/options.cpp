@@ -2,14 +2,17 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <sched.h>
 
 #include <fstream>
 #include <iostream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "net/interfaces.h"
+#include "protocol/queues.h"
 #include "protocol/runtime_dir.h"
 
 namespace uroce {
@@ -18,12 +21,15 @@ namespace {
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
+    "              [--threads N]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
     "ADDRESS: IPv4 or IPv6. IFACE: a network interface; the device is then its\n"
     "RDMA port, with a GID for each address the interface has, as they come and go.\n"
-    "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n";
+    "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n"
+    "--threads N: engine threads, each running the data path of every Nth device\n"
+    "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
@@ -48,6 +54,36 @@ DeviceConfig parse_device(const std::string& name, const std::string& address) {
     }
     config.address = *ip;
     return config;
+}
+
+// The CPUs this process may run on (its affinity, as a container's limit).
+unsigned available_cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        return static_cast<unsigned>(CPU_COUNT(&set));
+    }
+    return std::thread::hardware_concurrency();
+}
+
+uint32_t parse_threads(const std::string& text, const char* where) {
+    try {
+        size_t used = 0;
+        const unsigned long threads = std::stoul(text, &used);
+        if (used == text.size() && threads >= 1 && threads <= queues::kMaxEngines) {
+            return static_cast<uint32_t>(threads);
+        }
+    } catch (const std::exception&) {
+    }
+    throw std::invalid_argument(std::string(where) + " takes a count from 1 to " +
+                                std::to_string(queues::kMaxEngines) + ", not '" + text + "'");
+}
+
+// $UROCE_THREADS (how a test suite runs every daemon with N engines), else
+// what suits the machine.
+uint32_t threads_from_environment() {
+    const char* threads = getenv("UROCE_THREADS");
+    return threads && *threads ? parse_threads(threads, "UROCE_THREADS")
+                               : default_threads(available_cpus());
 }
 
 uint16_t parse_port(const std::string& text) {
@@ -92,6 +128,10 @@ void read_config(const std::filesystem::path& path, Options& options) {
 }
 
 }  // namespace
+
+uint32_t default_threads(unsigned cpus) {
+    return cpus < 8 ? 1 : 2;
+}
 
 void check_device_name(const std::string& name) {
     static const std::regex kName("[a-z][a-z0-9_]{0,30}");
@@ -150,6 +190,8 @@ bool parse_options(int argc, char** argv, Options& options) {
                 throw std::invalid_argument("--max-log-bytes takes a size of at least 4096, not '" +
                                             text + "'");
             }
+        } else if (arg == "--threads") {
+            options.threads = parse_threads(value(), "--threads");
         } else if (arg == "--no-shortcut") {
             options.shortcut = false;
         } else if (arg == "--udp-port") {
@@ -157,6 +199,9 @@ bool parse_options(int argc, char** argv, Options& options) {
         } else {
             throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
         }
+    }
+    if (options.threads == 0) {
+        options.threads = threads_from_environment();
     }
     if (options.devices.empty()) {
         options.devices = {parse_device("uroce0", "127.0.0.1"),

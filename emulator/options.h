@@ -20,7 +20,15 @@ struct Options {
     int nice = -10;
     // The log is started anew past this size, the full one kept as .1.
     uint64_t max_log_bytes = 8 << 20;
+    // Engine threads, each with its devices (engine/engines.h); 0 until
+    // parsed: --threads, else $UROCE_THREADS, else default_threads().
+    uint32_t threads = 0;
 };
+
+// Engine threads for a machine of this many CPUs: one below 8, as the
+// busy-polling programs need the others; else one per device of the
+// default pair.
+uint32_t default_threads(unsigned cpus);
 
 // Parses argv; throws std::invalid_argument with a message for the user.
 // Returns false when only help was asked for (printed to stdout).

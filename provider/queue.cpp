@@ -205,7 +205,11 @@ void ProviderDoorbell::ring(uint32_t slot) const {
     if (slot < queues::kDoorbellSlots) {
         queues::mark_posted(*bits_, slot);
     }
-    if (page_->daemon_sleeping.load()) {
+    // The engine that owns the slot's range (any engine: no slot).
+    const uint32_t per_engine = page_->slots_per_engine.load(std::memory_order_relaxed);
+    const uint32_t mask =
+        slot < queues::kDoorbellSlots && per_engine ? 1u << (slot / per_engine) : ~0u;
+    if (page_->daemon_sleeping.load() & mask) {
         const uint64_t one = 1;
         // A saturated counter (EAGAIN) has the daemon woken anyway.
         [[maybe_unused]] const ssize_t written = write(eventfd_, &one, sizeof(one));

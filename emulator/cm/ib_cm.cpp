@@ -10,6 +10,7 @@
 
 #include "cm/connection_manager.h"
 #include "cm/internal.h"
+#include "util/control_section.h"
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
@@ -78,11 +79,12 @@ void ConnectionManager::start_timer(Id& id, std::chrono::milliseconds after) {
         id.timer = std::make_unique<boost::asio::steady_timer>(io_);
     }
     id.timer->expires_after(after);
-    id.timer->async_wait([this, handle = id.handle](const boost::system::error_code& error) {
-        if (!error) {
-            on_retry_timer(handle);
-        }
-    });
+    id.timer->async_wait(
+        in_control_section([this, handle = id.handle](const boost::system::error_code& error) {
+            if (!error) {
+                on_retry_timer(handle);
+            }
+        }));
 }
 
 void ConnectionManager::stop_retransmitting(Id& id) {

@@ -6,6 +6,7 @@
 #include "console/page_connection.h"
 #include "device/stats.h"
 #include "qp/qp_transitions.h"
+#include "util/control_section.h"
 #include "util/log.h"
 
 namespace uroce::console {
@@ -125,7 +126,7 @@ void Console::stop() {
 }
 
 void Console::accept() {
-    acceptor_.async_accept(
+    acceptor_.async_accept(in_control_section(
         [weak = weak_from_this()](boost::system::error_code error, tcp::socket socket) {
             auto self = weak.lock();
             if (!self || error == boost::asio::error::operation_aborted) {
@@ -143,7 +144,7 @@ void Console::accept() {
                 }
             }
             self->accept();
-        });
+        }));
 }
 
 void Console::tick() {
@@ -165,11 +166,12 @@ void Console::tick() {
     }
     ++ticks_;
     timer_.expires_after(kTick);
-    timer_.async_wait([weak = weak_from_this()](boost::system::error_code error) {
-        if (auto self = weak.lock(); self && !error) {
-            self->tick();
-        }
-    });
+    timer_.async_wait(
+        in_control_section([weak = weak_from_this()](boost::system::error_code error) {
+            if (auto self = weak.lock(); self && !error) {
+                self->tick();
+            }
+        }));
 }
 
 bool Console::authorized(std::string_view target, std::string_view cookie) const {

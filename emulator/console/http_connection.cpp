@@ -7,6 +7,7 @@
 #include "console/assets.h"
 #include "console/console.h"
 #include "console/page_connection.h"
+#include "util/control_section.h"
 
 namespace uroce::console {
 
@@ -50,14 +51,15 @@ void HttpConnection::read() {
     parser_->header_limit(8 * 1024);
     parser_->body_limit(1024);
     stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code error, size_t) {
-                         if (error) {
-                             self->close();
-                             return;
-                         }
-                         self->handle(self->parser_->release());
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+            if (error) {
+                self->close();
+                return;
+            }
+            self->handle(self->parser_->release());
+        }));
 }
 
 void HttpConnection::handle(Request request) {
@@ -131,14 +133,15 @@ void HttpConnection::handle(Request request) {
 void HttpConnection::respond(Response response) {
     response.prepare_payload();
     auto message = std::make_shared<Response>(std::move(response));
-    http::async_write(stream_, *message,
-                      [self = shared_from_this(), message](beast::error_code error, size_t) {
-                          if (error || !message->keep_alive()) {
-                              self->close();
-                              return;
-                          }
-                          self->read();
-                      });
+    http::async_write(
+        stream_, *message,
+        in_control_section([self = shared_from_this(), message](beast::error_code error, size_t) {
+            if (error || !message->keep_alive()) {
+                self->close();
+                return;
+            }
+            self->read();
+        }));
 }
 
 void HttpConnection::close() {

@@ -6,6 +6,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "console/console.h"
+#include "util/control_section.h"
 #include "util/log.h"
 
 namespace uroce::console {
@@ -21,31 +22,33 @@ void PageConnection::start(beast::http::request<beast::http::string_body> upgrad
     beast::get_lowest_layer(ws_).expires_never();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(64 * 1024);
-    ws_.async_accept(upgrade, [self = shared_from_this()](beast::error_code error) {
-        auto console = self->console_.lock();
-        if (error || !console) {
-            return;
-        }
-        self->open_ = true;
-        self->ws_.text(true);
-        self->send(console->hello().dump());
-        self->read();
-    });
+    ws_.async_accept(upgrade,
+                     in_control_section([self = shared_from_this()](beast::error_code error) {
+                         auto console = self->console_.lock();
+                         if (error || !console) {
+                             return;
+                         }
+                         self->open_ = true;
+                         self->ws_.text(true);
+                         self->send(console->hello().dump());
+                         self->read();
+                     }));
 }
 
 void PageConnection::read() {
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code error, size_t) {
-        if (error) {
-            self->on_closed();
-            return;
-        }
-        const std::string text = beast::buffers_to_string(self->in_.data());
-        self->in_.consume(self->in_.size());
-        self->on_message(text);
-        if (self->open_) {
-            self->read();
-        }
-    });
+    ws_.async_read(in_,
+                   in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+                       if (error) {
+                           self->on_closed();
+                           return;
+                       }
+                       const std::string text = beast::buffers_to_string(self->in_.data());
+                       self->in_.consume(self->in_.size());
+                       self->on_message(text);
+                       if (self->open_) {
+                           self->read();
+                       }
+                   }));
 }
 
 void PageConnection::on_message(const std::string& text) {
@@ -120,15 +123,16 @@ void PageConnection::write_next() {
         return;
     }
     writing_ = true;
-    ws_.async_write(boost::asio::buffer(out_.front()),
-                    [self = shared_from_this()](beast::error_code error, size_t) {
-                        if (error) {
-                            self->on_closed();
-                            return;
-                        }
-                        self->out_.pop_front();
-                        self->write_next();
-                    });
+    ws_.async_write(
+        boost::asio::buffer(out_.front()),
+        in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+            if (error) {
+                self->on_closed();
+                return;
+            }
+            self->out_.pop_front();
+            self->write_next();
+        }));
 }
 
 void PageConnection::close() {

@@ -18,6 +18,7 @@
 #include "control/session.h"
 #include "net/interfaces.h"
 #include "protocol/socket.h"
+#include "util/control_section.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -130,7 +131,7 @@ Server::~Server() {
 void Server::accept() {
     listener_.async_wait(
         boost::asio::posix::stream_descriptor::wait_read,
-        [this](const boost::system::error_code& e) {
+        in_control_section([this](const boost::system::error_code& e) {
             if (e) {
                 return;
             }
@@ -152,7 +153,7 @@ void Server::accept() {
                 }
             }
             accept();
-        });
+        }));
 }
 
 // A connection costs its client one descriptor of its share. One beyond the

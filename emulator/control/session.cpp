@@ -8,6 +8,7 @@
 #include "control/server.h"
 #include "netlink/nldev.h"
 #include "protocol/socket.h"
+#include "util/control_section.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -71,12 +72,13 @@ void Session::close() {
 }
 
 void Session::wait() {
-    socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                       [self = shared_from_this()](const boost::system::error_code& error) {
-                           if (!error) {
-                               self->on_readable();
-                           }
-                       });
+    socket_.async_wait(
+        boost::asio::posix::stream_descriptor::wait_read,
+        in_control_section([self = shared_from_this()](const boost::system::error_code& error) {
+            if (!error) {
+                self->on_readable();
+            }
+        }));
 }
 
 void Session::on_readable() {
@@ -373,12 +375,13 @@ void Session::flush_netlink() {
     while (!netlink_out_.empty()) {
         const int error = rpc::send_message(socket_.native_handle(), netlink_out_.front());
         if (error == EAGAIN) {
-            socket_.async_wait(boost::asio::posix::stream_descriptor::wait_write,
-                               [self = shared_from_this()](const boost::system::error_code& e) {
-                                   if (!e) {
-                                       self->flush_netlink();
-                                   }
-                               });
+            socket_.async_wait(
+                boost::asio::posix::stream_descriptor::wait_write,
+                in_control_section([self = shared_from_this()](const boost::system::error_code& e) {
+                    if (!e) {
+                        self->flush_netlink();
+                    }
+                }));
             return;
         }
         if (error) {

@@ -167,6 +167,9 @@ class Device {
     // that carries the device; null without one).
     Doorbell* doorbell() const { return doorbell_; }
     void set_doorbell(Doorbell* doorbell) { doorbell_ = doorbell; }
+    // The engine thread that runs the device's data path (engine/engines.h).
+    uint32_t engine() const { return engine_; }
+    void set_engine(uint32_t engine) { engine_ = engine; }
     FaultInjector& faults() { return faults_; }
     PcapWriter& trace() { return trace_; }
     StepGate& step_gate() { return step_gate_; }
@@ -221,6 +224,7 @@ class Device {
     bool frames_refused_ = false;
     UnpolledCqs unpolled_cqs_;
     Doorbell* doorbell_ = nullptr;
+    uint32_t engine_ = 0;
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>> xrcd_files_;
 };
 

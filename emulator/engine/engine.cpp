@@ -6,15 +6,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <stdexcept>
 
+#include "engine/engines.h"
 #include "engine/frame_steering.h"
 #include "net/interfaces.h"
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
+#include "util/control_section.h"
 #include "util/log.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
@@ -25,8 +29,6 @@ namespace {
 
 using transport::Clock;
 
-// How long the loop keeps polling after the last work before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(50);
 // How often a busy loop looks at the control plane: each look is a syscall
 // (epoll_wait), which the data path should not pay on every turn.
 constexpr auto kControlPoll = std::chrono::microseconds(20);
@@ -36,41 +38,37 @@ constexpr auto kControlPoll = std::chrono::microseconds(20);
 // overflow again, and again.
 constexpr uint32_t kTurnPackets = UdpNetwork::kMaxReceivesPerPoll;
 
-// Whether a packet (its BTH first) is for QP1.
-bool to_gsi(std::span<const uint8_t> packet) {
-    return packet.size() >= wire::kBthBytes &&
-           wire::decode_bth(packet.first<wire::kBthBytes>()).dest_qp == wire::kGsiQpn;
-}
-
-// Whether the device's interface reaches other hosts: loopback carries no
-// multicast between them, and this daemon delivers to its own devices.
-bool on_a_network(const Device& device) {
-    return device.config().netdev != "lo";
-}
-
 }  // namespace
 
 Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
-               const EngineOptions& options)
+               const EngineOptions& options, Engines& engines, uint32_t index)
     : io_(io),
       devices_(devices),
       options_(options),
+      engines_(engines),
+      index_(index),
+      doorbell_(engines.doorbell()),
+      packet_log_(engines.packet_log()),
       network_(options.udp_port),
       transport_(*this),
+      outboxes_(engines.size()),
+      wake_wait_(io),
       doorbell_wait_(io),
       network_wait_(io),
       timer_(io) {
-    if (Result r = Doorbell::create(doorbell_); !r) {
-        throw std::runtime_error(r.message);
+    wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_) {
+        throw std::runtime_error("cannot create an engine's eventfd");
     }
     for (const auto& device : devices_) {
-        if (Result r = open_socket(*device, 0, device->config().address); !r) {
+        if (!owns(*device)) {
+            continue;
+        }
+        if (Result r = add_device(*device); !r) {
             throw std::runtime_error(r.message);
         }
-        follow_gids(*device);
-        device->set_doorbell(&doorbell_);
-        listen_to_groups(*device);
     }
+    wake_wait_.assign(dup(wake_.get()));
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
     network_wait_.assign(dup(network_.ring_fd()));
     network_.on_sent([this](std::vector<uint8_t>&& bytes) { buffers_.recycle(std::move(bytes)); });
@@ -78,8 +76,8 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     // until the network refills its receive buffers.
     network_.on_refill([this] { transport_.finish_placements(); });
     network_.on_send_failed(
-        [this](size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets) {
-            send_failed(index, dest_ip, error, packets);
+        [this](size_t socket, const wire::IpAddress& dest_ip, int error, unsigned packets) {
+            send_failed(socket, dest_ip, error, packets);
         });
 }
 
@@ -106,6 +104,7 @@ Result Engine::add_device(Device& device) {
     follow_gids(device);
     device.set_doorbell(&doorbell_);
     listen_to_groups(device);
+    own_.push_back(&device);
     return ok();
 }
 
@@ -154,7 +153,16 @@ void Engine::follow_gids(Device& device) {
 }
 
 void Engine::remove_device(const Device& device) {
-    std::erase_if(local_, [&](const LocalPacket& p) { return p.to == &device; });
+    const auto to_device = [&](const LocalPacket& p) { return p.to == &device; };
+    std::erase_if(local_, to_device);
+    {
+        std::lock_guard lock(inbox_mutex_);
+        std::erase_if(inbox_, to_device);
+    }
+    for (auto& outbox : outboxes_) {
+        std::erase_if(outbox, to_device);
+    }
+    std::erase(own_, &device);
     std::erase_if(held_, [&](const auto& entry) { return entry.second.from == &device; });
     for (Socket& socket : sockets_) {
         if (socket.device == &device) {
@@ -170,12 +178,10 @@ size_t Engine::source_socket(const Device& from, uint8_t sgid) const {
 }
 
 Device* Engine::device_at(const wire::IpAddress& address) const {
-    for (const auto& device : devices_) {
-        if (device->config().address == address) {
-            return device.get();
-        }
-    }
-    // Addresses of GIDs beyond the first.
+    return engines_.device_at(address);
+}
+
+Device* Engine::device_with_socket_at(const wire::IpAddress& address) const {
     for (const Socket& socket : sockets_) {
         if (socket.device && socket.address == address) {
             return socket.device;
@@ -230,13 +236,18 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire:
 void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byte> frame) {
     const auto bytes = std::span(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
     from.trace().record_frame(bytes);
+    if (!steer_frame(from, frame, &sender)) {
+        ++from.stats().raw_unmatched;
+    }
     for (const auto& device : devices_) {
-        if (device.get() != &from) {
-            device->trace().record_frame(bytes);
+        if (device.get() == &from) {
+            continue;
         }
-        if (!steer_frame(*device, frame, device.get() == &from ? &sender : nullptr)) {
-            ++device->stats().raw_unmatched;
+        if (!owns(*device)) {
+            send_to_engine(*device, {device.get(), {}, {}, 0, {bytes.begin(), bytes.end()}, true});
+            continue;
         }
+        steer_arrived_frame(*device, bytes);
     }
     if (on_a_network(from) && open_frames(from)) {
         if (const int error = network_.send_frame(own_socket(from), bytes)) {
@@ -262,6 +273,14 @@ bool Engine::open_frames(Device& device) {
     return static_cast<bool>(r);
 }
 
+// A frame another device of the daemon sent: the device's rules take it.
+void Engine::steer_arrived_frame(Device& to, std::span<const uint8_t> frame) {
+    to.trace().record_frame(frame);
+    if (!steer_frame(to, std::as_bytes(frame))) {
+        ++to.stats().raw_unmatched;
+    }
+}
+
 // A frame from the device's interface: what its rules take (the rest is
 // the host's, as a NIC passes it to the kernel).
 void Engine::receive_frame_from_network(size_t index, std::span<const uint8_t> frame) {
@@ -283,8 +302,8 @@ void Engine::log_packet(const Device& from, uint8_t sgid, const wire::IpAddress&
 // A packet on its way out of `from`, or let go by step mode: faults act on
 // it, then it is delivered. Without faults or a console, nothing but the
 // delivery (the common case, kept inline).
-inline void Engine::send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
-                            uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
+void Engine::send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
+                     uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     if (from.faults().active()) [[unlikely]] {
         apply_faults(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
         return;
@@ -350,86 +369,11 @@ void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& des
     }
 }
 
-void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                     std::vector<uint8_t>&& bytes) {
-    const size_t socket = source_socket(from, sgid);
-    const wire::IpAddress& src_ip = sockets_[socket].address;
-    // A multicast packet reaches each of this daemon's devices with a member
-    // of the group, whatever the path, and the group on the sender's
-    // network (where other hosts' members are).
-    if (dest_ip.multicast()) {
-        for (const auto& device : devices_) {
-            if (device->in_group(dest_ip)) {
-                local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
-            }
-        }
-        if (on_a_network(from)) {
-            network_.send(socket, dest_ip, std::move(bytes), src_port);
-        } else {
-            buffers_.recycle(std::move(bytes));
-        }
-        return;
-    }
-    if (Device* local = options_.shortcut ? device_at(dest_ip) : nullptr) {
-        if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
-            const auto now = *receive_at_once_;
-            receive_at_once_.reset();
-            receive_local(*local, std::move(bytes), src_ip, dest_ip, src_port, now);
-            receive_at_once_ = now;
-            return;
-        }
-        local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
-        return;
-    }
-    network_.send(socket, dest_ip, std::move(bytes), src_port);
-}
-
-bool Engine::release_stepped() {
-    bool any = false;
-    for (const auto& device : devices_) {
-        if (!device->step_gate().has_outgoing()) {
-            continue;
-        }
-        for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
-            if (packet_log_.enabled()) {
-                log_packet(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
-                           PacketLog::Fate::kReleased, packet.id, packet.bytes);
-            }
-            send_on(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
-                    std::move(packet.bytes));
-        }
-        any = true;
-    }
-    return any;
-}
-
-bool Engine::release_held(Clock::time_point now) {
-    bool any = false;
-    while (!held_.empty() && held_.begin()->first <= now) {
-        HeldPacket packet = std::move(held_.begin()->second);
-        held_.erase(held_.begin());
-        deliver(*packet.from, packet.sgid, packet.dest_ip, packet.src_port,
-                std::move(packet.bytes));
-        any = true;
-    }
-    return any;
-}
-
 void Engine::receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
                      const wire::IpAddress& dest_ip, bool from_udp, uint16_t src_port,
                      Clock::time_point now, bool lent) {
     transport_.receive(to, bytes, {src_ip, dest_ip, src_port, network_.port(), from_udp, now, lent},
                        *this);
-}
-
-// A local packet lends its payload to the writes into applications while
-// the pool may keep its buffer until they are made.
-void Engine::receive_local(Device& to, std::vector<uint8_t>&& bytes, const wire::IpAddress& src_ip,
-                           const wire::IpAddress& dest_ip, uint16_t src_port,
-                           Clock::time_point now) {
-    const bool lent = buffers_.can_lend();
-    receive(to, bytes, src_ip, dest_ip, false, src_port, now, lent);
-    buffers_.give_back(std::move(bytes), lent);
 }
 
 void Engine::finish_placements() {
@@ -439,10 +383,23 @@ void Engine::finish_placements() {
 
 void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                          std::span<const uint8_t> mad) {
-    if (mad_receiver_) {
+    if (!mad_receiver_) {
+        ++to.stats().rcvd_unknown_qp;
+    } else if (engines_.size() == 1) {
         mad_receiver_(to, src_ip, dest_ip, mad);
     } else {
-        ++to.stats().rcvd_unknown_qp;
+        // The CM is the control plane's: its handler runs with the engines
+        // paused, on engine 0's thread, and finds the device by its index
+        // (it may be deleted meanwhile).
+        boost::asio::post(
+            io_, in_control_section([this, index = to.index(), src_ip, dest_ip,
+                                     bytes = std::vector<uint8_t>(mad.begin(), mad.end())] {
+                for (const auto& device : devices_) {
+                    if (device->index() == index) {
+                        mad_receiver_(*device, src_ip, dest_ip, bytes);
+                    }
+                }
+            }));
     }
 }
 
@@ -465,22 +422,9 @@ void Engine::note_timer(const Qp& qp) {
     timers_due_ = std::min(timers_due_, transport::Transport::next_deadline(qp));
 }
 
-bool Engine::deliver_local(Clock::time_point now) {
-    bool any = false;
-    // Deliveries may queue answers: take only what is here now.
-    for (size_t n = local_.size(); n > 0; --n) {
-        LocalPacket packet = std::move(local_.front());
-        local_.pop_front();
-        receive_local(*packet.to, std::move(packet.bytes), packet.src_ip, packet.dest_ip,
-                      packet.src_port, now);
-        any = true;
-    }
-    return any;
-}
-
 bool Engine::run_queue_pairs(Clock::time_point now) {
     // The QPs clients posted to, or control requests changed, since the last turn.
-    doorbell_.take_posted([this](uint32_t slot) { requesters_.add(slot); });
+    doorbell_.take_posted(index_, [this](uint32_t slot) { requesters_.add(slot); });
     // Answers still waiting in a socket may be the ones a timer waits for:
     // timers fire only once they are read, or a slow turn of the loop would
     // retransmit what was acknowledged, and its answers would bury the rest.
@@ -488,7 +432,7 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
         run_due_timers(now);
     }
     bool any = run_responders();
-    for (const auto& device : devices_) {
+    for (Device* device : own_) {
         for (auto& [wq_num, wq] : device->wqs()) {
             if (wq->state == IBV_WQS_ERR) {
                 any |= transport::flush_wq(*wq);
@@ -581,73 +525,6 @@ void Engine::take_posted_work() {
     }
 }
 
-// Whether a client produced work that the loop has not seen yet.
-bool Engine::work_pending() {
-    if (doorbell_.any_posted()) {
-        return true;
-    }
-    for (const auto& device : devices_) {
-        for (auto& [wq_num, wq] : device->wqs()) {
-            if (wq->state == IBV_WQS_ERR && wq->ring.pending()) {
-                return true;
-            }
-        }
-        if (device->step_gate().has_outgoing()) {
-            return true;
-        }
-    }
-    return !local_.empty() || network_.readiness_pending();
-}
-
-Clock::time_point Engine::next_deadline() const {
-    Clock::time_point next = held_.empty() ? transport::kNever : held_.begin()->first;
-    for (const auto& device : devices_) {
-        for (const Cq* cq : device->due_cq_events()) {
-            next = std::min(next, cq->event_due);
-        }
-    }
-    // No later than the QPs' earliest timer: perhaps earlier, after which
-    // the turn that runs the timers finds the next.
-    return std::min(next, timers_due_);
-}
-
-void Engine::sleep() {
-    // Asleep, the daemon no longer watches the CQs: nobody is asked to yield.
-    set_completions_waiting(false);
-    auto& sleeping = doorbell_.page().daemon_sleeping;
-    sleeping.store(1, std::memory_order_seq_cst);
-    if (work_pending()) {
-        sleeping.store(0, std::memory_order_relaxed);
-        return;
-    }
-    if (!doorbell_armed_) {
-        doorbell_armed_ = true;
-        doorbell_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                                  [this](const boost::system::error_code&) {
-                                      doorbell_armed_ = false;
-                                      uint64_t count;
-                                      read_shared_eventfd(doorbell_.eventfd(), count);
-                                  });
-    }
-    if (!network_armed_) {
-        network_armed_ = true;
-        network_wait_.async_wait(
-            boost::asio::posix::stream_descriptor::wait_read,
-            [this](const boost::system::error_code&) { network_armed_ = false; });
-    }
-    const Clock::time_point deadline = next_deadline();
-    if (deadline != transport::kNever) {
-        timer_.expires_at(deadline);
-        timer_armed_ = true;
-        timer_.async_wait([this](const boost::system::error_code&) { timer_armed_ = false; });
-    }
-    io_.run_one();
-    if (timer_armed_) {
-        timer_.cancel();
-    }
-    sleeping.store(0, std::memory_order_relaxed);
-}
-
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes,
                               const wire::IpAddress& src_ip, uint16_t src_port,
                               Clock::time_point now) {
@@ -699,7 +576,7 @@ void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
         return;
     }
     // A multicast group's datagram: each device with a member takes it.
-    for (const auto& device : devices_) {
+    for (Device* device : own_) {
         if (device->in_group(dest_ip)) {
             receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
@@ -709,7 +586,7 @@ void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
 // Moderated completion events whose period has ended.
 bool Engine::signal_due_cq_events(Clock::time_point now) {
     bool any = false;
-    for (const auto& device : devices_) {
+    for (Device* device : own_) {
         std::vector<Cq*> due;
         for (Cq* cq : device->due_cq_events()) {
             if (cq->event_due <= now) {
@@ -725,12 +602,13 @@ bool Engine::signal_due_cq_events(Clock::time_point now) {
 }
 
 bool Engine::run_once(Clock::time_point now) {
-    if (now - last_control_poll_ >= kControlPoll) {
+    if (index_ == 0 && now - last_control_poll_ >= kControlPoll) {
         io_.poll();
         last_control_poll_ = now;
     }
+    take_arrivals();
     // A device with flow rules hears its interface's frames.
-    for (const auto& device : devices_) {
+    for (Device* device : own_) {
         if (!device->flows().empty() && on_a_network(*device)) {
             open_frames(*device);
         }
@@ -752,48 +630,9 @@ bool Engine::run_once(Clock::time_point now) {
     // Before control requests (next turn) may change what the writes were checked against.
     finish_placements();
     network_.submit();
+    send_arrivals();
     publish_unpolled(now);
     return busy;
-}
-
-void Engine::publish_unpolled(Clock::time_point now) {
-    bool waiting = false;
-    programs_starving_ = false;
-    for (const auto& device : devices_) {
-        UnpolledCqs& cqs = device->unpolled_cqs();
-        cqs.refresh(now);
-        waiting |= cqs.any();
-        programs_starving_ |= cqs.starving();
-    }
-    set_completions_waiting(waiting);
-}
-
-void Engine::set_completions_waiting(bool waiting) {
-    auto& flag = doorbell_.page().completions_waiting;
-    if (flag.load(std::memory_order_relaxed) != waiting) {
-        flag.store(waiting, std::memory_order_relaxed);
-    }
-}
-
-void Engine::run() {
-    auto last_work = Clock::now();
-    while (!io_.stopped()) {
-        const bool busy = run_once();
-        const auto now = Clock::now();
-        if (busy) {
-            last_work = now;
-        } else if (now - last_work > kSpin) {
-            sleep();
-            last_work = Clock::now();
-            continue;
-        }
-        if (!busy || programs_starving_) {
-            // A program that shares this CPU may have completions to take
-            // or work to post: spinning on would keep it waiting (and a
-            // receiver kept from re-posting its receives gets RNR NAKs).
-            sched_yield();
-        }
-    }
 }
 
 }  // namespace uroce

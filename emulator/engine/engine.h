@@ -1,12 +1,13 @@
-// The data plane: one thread that polls the shared send queues, runs the
+// One engine thread's data plane (engine/engines.h: the daemon has one or
+// more): it polls the shared send queues of its devices' QPs, runs the
 // transport, moves packets (between this daemon's own devices directly,
-// to other hosts over UDP) and fires timers. It also drives the control
-// plane's io_context, so that control requests and the data path never run
-// at the same time and share state without locks. When idle it tells
+// to other hosts over UDP) and fires timers. Engine 0 also drives the
+// control plane's io_context, between its turns. When idle it tells
 // clients to ring the doorbell and sleeps until a doorbell, a packet, a
-// timer or a control request wakes it.
+// timer, another engine or a control request wakes it.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "queues/doorbell.h"
 #include "transport/transport.h"
 #include "util/rate_limit.h"
+#include "util/unique_fd.h"
 
 namespace uroce {
 
@@ -35,14 +38,20 @@ struct EngineOptions {
     bool shortcut = true;
 };
 
+class Engines;
+
 class Engine : public transport::PacketOutput, public transport::ReceiveSink {
   public:
+    // Engine `index` of `engines`; it runs the devices whose engine() is
+    // `index`.
     Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
-           const EngineOptions& options);
+           const EngineOptions& options, Engines& engines, uint32_t index);
     ~Engine() override;
 
-    const Doorbell& doorbell() const { return doorbell_; }
-    // Opens the network for a device appended to the devices (rdma link add).
+    uint32_t index() const { return index_; }
+    bool owns(const Device& device) const { return device.engine() == index_; }
+    // Opens the network for a device of this engine's appended to the
+    // devices (rdma link add).
     Result add_device(Device& device);
     // Before a device leaves the devices (rdma link delete): its sockets
     // close and the packets waiting for or from it go.
@@ -51,8 +60,21 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // interface's gets a socket of its own, and those of addresses gone
     // close.
     void follow_gids(Device& device);
-    // Runs until the io_context is stopped.
+    // Engine 0: runs until the io_context is stopped.
     void run();
+    // The other engines, each on a thread of its own: until the engines stop.
+    void run_alone();
+    // Held by the engine's thread during its turns; Engines::pause takes it.
+    std::mutex& turn() { return turn_; }
+    // Wakes the engine if it sleeps.
+    void wake();
+    bool asleep() const;
+    // Packets and frames for this engine's devices from other engines (any
+    // thread): taken at the start of its next turn.
+    struct LocalPacket;
+    void accept(std::vector<LocalPacket>& arrivals);
+    // The device of this engine with a socket on `address`.
+    Device* device_with_socket_at(const wire::IpAddress& address) const;
 
     void send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
               const wire::PacketHeaders& headers, std::span<const std::byte> payload) override;
@@ -66,9 +88,6 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                   std::span<const std::byte> mad);
     void set_mad_receiver(MadReceiver receiver) { mad_receiver_ = std::move(receiver); }
-
-    // What the devices send, for the console (recorded only while enabled).
-    PacketLog& packet_log() { return packet_log_; }
 
     // A UDP datagram that arrived for device `index` from src_ip:src_port
     // (network order address, host order port): the receive path of the
@@ -84,15 +103,16 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // and bursts allow in a few passes over the QPs.
     void take_posted_work();
 
-  private:
     struct LocalPacket {
         Device* to;
         wire::IpAddress src_ip;
         wire::IpAddress dest_ip;  // the device's address, or a multicast group's
         uint16_t src_port;
         std::vector<uint8_t> bytes;
+        bool frame = false;  // a RAW_PACKET frame for the device's flow rules
     };
 
+  private:
     struct HeldPacket {
         Device* from;
         uint8_t sgid;
@@ -182,6 +202,18 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool work_pending();
     transport::Clock::time_point next_deadline() const;
     void sleep();
+    // run_alone's sleep: the turn is let go meanwhile.
+    void sleep_alone(std::unique_lock<std::mutex>& turn);
+    // Says in the doorbell page whether this engine sleeps; false when work
+    // came meanwhile.
+    bool fall_asleep();
+    void wake_up();
+    // What other engines sent: into local_.
+    void take_arrivals();
+    // What this turn sent to other engines' devices: into their inboxes.
+    void send_arrivals();
+    void send_to_engine(Device& to, LocalPacket&& packet);
+    void steer_arrived_frame(Device& to, std::span<const uint8_t> frame);
     // The device of this daemon with a socket on `address`.
     Device* device_at(const wire::IpAddress& address) const;
     // Opens a socket of the device's on `address`: its own (GID 0's), or
@@ -190,11 +222,23 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void close_socket(Device& device, size_t gid);
     // The device's own socket, where its groups and frames are.
     static size_t own_socket(const Device& device) { return device.gid_socket(0); }
+    // Whether a packet (its BTH first) is for QP1.
+    static bool to_gsi(std::span<const uint8_t> packet) {
+        return packet.size() >= wire::kBthBytes &&
+               wire::decode_bth(packet.first<wire::kBthBytes>()).dest_qp == wire::kGsiQpn;
+    }
+    // Whether the device's interface reaches other hosts: loopback carries
+    // no multicast between them, and this daemon delivers to its own devices.
+    static bool on_a_network(const Device& device) { return device.config().netdev != "lo"; }
 
     boost::asio::io_context& io_;
-    std::vector<std::unique_ptr<Device>>& devices_;
+    std::vector<std::unique_ptr<Device>>& devices_;  // of the daemon
+    std::vector<Device*> own_;                       // this engine's
     EngineOptions options_;
-    Doorbell doorbell_;
+    Engines& engines_;
+    const uint32_t index_;
+    Doorbell& doorbell_;
+    PacketLog& packet_log_;
     UdpNetwork network_;
     std::vector<Socket> sockets_;  // by the network's socket index
     transport::Transport transport_;
@@ -218,6 +262,21 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     std::optional<transport::Clock::time_point> receive_at_once_;
     PacketBuffers buffers_;
     std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
+    // Packets from other engines, beyond which they are dropped (counted
+    // and logged): the receiving engine has fallen behind.
+    static constexpr size_t kMaxArrivals = 65536;
+    std::mutex inbox_mutex_;
+    std::vector<LocalPacket> inbox_;     // under inbox_mutex_
+    std::vector<LocalPacket> arrivals_;  // inbox_ taken, kept for reuse
+    std::atomic<bool> inbox_waiting_{false};
+    std::atomic<uint64_t> arrivals_dropped_{0};
+    uint64_t arrivals_dropped_logged_ = 0;
+    std::vector<std::vector<LocalPacket>> outboxes_;  // by engine
+    bool outboxes_used_ = false;
+    std::mutex turn_;
+    UniqueFd wake_;  // an eventfd: another engine, or the control plane, has work for this one
+    boost::asio::posix::stream_descriptor wake_wait_;
+    bool wake_armed_ = false;
     boost::asio::posix::stream_descriptor doorbell_wait_;
     boost::asio::posix::stream_descriptor network_wait_;
     boost::asio::steady_timer timer_;
@@ -226,7 +285,6 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool timer_armed_ = false;
     bool programs_starving_ = false;  // UnpolledCqs::starving() on some device
     MadReceiver mad_receiver_;
-    PacketLog packet_log_;
     RateLimit send_failures_logged_{10, 1};
     uint32_t gsi_psn_ = 0;
     transport::Clock::time_point last_control_poll_{};

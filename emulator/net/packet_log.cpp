@@ -24,6 +24,9 @@ void PacketLog::record(uint32_t device_index, const wire::IpAddress& src_ip,
     if (ring_.empty()) {
         return;
     }
+    // Engines record from their threads; the console reads in a control
+    // section, with the engines paused.
+    std::lock_guard lock(record_mutex_);
     Record& r = ring_[next_seq_ % kCapacity];
     r.seq = next_seq_++;
     r.at = std::chrono::steady_clock::now();

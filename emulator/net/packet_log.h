@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -63,6 +64,7 @@ class PacketLog {
     uint64_t last_seq() const { return next_seq_ - 1; }
 
   private:
+    std::mutex record_mutex_;
     std::vector<Record> ring_;
     uint64_t next_seq_ = 1;
     // The first seq of this recording: a log enabled again holds nothing

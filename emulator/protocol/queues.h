@@ -122,10 +122,16 @@ struct CqState {
 // its program has not taken, completions_waiting is 1, and a poller that
 // finds its own CQ empty gives its CPU away: on a machine with fewer cores
 // than spinning programs, the program those completions wait for may need it.
+// A daemon with several engine threads gives each a range of
+// slots_per_engine slots; bit E of daemon_sleeping (and of
+// completions_waiting) is engine E's, and a client rings when the engine of
+// its QP's slot (slot / slots_per_engine) sleeps.
 struct DoorbellPage {
     alignas(kCacheLine) std::atomic<uint32_t> daemon_sleeping;
     std::atomic<uint32_t> completions_waiting;
+    std::atomic<uint32_t> slots_per_engine;
 };
+inline constexpr uint32_t kMaxEngines = 32;  // the bits of daemon_sleeping
 inline constexpr size_t kDoorbellPageBytes = 4096;
 static_assert(sizeof(DoorbellPage) <= kDoorbellPageBytes);
 

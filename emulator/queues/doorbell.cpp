@@ -4,8 +4,16 @@
 
 namespace uroce {
 
-Result Doorbell::create(Doorbell& out) {
+Result Doorbell::create(Doorbell& out, uint32_t engines) {
+    if (engines == 0 || engines > queues::kMaxEngines) {
+        return fail(EINVAL, "%u engines: from 1 to %u", engines, queues::kMaxEngines);
+    }
     Doorbell doorbell;
+    // Whole summary words per engine, so that engines never clear each
+    // other's bits.
+    doorbell.slots_per_engine_ =
+        queues::kDoorbellSlots / engines / kSlotsPerSummaryWord * kSlotsPerSummaryWord;
+    doorbell.ranges_.resize(engines);
     doorbell.eventfd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!doorbell.eventfd_) {
         return fail(errno, "cannot create the doorbell eventfd");
@@ -14,18 +22,22 @@ Result Doorbell::create(Doorbell& out) {
         !r) {
         return r;
     }
+    doorbell.page().slots_per_engine.store(engines > 1 ? doorbell.slots_per_engine_ : 0);
     out = std::move(doorbell);
     return ok();
 }
 
-std::optional<uint32_t> Doorbell::attach(Qp& qp, Device& device) {
+std::optional<uint32_t> Doorbell::attach(Qp& qp, Device& device, uint32_t engine) {
+    Range& range = ranges_.at(engine);
     uint32_t slot;
-    if (!free_slots_.empty()) {
-        slot = free_slots_.back();
-        free_slots_.pop_back();
-    } else if (owners_.size() < queues::kDoorbellSlots) {
-        slot = static_cast<uint32_t>(owners_.size());
-        owners_.emplace_back();
+    if (!range.free.empty()) {
+        slot = range.free.back();
+        range.free.pop_back();
+    } else if (range.next_unused < slots_per_engine_) {
+        slot = engine * slots_per_engine_ + range.next_unused++;
+        if (owners_.size() <= slot) {
+            owners_.resize(slot + 1);
+        }
     } else {
         return std::nullopt;
     }
@@ -36,13 +48,15 @@ std::optional<uint32_t> Doorbell::attach(Qp& qp, Device& device) {
 void Doorbell::detach(uint32_t slot) {
     if (slot < owners_.size() && owners_[slot].qp) {
         owners_[slot] = {};
-        free_slots_.push_back(slot);
+        ranges_[engine_of(slot)].free.push_back(slot);
     }
 }
 
-bool Doorbell::any_posted() const {
-    for (const auto& word : bits().summary) {
-        if (word.load()) {
+bool Doorbell::any_posted(uint32_t engine) const {
+    const uint32_t first = engine * slots_per_engine_ / kSlotsPerSummaryWord;
+    const uint32_t end = first + slots_per_engine_ / kSlotsPerSummaryWord;
+    for (uint32_t s = first; s < end; ++s) {
+        if (bits().summary[s].load()) {
             return true;
         }
     }

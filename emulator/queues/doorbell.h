@@ -20,7 +20,9 @@ struct Qp;
 
 class Doorbell {
   public:
-    static Result create(Doorbell& out);
+    // `engines`: engine threads, each with a range of slots of its own
+    // (at most queues::kMaxEngines).
+    static Result create(Doorbell& out, uint32_t engines = 1);
 
     int eventfd() const { return eventfd_.get(); }
     int page_fd() const { return memory_.fd(); }
@@ -28,8 +30,11 @@ class Doorbell {
         return *static_cast<queues::DoorbellPage*>(memory_.data());
     }
 
-    // A QP's slot, while it exists; nullopt when all kDoorbellSlots are taken.
-    std::optional<uint32_t> attach(Qp& qp, Device& device);
+    // A QP's slot, in the range of its device's engine, while it exists;
+    // nullopt when all that range's slots are taken.
+    std::optional<uint32_t> attach(Qp& qp, Device& device, uint32_t engine);
+    uint32_t slots_per_engine() const { return slots_per_engine_; }
+    uint32_t engine_of(uint32_t slot) const { return slot / slots_per_engine_; }
     void detach(uint32_t slot);
     struct Owner {
         Qp* qp = nullptr;  // null: the slot is free
@@ -45,12 +50,13 @@ class Doorbell {
             queues::mark_posted(bits(), slot);
         }
     }
-    // Whether some slot's bit is set.
-    bool any_posted() const;
-    // Calls `each(slot)` for every slot whose bit is set, clearing the bits
-    // first; what a client published before setting a bit is visible after.
+    // Whether some slot of the engine's range has its bit set.
+    bool any_posted(uint32_t engine) const;
+    // Calls `each(slot)` for every slot of the engine's range whose bit is
+    // set, clearing the bits first; what a client published before setting
+    // a bit is visible after. Engines take only their own range's bits.
     template <class Each>
-    void take_posted(Each each);
+    void take_posted(uint32_t engine, Each each);
 
   private:
     queues::DoorbellBits& bits() const {
@@ -60,33 +66,44 @@ class Doorbell {
 
     UniqueFd eventfd_;
     SharedMemory memory_;
-    std::vector<Owner> owners_;  // by slot
-    std::vector<uint32_t> free_slots_;
-    std::vector<uint32_t> taken_;  // take_posted's, kept for reuse
+    // Bits of `summary` per engine: each summary word covers 64 × 64 slots.
+    static constexpr uint32_t kSlotsPerSummaryWord = 64 * 64;
+    uint32_t slots_per_engine_ = queues::kDoorbellSlots;
+    std::vector<Owner> owners_;  // by slot, as far as slots were given
+    struct Range {
+        uint32_t next_unused = 0;  // slots below it were given once
+        std::vector<uint32_t> free;
+        std::vector<uint32_t> taken;  // take_posted's, kept for reuse
+    };
+    // By engine: each engine's thread touches only its own (take_posted).
+    std::vector<Range> ranges_;
 };
 
 template <class Each>
-void Doorbell::take_posted(Each each) {
-    taken_.clear();
+void Doorbell::take_posted(uint32_t engine, Each each) {
+    std::vector<uint32_t>& taken = ranges_[engine].taken;
+    taken.clear();
     queues::DoorbellBits& b = bits();
-    for (uint32_t s = 0; s < std::size(b.summary); ++s) {
+    const uint32_t first = engine * slots_per_engine_ / kSlotsPerSummaryWord;
+    const uint32_t end = first + slots_per_engine_ / kSlotsPerSummaryWord;
+    for (uint32_t s = first; s < end; ++s) {
         if (!b.summary[s].load(std::memory_order_relaxed)) {
             continue;
         }
         for (uint64_t words = b.summary[s].exchange(0); words; words &= words - 1) {
             const uint32_t word = s * 64 + __builtin_ctzll(words);
             for (uint64_t slots = b.posted[word].exchange(0); slots; slots &= slots - 1) {
-                taken_.push_back(word * 64 + __builtin_ctzll(slots));
+                taken.push_back(word * 64 + __builtin_ctzll(slots));
             }
         }
     }
-    if (taken_.empty()) {
+    if (taken.empty()) {
         return;
     }
     // Pairs with the fence a client passes between publishing entries and
     // looking at the bit (queues::mark_posted).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (const uint32_t slot : taken_) {
+    for (const uint32_t slot : taken) {
         each(slot);
     }
 }

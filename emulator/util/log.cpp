@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,9 @@ void log_line(const char* level, const char* format, va_list args) {
     strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &local);
     char text[512];
     vsnprintf(text, sizeof(text), format, args);
+    // Engine threads log too: one line, and one rotation, at a time.
+    static std::mutex writing;
+    std::lock_guard lock(writing);
     rotate_if_full();
     fprintf(stderr, "%s.%03ld %s %s\n", stamp, now.tv_nsec / 1000000, level, text);
     fflush(stderr);

@@ -169,9 +169,10 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
         return r;
     }
     if (Doorbell* doorbell = device_.doorbell()) {
-        const auto slot = doorbell->attach(*qp, device_);
+        const auto slot = doorbell->attach(*qp, device_, device_.engine());
         if (!slot) {
-            return fail(ENOMEM, "the daemon has its maximum of %u QPs", queues::kDoorbellSlots);
+            return fail(ENOMEM, "the daemon's engine for %s has its maximum of %u QPs",
+                        device_.name().c_str(), doorbell->slots_per_engine());
         }
         qp->doorbell_slot = *slot;
     }

@@ -311,9 +311,9 @@ TEST(ProviderQueue, DoorbellRingsOnlyWhileTheDaemonSleeps) {
     EXPECT_EQ(count, 2u);
 }
 
-std::vector<uint32_t> taken(Doorbell& daemon) {
+std::vector<uint32_t> taken(Doorbell& daemon, uint32_t engine = 0) {
     std::vector<uint32_t> slots;
-    daemon.take_posted([&](uint32_t slot) { slots.push_back(slot); });
+    daemon.take_posted(engine, [&](uint32_t slot) { slots.push_back(slot); });
     return slots;
 }
 
@@ -322,7 +322,7 @@ TEST(ProviderQueue, DoorbellBitsSayWhichSlotsWerePostedOnceEach) {
     ASSERT_TRUE(Doorbell::create(daemon));
     ProviderDoorbell doorbell;
     ASSERT_EQ(ProviderDoorbell::open(dup(daemon.eventfd()), dup(daemon.page_fd()), doorbell), 0);
-    EXPECT_FALSE(daemon.any_posted());
+    EXPECT_FALSE(daemon.any_posted(0));
     EXPECT_TRUE(taken(daemon).empty());
 
     // The first, a last and slots that share words with others, posted
@@ -334,9 +334,9 @@ TEST(ProviderQueue, DoorbellBitsSayWhichSlotsWerePostedOnceEach) {
         }
     }
     doorbell.ring(queues::kNoDoorbellSlot);  // an SRQ's: no bit
-    EXPECT_TRUE(daemon.any_posted());
+    EXPECT_TRUE(daemon.any_posted(0));
     EXPECT_EQ(taken(daemon), slots);
-    EXPECT_FALSE(daemon.any_posted());
+    EXPECT_FALSE(daemon.any_posted(0));
     EXPECT_TRUE(taken(daemon).empty()) << "a bit is taken once";
 
     daemon.post(64);  // the daemon's own side, after a control request
@@ -351,20 +351,55 @@ TEST(ProviderQueue, DoorbellSlotsAreReusedAndBounded) {
     Qp qps[2];
     std::vector<uint32_t> attached;
     for (uint32_t i = 0; i < queues::kDoorbellSlots; ++i) {
-        const auto slot = daemon.attach(qps[i % 2], device);
+        const auto slot = daemon.attach(qps[i % 2], device, 0);
         ASSERT_TRUE(slot.has_value()) << i;
         attached.push_back(*slot);
     }
-    EXPECT_FALSE(daemon.attach(qps[0], device).has_value()) << "beyond kDoorbellSlots";
+    EXPECT_FALSE(daemon.attach(qps[0], device, 0).has_value()) << "beyond kDoorbellSlots";
     EXPECT_EQ(daemon.owner(attached[7]).qp, &qps[1]);
     EXPECT_EQ(daemon.owner(attached[7]).device, &device);
 
     daemon.detach(attached[7]);
     EXPECT_EQ(daemon.owner(attached[7]).qp, nullptr) << "a posted bit of a gone QP finds nobody";
     daemon.detach(attached[7]);  // twice: nothing
-    EXPECT_EQ(daemon.attach(qps[0], device), attached[7]);
-    EXPECT_FALSE(daemon.attach(qps[0], device).has_value());
+    EXPECT_EQ(daemon.attach(qps[0], device, 0), attached[7]);
+    EXPECT_FALSE(daemon.attach(qps[0], device, 0).has_value());
     EXPECT_EQ(daemon.owner(queues::kNoDoorbellSlot).qp, nullptr);
+}
+
+// With several engine threads, each has its range of slots: it takes only
+// its own bits, and a client rings only when its QP's engine sleeps.
+TEST(ProviderQueue, DoorbellRangesPerEngine) {
+    Doorbell daemon;
+    ASSERT_TRUE(Doorbell::create(daemon, 3));
+    const uint32_t per_engine = daemon.slots_per_engine();
+    EXPECT_EQ(per_engine % 4096, 0u) << "whole summary words";
+    EXPECT_LE(per_engine * 3, queues::kDoorbellSlots);
+    EXPECT_EQ(daemon.page().slots_per_engine.load(), per_engine);
+    Device device({"uroce0", wire::IpAddress::v4(htonl(INADDR_LOOPBACK))}, 0);
+    Qp qp;
+    const auto first = daemon.attach(qp, device, 1);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(*first, per_engine);
+    EXPECT_EQ(daemon.engine_of(*first), 1u);
+
+    ProviderDoorbell doorbell;
+    ASSERT_EQ(ProviderDoorbell::open(dup(daemon.eventfd()), dup(daemon.page_fd()), doorbell), 0);
+    doorbell.ring(2 * per_engine + 5);
+    doorbell.ring(per_engine);
+    EXPECT_FALSE(daemon.any_posted(0));
+    EXPECT_EQ(taken(daemon, 1), std::vector<uint32_t>{per_engine});
+    EXPECT_EQ(taken(daemon, 2), std::vector<uint32_t>{2 * per_engine + 5});
+
+    uint64_t count = 0;
+    daemon.page().daemon_sleeping.store(1u << 2);  // engine 2 sleeps
+    doorbell.ring(per_engine);                     // engine 1's QP
+    EXPECT_EQ(read(daemon.eventfd(), &count, sizeof(count)), -1) << "engine 1 is awake";
+    doorbell.ring(2 * per_engine);
+    EXPECT_EQ(read(daemon.eventfd(), &count, sizeof(count)), ssize_t{sizeof(count)});
+
+    Doorbell too_many;
+    EXPECT_EQ(Doorbell::create(too_many, queues::kMaxEngines + 1).error, EINVAL);
 }
 
 TEST(ProviderQueue, ReceivedFdsClosesWhatIsNotTaken) {

@@ -96,10 +96,10 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
         devices_.push_back(std::make_unique<Device>(config, host - 1u));
     }
     // The port the forger got may be taken on the devices' addresses: retry.
-    for (int attempt = 0; !engine_; ++attempt) {
+    for (int attempt = 0; !engines_; ++attempt) {
         forger_ = bind_forger(port_);
         try {
-            engine_ = std::make_unique<Engine>(io_, devices_, EngineOptions{port_, true});
+            engines_ = std::make_unique<Engines>(io_, devices_, EngineOptions{port_, true}, 1);
         } catch (const std::runtime_error&) {
             if (attempt == 20) {
                 throw;
@@ -315,8 +315,8 @@ void Harness::seal(std::span<uint8_t> datagram, std::optional<uint32_t> src_ip,
 }
 
 void Harness::arrive(std::span<const uint8_t> datagram) {
-    engine_->receive_datagram(1, datagram, wire::IpAddress::v4(loopback(kForgerHost)), port_,
-                              now());
+    engines_->engine(0).receive_datagram(1, datagram, wire::IpAddress::v4(loopback(kForgerHost)),
+                                         port_, now());
 }
 
 void Harness::send_udp(std::span<const uint8_t> datagram) {
@@ -332,7 +332,7 @@ void Harness::send_udp(std::span<const uint8_t> datagram) {
 }
 
 void Harness::inject(std::span<const uint8_t> datagram, std::optional<uint32_t> src_ip) {
-    engine_->receive_datagram(
+    engines_->engine(0).receive_datagram(
         1, datagram, wire::IpAddress::v4(src_ip.value_or(loopback(kForgerHost))), port_, now());
     settle();
 }
@@ -341,7 +341,7 @@ void Harness::settle() {
     // Answers queued by receive_datagram leave on the first turn; a few idle
     // turns in a row mean nothing else is pending.
     for (int idle = 0, turns = 0; idle < 3 && turns < 1000; ++turns) {
-        idle = engine_->run_once(now()) ? 0 : idle + 1;
+        idle = engines_->engine(0).run_once(now()) ? 0 : idle + 1;
     }
 }
 

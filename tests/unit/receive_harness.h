@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engines.h"
 #include "protocol/queues.h"
 #include "queue.h"
 #include "util/unique_fd.h"
@@ -89,7 +89,8 @@ class ReceiveHarness {
     ReceiveHarness(const ReceiveHarness&) = delete;
     ReceiveHarness& operator=(const ReceiveHarness&) = delete;
 
-    Engine& engine() { return *engine_; }
+    Engine& engine() { return engines_->engine(0); }
+    Engines& engines() { return *engines_; }
     Device& device() { return *devices_.at(1); }
     Context& context() { return *context_; }
     // The client goes away: its context and every object of it are
@@ -184,7 +185,7 @@ class ReceiveHarness {
     std::unique_ptr<uint8_t, Unmap> buffer_;
     boost::asio::io_context io_;
     std::vector<std::unique_ptr<Device>> devices_;
-    std::unique_ptr<Engine> engine_;
+    std::unique_ptr<Engines> engines_;
     UniqueFd forger_;
     uint16_t port_ = 0;
     std::optional<transport::Clock::time_point> frozen_clock_;

@@ -19,7 +19,7 @@ class UnpolledCqsTest : public ::testing::Test {
   protected:
     UnpolledCqsTest() { h.freeze_clock(start_); }
 
-    bool waiting() { return h.engine().doorbell().page().completions_waiting.load(); }
+    bool waiting() { return h.engines().doorbell().page().completions_waiting.load(); }
 
     // A SEND from the peer that completes a receive on the harness's CQ.
     void receive_one() {

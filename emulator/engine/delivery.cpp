@@ -1,0 +1,177 @@
+// Where a packet a device sends goes: to a device of this engine (at once,
+// while a requester runs, or at the turn's end), to a device of another
+// engine (through its inbox), or to the network; and the packets that step
+// mode and delay faults held.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/engines.h"
+#include "util/log.h"
+
+namespace uroce {
+
+using transport::Clock;
+
+void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
+                     std::vector<uint8_t>&& bytes) {
+    const size_t socket = source_socket(from, sgid);
+    const wire::IpAddress& src_ip = sockets_[socket].address;
+    // A multicast packet reaches each of this daemon's devices with a member
+    // of the group, whatever the path, and the group on the sender's
+    // network (where other hosts' members are).
+    if (dest_ip.multicast()) {
+        for (const auto& device : devices_) {
+            if (!device->in_group(dest_ip)) {
+                continue;
+            }
+            if (owns(*device)) {
+                local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
+            } else {
+                send_to_engine(*device, {device.get(), src_ip, dest_ip, src_port, bytes});
+            }
+        }
+        if (on_a_network(from)) {
+            network_.send(socket, dest_ip, std::move(bytes), src_port);
+        } else {
+            buffers_.recycle(std::move(bytes));
+        }
+        return;
+    }
+    if (Device* local = options_.shortcut ? device_at(dest_ip) : nullptr) {
+        if (!owns(*local)) {
+            send_to_engine(*local, {local, src_ip, dest_ip, src_port, std::move(bytes)});
+            return;
+        }
+        if (receive_at_once_ && local != &from && !to_gsi(bytes)) {
+            const auto now = *receive_at_once_;
+            receive_at_once_.reset();
+            receive_local(*local, std::move(bytes), src_ip, dest_ip, src_port, now);
+            receive_at_once_ = now;
+            return;
+        }
+        local_.push_back({local, src_ip, dest_ip, src_port, std::move(bytes)});
+        return;
+    }
+    network_.send(socket, dest_ip, std::move(bytes), src_port);
+}
+
+bool Engine::release_stepped() {
+    bool any = false;
+    for (Device* device : own_) {
+        if (!device->step_gate().has_outgoing()) {
+            continue;
+        }
+        for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
+            if (packet_log_.enabled()) {
+                log_packet(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
+                           PacketLog::Fate::kReleased, packet.id, packet.bytes);
+            }
+            send_on(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
+                    std::move(packet.bytes));
+        }
+        any = true;
+    }
+    return any;
+}
+
+bool Engine::release_held(Clock::time_point now) {
+    bool any = false;
+    while (!held_.empty() && held_.begin()->first <= now) {
+        HeldPacket packet = std::move(held_.begin()->second);
+        held_.erase(held_.begin());
+        deliver(*packet.from, packet.sgid, packet.dest_ip, packet.src_port,
+                std::move(packet.bytes));
+        any = true;
+    }
+    return any;
+}
+
+// A local packet lends its payload to the writes into applications while
+// the pool may keep its buffer until they are made.
+void Engine::receive_local(Device& to, std::vector<uint8_t>&& bytes, const wire::IpAddress& src_ip,
+                           const wire::IpAddress& dest_ip, uint16_t src_port,
+                           Clock::time_point now) {
+    const bool lent = buffers_.can_lend();
+    receive(to, bytes, src_ip, dest_ip, false, src_port, now, lent);
+    buffers_.give_back(std::move(bytes), lent);
+}
+
+bool Engine::deliver_local(Clock::time_point now) {
+    bool any = false;
+    // Deliveries may queue answers: take only what is here now.
+    for (size_t n = local_.size(); n > 0; --n) {
+        LocalPacket packet = std::move(local_.front());
+        local_.pop_front();
+        if (packet.frame) {
+            steer_arrived_frame(*packet.to, packet.bytes);
+        } else {
+            receive_local(*packet.to, std::move(packet.bytes), packet.src_ip, packet.dest_ip,
+                          packet.src_port, now);
+        }
+        any = true;
+    }
+    return any;
+}
+
+// Collected during the turn, handed over at its end: one lock per engine
+// per turn rather than per packet.
+void Engine::send_to_engine(Device& to, LocalPacket&& packet) {
+    outboxes_[to.engine()].push_back(std::move(packet));
+    outboxes_used_ = true;
+}
+
+void Engine::send_arrivals() {
+    if (!outboxes_used_) {
+        return;
+    }
+    outboxes_used_ = false;
+    for (size_t engine = 0; engine < outboxes_.size(); ++engine) {
+        if (!outboxes_[engine].empty()) {
+            engines_.engine(static_cast<uint32_t>(engine)).accept(outboxes_[engine]);
+        }
+    }
+}
+
+void Engine::accept(std::vector<LocalPacket>& arrivals) {
+    {
+        std::lock_guard lock(inbox_mutex_);
+        const size_t room = kMaxArrivals - std::min(kMaxArrivals, inbox_.size());
+        if (arrivals.size() > room) {
+            arrivals_dropped_.fetch_add(arrivals.size() - room, std::memory_order_relaxed);
+            arrivals.resize(room);
+        }
+        for (LocalPacket& packet : arrivals) {
+            inbox_.push_back(std::move(packet));
+        }
+        // Before the look at whether the engine sleeps (wake): either it
+        // sees the inbox before it sleeps, or it is woken.
+        inbox_waiting_.store(true, std::memory_order_seq_cst);
+    }
+    arrivals.clear();
+    wake();
+}
+
+void Engine::take_arrivals() {
+    if (!inbox_waiting_.load(std::memory_order_acquire)) {
+        return;
+    }
+    {
+        std::lock_guard lock(inbox_mutex_);
+        arrivals_.swap(inbox_);
+        inbox_waiting_.store(false, std::memory_order_relaxed);
+    }
+    for (LocalPacket& packet : arrivals_) {
+        local_.push_back(std::move(packet));
+    }
+    arrivals_.clear();
+    if (const uint64_t dropped = arrivals_dropped_.load(std::memory_order_relaxed);
+        dropped != arrivals_dropped_logged_ &&
+        send_failures_logged_.allow(RateLimit::Clock::now())) {
+        log_warn("engine %u: %llu packets from other engines dropped so far: it fell behind",
+                 index_, static_cast<unsigned long long>(dropped));
+        arrivals_dropped_logged_ = dropped;
+    }
+}
+
+}  // namespace uroce

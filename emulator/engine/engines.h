@@ -1,0 +1,87 @@
+// The daemon's engine threads (uroced --threads N). Each device belongs to
+// one engine (device index mod N), and so do its QPs, CQs, SRQs, sockets,
+// timers and counters: only that engine's thread touches them, and the
+// data path takes no lock. An atomic is executed by the responder of its
+// device's engine, so the atomics of one device stay serialised
+// (IBV_ATOMIC_HCA). Packets between devices of different engines go
+// through the receiving engine's inbox (engine/delivery.cpp).
+//
+// Engine 0 runs on the daemon's main thread and drives the control plane's
+// io_context. Control handlers (requests, the CM, the console, link news)
+// run in a ControlSection (engine/control_section.h): the other engines
+// wait between two turns, so that a handler sees and changes any device as
+// with one thread.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "device/device.h"
+#include "engine/engine.h"
+#include "net/packet_log.h"
+#include "queues/doorbell.h"
+#include "util/control_section.h"
+
+namespace uroce {
+
+class Engines final : public ControlSection::Pauser {
+  public:
+    // `threads`: engines, from 1 to queues::kMaxEngines.
+    Engines(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
+            const EngineOptions& options, uint32_t threads);
+    ~Engines();
+
+    uint32_t size() const { return count_; }
+    Engine& engine(uint32_t index) { return *engines_[index]; }
+    Engine& owner(const Device& device) { return *engines_[device.engine()]; }
+    const Doorbell& doorbell() const { return doorbell_; }
+    Doorbell& doorbell() { return doorbell_; }
+    // What the devices send, for the console (recorded only while enabled).
+    PacketLog& packet_log() { return packet_log_; }
+
+    // Gives a device its engine, which opens its network.
+    Result add_device(Device& device);
+    void remove_device(const Device& device);
+    void follow_gids(Device& device) { owner(device).follow_gids(device); }
+    // The CM's MADs leave through the engine of their device.
+    void send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
+                  std::span<const std::byte> mad) {
+        owner(from).send_mad(from, sgid, dest_ip, mad);
+    }
+    void set_mad_receiver(const Engine::MadReceiver& receiver);
+    // Every engine takes what was posted (before destroy_qp and the like).
+    void take_posted_work();
+    // The device of this daemon with a socket on `address`, on any engine.
+    Device* device_at(const wire::IpAddress& address) const;
+
+    // Runs engine 0 on this thread and the others on threads of their own,
+    // until the io_context stops.
+    void run();
+
+    // Stops the other engines between turns (ControlSection); each waits
+    // until resume(), which wakes those asleep, as the control plane may
+    // have given them work.
+    void pause() override;
+    void resume() override;
+    // After the doorbell's eventfd was read: wakes each sleeping engine
+    // whose slots have bits set (clients ring one eventfd for all).
+    void wake_posted();
+    bool pause_requested() const { return pause_requested_.load(std::memory_order_acquire); }
+    bool stopping() const { return stopping_.load(std::memory_order_seq_cst); }
+
+  private:
+    boost::asio::io_context& io_;
+    std::vector<std::unique_ptr<Device>>& devices_;
+    const uint32_t count_;  // set before the engines are made: they ask
+    Doorbell doorbell_;
+    PacketLog packet_log_;
+    std::vector<std::unique_ptr<Engine>> engines_;
+    std::vector<std::thread> threads_;  // engines 1 to N-1
+    std::atomic<bool> pause_requested_{false};
+    std::atomic<bool> stopping_{false};
+};
+
+}  // namespace uroce
