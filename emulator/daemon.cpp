@@ -314,8 +314,9 @@ void Daemon::run() {
             }
         }));
     signal(SIGPIPE, SIG_IGN);
-    log_info("serving %s; RoCEv2 on UDP port %u%s", paths_.socket().c_str(), options_.udp_port,
-             options_.shortcut ? "" : " (no shortcut between own devices)");
+    log_info("serving %s; RoCEv2 on UDP port %u%s; %u engine thread%s", paths_.socket().c_str(),
+             options_.udp_port, options_.shortcut ? "" : " (no shortcut between own devices)",
+             options_.threads, options_.threads == 1 ? "" : "s");
     engines_->run();
 }
 

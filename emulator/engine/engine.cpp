@@ -428,7 +428,9 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     // Answers still waiting in a socket may be the ones a timer waits for:
     // timers fire only once they are read, or a slow turn of the loop would
     // retransmit what was acknowledged, and its answers would bury the rest.
-    if (!network_.backlogged() && now >= timers_due_) {
+    // So too while any engine has packets from the others still to take
+    // (requests not yet answered, or the answers themselves).
+    if (now >= timers_due_ && !network_.backlogged() && !engines_.any_behind()) {
         run_due_timers(now);
     }
     bool any = run_responders();
@@ -631,6 +633,8 @@ bool Engine::run_once(Clock::time_point now) {
     finish_placements();
     network_.submit();
     send_arrivals();
+    behind_.store(!local_.empty() || inbox_waiting_.load(std::memory_order_relaxed),
+                  std::memory_order_relaxed);
     publish_unpolled(now);
     return busy;
 }

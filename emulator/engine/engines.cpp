@@ -108,11 +108,27 @@ void Engines::resume() {
 }
 
 void Engines::wake_posted() {
+    bool any = false;
     for (auto& engine : engines_) {
         if (doorbell_.any_posted(engine->index())) {
             engine->wake();
+            any = true;
         }
     }
+    if (!any) {
+        for (auto& engine : engines_) {
+            engine->wake();
+        }
+    }
+}
+
+bool Engines::any_behind() const {
+    for (const auto& engine : engines_) {
+        if (engine->behind()) {
+            return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace uroce

@@ -67,8 +67,10 @@ class Engines final : public ControlSection::Pauser {
     void pause() override;
     void resume() override;
     // After the doorbell's eventfd was read: wakes each sleeping engine
-    // whose slots have bits set (clients ring one eventfd for all).
+    // whose slots have bits set (clients ring one eventfd for all), or all
+    // of them when none has (a post to a WQ or an SRQ, which have no slot).
     void wake_posted();
+    bool any_behind() const;
     bool pause_requested() const { return pause_requested_.load(std::memory_order_acquire); }
     bool stopping() const { return stopping_.load(std::memory_order_seq_cst); }
 

@@ -277,6 +277,32 @@ class DeviceOptionTest(LifecycleTestCase):
                 self.assertIn(culprit, result.stderr)
                 self.assertFalse(os.path.lexists(os.path.join(runtime_dir, "uroced.sock")))
 
+    def test_engine_threads(self):
+        """--threads N runs N engine threads, said in the log (the data path
+        across engines is the integration tests' threads.* variant); $UROCE_THREADS
+        is the default, and a count outside 1..32 is refused with its culprit."""
+        daemon = self.new_daemon(["--threads", "3"])
+        self.assertIn("; 3 engine threads", daemon.log())
+        with open(daemon.pid_path) as f:
+            tasks = "/proc/%d/task" % int(f.read())
+        names = []
+        for task in os.listdir(tasks):
+            with open(os.path.join(tasks, task, "comm")) as f:
+                names.append(f.read().strip())
+        self.assertEqual(names.count("uroced"), 3, names)  # io_uring's workers aside
+        for args, culprit in ((["--threads", "0"], "'0'"), (["--threads", "33"], "'33'"),
+                              (["--threads", "two"], "'two'")):
+            with self.subTest(args=args):
+                result = self.run_uroced(args)
+                self.assertNotEqual(result.returncode, 0, result.stdout)
+                self.assertIn("--threads takes a count from 1 to 32", result.stderr)
+                self.assertIn(culprit, result.stderr)
+        env = dict(os.environ, UROCE_THREADS="99")
+        result = harness.run_program([harness.uroced_path(), "--runtime-dir",
+                                      os.path.join(self.base, "refused-env")], env=env, timeout=10)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("UROCE_THREADS takes a count from 1 to 32, not '99'", result.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
