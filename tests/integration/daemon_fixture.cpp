@@ -20,6 +20,22 @@
 
 #include "protocol/client.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+// ctest preloads the bridge into every integration test, ahead of ASan's
+// runtime, which would refuse to start; $ASAN_OPTIONS still applies on top.
+extern "C" __attribute__((visibility("default"), used)) const char* __asan_default_options() {
+    return "verify_asan_link_order=0";
+}
+// The same for the daemon and the programs the tests start, which inherit
+// the preload.
+[[maybe_unused]] static const bool asan_options_for_children = [] {
+    const char* given = getenv("ASAN_OPTIONS");
+    const std::string options = std::string(given && *given ? given : "") +
+                                (given && *given ? ":" : "") + "verify_asan_link_order=0";
+    return setenv("ASAN_OPTIONS", options.c_str(), 1) == 0;
+}();
+#endif
+
 namespace uroce::test {
 namespace {
 
