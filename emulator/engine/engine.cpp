@@ -633,8 +633,6 @@ bool Engine::run_once(Clock::time_point now) {
     finish_placements();
     network_.submit();
     send_arrivals();
-    behind_.store(!local_.empty() || inbox_waiting_.load(std::memory_order_relaxed),
-                  std::memory_order_relaxed);
     publish_unpolled(now);
     return busy;
 }

@@ -73,8 +73,8 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // thread): taken at the start of its next turn.
     struct LocalPacket;
     void accept(std::vector<LocalPacket>& arrivals);
-    // Whether its last turn left packets from other engines to take.
-    bool behind() const { return behind_.load(std::memory_order_relaxed); }
+    // Whether packets from other engines wait for its next turn.
+    bool behind() const { return inbox_waiting_.load(std::memory_order_relaxed); }
     // The device of this engine with a socket on `address`.
     Device* device_with_socket_at(const wire::IpAddress& address) const;
 
@@ -271,7 +271,6 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     std::vector<LocalPacket> inbox_;     // under inbox_mutex_
     std::vector<LocalPacket> arrivals_;  // inbox_ taken, kept for reuse
     std::atomic<bool> inbox_waiting_{false};
-    std::atomic<bool> behind_{false};
     std::atomic<uint64_t> arrivals_dropped_{0};
     uint64_t arrivals_dropped_logged_ = 0;
     std::vector<std::vector<LocalPacket>> outboxes_;  // by engine
