@@ -428,8 +428,9 @@ bool Engine::run_queue_pairs(Clock::time_point now) {
     // Answers still waiting in a socket may be the ones a timer waits for:
     // timers fire only once they are read, or a slow turn of the loop would
     // retransmit what was acknowledged, and its answers would bury the rest.
-    // So too while any engine has packets from the others still to take
-    // (requests not yet answered, or the answers themselves).
+    // So too while another engine is behind: packets from the others still
+    // to take, or its own sockets' (requests not yet answered, or the
+    // answers themselves).
     if (now >= timers_due_ && !network_.backlogged() && !engines_.any_behind()) {
         run_due_timers(now);
     }
@@ -633,6 +634,7 @@ bool Engine::run_once(Clock::time_point now) {
     finish_placements();
     network_.submit();
     send_arrivals();
+    socket_backlog_.store(network_.backlogged(), std::memory_order_relaxed);
     publish_unpolled(now);
     return busy;
 }

@@ -73,8 +73,12 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // thread): taken at the start of its next turn.
     struct LocalPacket;
     void accept(std::vector<LocalPacket>& arrivals);
-    // Whether packets from other engines wait for its next turn.
-    bool behind() const { return inbox_waiting_.load(std::memory_order_relaxed); }
+    // Whether packets from other engines wait for its next turn, or its
+    // sockets still held unread packets at the end of the last.
+    bool behind() const {
+        return inbox_waiting_.load(std::memory_order_relaxed) ||
+               socket_backlog_.load(std::memory_order_relaxed);
+    }
     // The device of this engine with a socket on `address`.
     Device* device_with_socket_at(const wire::IpAddress& address) const;
 
@@ -271,6 +275,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     std::vector<LocalPacket> inbox_;     // under inbox_mutex_
     std::vector<LocalPacket> arrivals_;  // inbox_ taken, kept for reuse
     std::atomic<bool> inbox_waiting_{false};
+    std::atomic<bool> socket_backlog_{false};
     std::atomic<uint64_t> arrivals_dropped_{0};
     uint64_t arrivals_dropped_logged_ = 0;
     std::vector<std::vector<LocalPacket>> outboxes_;  // by engine
