@@ -2,9 +2,6 @@
 // while a requester runs, or at the turn's end), to a device of another
 // engine (through its inbox), or to the network; and the packets that step
 // mode and delay faults held.
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include "engine/engine.h"
 #include "engine/engines.h"
 #include "util/log.h"

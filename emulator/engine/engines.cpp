@@ -11,7 +11,7 @@ Engines::Engines(boost::asio::io_context& io, std::vector<std::unique_ptr<Device
         throw std::runtime_error(r.message);
     }
     for (const auto& device : devices_) {
-        device->set_engine(device->index() % threads);
+        place(*device);
     }
     for (uint32_t index = 0; index < threads; ++index) {
         engines_.push_back(std::make_unique<Engine>(io, devices, options, *this, index));
@@ -22,20 +22,18 @@ Engines::Engines(boost::asio::io_context& io, std::vector<std::unique_ptr<Device
 }
 
 Engines::~Engines() {
-    stopping_.store(true, std::memory_order_seq_cst);
-    for (auto& engine : engines_) {
-        engine->wake();
-    }
-    for (std::thread& thread : threads_) {
-        thread.join();
-    }
+    stop_threads();
     if (size() > 1) {
         ControlSection::set_pauser(nullptr);
     }
 }
 
-Result Engines::add_device(Device& device) {
+void Engines::place(Device& device) const {
     device.set_engine(device.index() % size());
+}
+
+Result Engines::add_device(Device& device) {
+    place(device);
     return owner(device).add_device(device);
 }
 
@@ -78,6 +76,10 @@ void Engines::run() {
         threads_.emplace_back([this, index] { engines_[index]->run_alone(); });
     }
     engines_[0]->run();
+    stop_threads();
+}
+
+void Engines::stop_threads() {
     stopping_.store(true, std::memory_order_seq_cst);
     for (auto& engine : engines_) {
         engine->wake();

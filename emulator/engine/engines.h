@@ -75,6 +75,11 @@ class Engines final : public ControlSection::Pauser {
     bool stopping() const { return stopping_.load(std::memory_order_seq_cst); }
 
   private:
+    // Which engine runs a device: its index mod the engines.
+    void place(Device& device) const;
+    // Tells the other engines to stop, wakes them and waits for them.
+    void stop_threads();
+
     boost::asio::io_context& io_;
     std::vector<std::unique_ptr<Device>>& devices_;
     const uint32_t count_;  // set before the engines are made: they ask
