@@ -49,6 +49,7 @@ class Host:
         self.control_address = control_address or address  # IPv4, for TCP side channels
         self.device = device
         self.interface = "eth0"
+        self.on_interface = on_interface
         self.daemon = harness.Daemon([
             "--device", "%s=%s" % (device, self.interface if on_interface else address),
             "--udp-port", ROCE_PORT])
@@ -151,6 +152,15 @@ class Fabric:
             for host in self.hosts:
                 harness.wait_for(lambda: "PORT_ACTIVE" in host.port()["state"], 10.0,
                                  "%s's port to be active" % host.device, self.log)
+            # A device made on eth0 follows its addresses, and eth0's IPv6
+            # link-local one comes after duplicate address detection, a
+            # second or two later: tests that watch for IBV_EVENT_GID_CHANGE
+            # start once it has its GID.
+            for host in (h for h in self.hosts if h.on_interface):
+                harness.wait_for(lambda: host.addresses("scope", "link") and
+                                 set(host.addresses("scope", "link")) <= set(host.gids().values()),
+                                 10.0, "%s's GID table to take the link-local address" %
+                                 host.device, self.log)
         except BaseException:
             self.close()
             raise

@@ -446,7 +446,7 @@ class GidTableFollowsTheInterfaceTest(FabricTestCase):
         finally:
             output = watch.stop()
         events = watch.events
-        self.assertEqual(events, [("IBV_EVENT_GID_CHANGE", "1")] * 2, output)
+        self.assertEqual(events, [("IBV_EVENT_GID_CHANGE", "1")] * 2, output + self.fabric.log())
 
 
 class PortFollowsItsLinkTest(unittest.TestCase):
