@@ -18,6 +18,7 @@
 #include "net/interfaces.h"
 #include "util/control_section.h"
 #include "util/log.h"
+#include "util/priority.h"
 
 namespace uroce {
 namespace {
@@ -297,8 +298,8 @@ void Daemon::drain_then_stop(boost::asio::steady_timer& timer,
 }
 
 void Daemon::run() {
-    if (setpriority(PRIO_PROCESS, 0, options_.nice) != 0) {
-        log_info("running at the default priority (nice %d needs CAP_SYS_NICE)", options_.nice);
+    if (const std::string refused = raise_priority(options_.nice); !refused.empty()) {
+        log_info("%s", refused.c_str());
     }
     boost::asio::signal_set signals(io_, SIGTERM, SIGINT);
     boost::asio::steady_timer drain(io_);

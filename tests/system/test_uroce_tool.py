@@ -151,6 +151,29 @@ class UroceToolTest(unittest.TestCase):
         listed = harness.parse_ibv_devices(self.uroce_ok("exec", "--", "ibv_devices").stdout)
         self.assertEqual(list(listed), ["uroce0"])
 
+    def test_start_raises_the_daemons_priority_over_other_sessions(self):
+        """The daemon `uroce start` leaves runs at --nice (default -10) in
+        every thread, and its session's autogroup does too: with autogroup,
+        a CPU is shared between sessions first, and busy-polling programs of
+        another session would otherwise get as much of it as the daemon.
+        `--nice 0` leaves both at 0."""
+        for flags, nice in (([], -10), (["--nice", "0"], 0)):
+            with self.subTest(flags=flags):
+                self.start("--device", "uroce0=127.0.0.1", *flags)
+                pid = self.daemon_pid()
+                if os.geteuid() == 0:  # a user may not go below 0
+                    for task in os.listdir("/proc/%d/task" % pid):
+                        with open("/proc/%d/task/%s/stat" % (pid, task)) as f:
+                            fields = f.read().rsplit(")", 1)[1].split()
+                        self.assertEqual(int(fields[16]), nice, "thread %s" % task)
+                    self.assertEqual(os.getsid(pid), pid, "the daemon leads its own session")
+                    if os.path.exists("/proc/self/autogroup"):  # else the kernel has none
+                        with open("/proc/%d/autogroup" % pid) as f:
+                            self.assertRegex(f.read(), r"^/autogroup-\d+ nice %d$" % nice)
+                elif nice < 0:
+                    self.assertIn("CAP_SYS_NICE", self.log())
+                self.uroce_ok("stop")
+
     def test_start_when_already_running(self):
         """A second `uroce start` says the daemon runs, exits 0, and leaves
         the same daemon in place."""
