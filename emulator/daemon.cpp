@@ -89,6 +89,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     server_ =
         std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
                                  engines_->packet_log(), [this] { engines_->take_posted_work(); });
+    server_->check_findings().set_every_client(options_.check);
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -21,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
-    "              [--threads N]\n"
+    "              [--threads N] [--check]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -29,7 +30,9 @@ constexpr const char* kUsage =
     "RDMA port, with a GID for each address the interface has, as they come and go.\n"
     "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n"
     "--threads N: engine threads, each running the data path of every Nth device\n"
-    "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n";
+    "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n"
+    "--check: every client checks its use of the verbs and reports its bugs\n"
+    "(docs/check.md; one program: uroce exec --check).\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
@@ -141,6 +144,24 @@ void check_device_name(const std::string& name) {
     }
 }
 
+namespace {
+
+// `text` as a whole number from `low` to `high`, else `refusal` and it.
+int64_t parse_number(const std::string& text, int64_t low, int64_t high,
+                     const std::string& refusal) {
+    try {
+        size_t used = 0;
+        const long long number = std::stoll(text, &used);
+        if (used == text.size() && number >= low && number <= high) {
+            return number;
+        }
+    } catch (const std::exception&) {
+    }
+    throw std::invalid_argument(refusal + ", not '" + text + "'");
+}
+
+}  // namespace
+
 bool parse_options(int argc, char** argv, Options& options) {
     options.runtime_dir = default_runtime_dir();
     for (int i = 1; i < argc; ++i) {
@@ -167,33 +188,17 @@ bool parse_options(int argc, char** argv, Options& options) {
         } else if (arg == "--runtime-dir") {
             options.runtime_dir = value();
         } else if (arg == "--nice") {
-            const std::string text = value();
-            try {
-                size_t used = 0;
-                options.nice = std::stoi(text, &used);
-                if (used != text.size() || options.nice < -20 || options.nice > 19) {
-                    throw std::invalid_argument(text);
-                }
-            } catch (const std::exception&) {
-                throw std::invalid_argument("--nice takes a value from -20 to 19, not '" + text +
-                                            "'");
-            }
+            options.nice = static_cast<int>(
+                parse_number(value(), -20, 19, "--nice takes a value from -20 to 19"));
         } else if (arg == "--max-log-bytes") {
-            const std::string text = value();
-            try {
-                size_t used = 0;
-                options.max_log_bytes = std::stoull(text, &used);
-                if (used != text.size() || options.max_log_bytes < 4096) {
-                    throw std::invalid_argument(text);
-                }
-            } catch (const std::exception&) {
-                throw std::invalid_argument("--max-log-bytes takes a size of at least 4096, not '" +
-                                            text + "'");
-            }
+            options.max_log_bytes = parse_number(value(), 4096, std::numeric_limits<int64_t>::max(),
+                                                 "--max-log-bytes takes a size of at least 4096");
         } else if (arg == "--threads") {
             options.threads = parse_threads(value(), "--threads");
         } else if (arg == "--no-shortcut") {
             options.shortcut = false;
+        } else if (arg == "--check") {
+            options.check = true;
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
         } else {

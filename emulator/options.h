@@ -14,6 +14,7 @@ struct Options {
     std::filesystem::path runtime_dir;
     uint16_t udp_port = 4791;
     bool shortcut = true;  // packets between this daemon's devices skip UDP
+    bool check = false;    // every client in check mode (docs/check.md)
     // Nice value to run at when permitted. Applications busy-poll their
     // CQs; on a small machine the daemon, like a NIC's interrupt work in a
     // kernel, must get the CPU when woken rather than wait for a time slice.

@@ -128,6 +128,27 @@ int open_doorbell(ReceivedFds& received, ProviderDoorbell& out, std::string& why
 std::mutex open_contexts_lock;
 std::vector<ProviderContext*> open_contexts;
 
+// At exit, check mode reports what each open context still holds.
+void report_leaks_at_exit() {
+    std::lock_guard lock(open_contexts_lock);
+    for (ProviderContext* c : open_contexts) {
+        if (c->check) {
+            c->check->report_leaks(false);
+        }
+    }
+}
+
+// Check mode for a context the program opened, when asked (provider/check.h).
+void start_checking(ProviderContext& context, const char* device) {
+    const check::Mode mode = check::mode_for(context.client->daemon_checks());
+    if (mode == check::Mode::kOff) {
+        return;
+    }
+    context.check = new check::CheckState(mode, *context.client, device);
+    static std::once_flag registered;
+    std::call_once(registered, [] { atexit(report_leaks_at_exit); });
+}
+
 // The open context (not an import) whose command fd is cmd_fd or a
 // duplicate of it.
 ProviderContext* opened_with(int cmd_fd) {
@@ -159,6 +180,7 @@ verbs_context* make_context(ibv_device* ibdev, int cmd_fd, ControlClient* client
     context->client = client;
     new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
     new (&context->local_memory) LocalMemory();
+    context->check = nullptr;
     context->ibv.context.async_fd = async_fd;
     context->ibv.context.num_comp_vectors = 1;
     verbs_set_ops(&context->ibv, &kContextOps);
@@ -195,7 +217,12 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void*) {
         errno = error;
         return nullptr;
     }
-    return make_context(ibdev, cmd_fd, client, std::move(doorbell), async_pipe[0]);
+    verbs_context* context =
+        make_context(ibdev, cmd_fd, client, std::move(doorbell), async_pipe[0]);
+    if (context) {
+        start_checking(*to_context(&context->context), ibdev->name);
+    }
+    return context;
 }
 
 // ibv_import_device(3): the descriptor must be (a duplicate of) the command
@@ -233,6 +260,10 @@ void free_context(ibv_context* ibctx) {
     {
         std::lock_guard lock(open_contexts_lock);
         std::erase(open_contexts, context);
+    }
+    if (context->check) {
+        context->check->report_leaks(true);
+        delete context->check;
     }
     delete context->client;  // the daemon destroys whatever is left
     std::destroy_at(&context->doorbell);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "check.h"
 #include "local_memory.h"
 #include "protocol/client.h"
 #include "protocol/driver_abi.h"
@@ -23,7 +24,11 @@ struct ProviderContext {
     ControlClient* client;
     ProviderDoorbell doorbell;  // constructed in place: libibverbs allocates the context
     LocalMemory local_memory;   // likewise
+    check::CheckState* check;   // in check mode only (check.h)
 };
+
+// The context's check state, or nullptr when it does not check.
+inline check::CheckState* checking(ibv_context* context);
 
 struct ProviderCq {
     verbs_cq ibv;
@@ -92,6 +97,9 @@ struct ProviderWq {
 inline ProviderContext* to_context(ibv_context* context) {
     return reinterpret_cast<ProviderContext*>(reinterpret_cast<char*>(context) -
                                               offsetof(verbs_context, context));
+}
+inline check::CheckState* checking(ibv_context* context) {
+    return to_context(context)->check;
 }
 inline ControlClient& client_of(ibv_context* context) {
     return *to_context(context)->client;

@@ -18,6 +18,9 @@ ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
         return nullptr;
     }
     *ah = {pd->context, pd, reply.handle};
+    if (check::CheckState* check = checking(pd->context)) {
+        check->created(ah, "AH");
+    }
     return ah;
 }
 
@@ -25,6 +28,9 @@ int destroy_ah(ibv_ah* ah) {
     if (int error =
             client_of(ah->context).call_op(rpc::Op::kDestroyAh, rpc::HandleRequest{ah->handle})) {
         return report(ah->context, "destroy_ah", error);
+    }
+    if (check::CheckState* check = checking(ah->context)) {
+        check->destroyed(ah);
     }
     free(ah);
     return 0;

@@ -49,6 +49,9 @@ ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int
     }
     cq->ibv.cq.handle = reply.handle;
     cq->ibv.cq.cqe = reply.cqe;
+    if (check::CheckState* check = checking(context)) {
+        check->created(cq, "CQ of " + std::to_string(reply.cqe) + " entries");
+    }
     return cq;
 }
 
@@ -111,6 +114,9 @@ int destroy_cq(ibv_cq* cq) {
     if (int error =
             client_of(cq->context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{cq->handle})) {
         return report(cq->context, "destroy_cq", error);
+    }
+    if (check::CheckState* check = checking(cq->context)) {
+        check->destroyed(to_cq(cq));
     }
     delete to_cq(cq);
     return 0;

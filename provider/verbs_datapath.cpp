@@ -241,6 +241,9 @@ int next_completion(ProviderCq& cq) {
         return ENOENT;
     }
     take(cq.ring, cq.current);
+    if (check::CheckState* check = checking(cq.ibv.cq.context)) {
+        check->completed(cq.current.wc);
+    }
     cq.ibv.cq_ex.status = cq.current.wc.status;
     cq.ibv.cq_ex.wr_id = cq.current.wc.wr_id;
     return 0;
@@ -325,6 +328,9 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr) {
     }
     write_send(qp, wr, length, ring.slot());
     ring.advance();
+    if (check::CheckState* check = checking(qp.ibv.qp.context)) {
+        check->posted_send(&qp.ibv.qp, wr);
+    }
     return 0;
 }
 
@@ -335,17 +341,34 @@ bool can_send(const ibv_qp& qp) {
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     ProviderQp* qp = to_qp(ibqp);
+    if (check::CheckState* check = checking(ibqp->context)) {
+        check->posting_send(ibqp);
+    }
     return post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
                 [qp](const ibv_send_wr& one) { return post_one_send(*qp, one); });
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     const bool can_receive = !ibqp->srq && ibqp->state != IBV_QPS_RESET;
-    return post_receives(ibqp->context, to_qp(ibqp)->rq, can_receive ? 0 : EINVAL, wr, bad_wr);
+    check::CheckState* check = checking(ibqp->context);
+    if (check) {
+        check->posting_recv(ibqp);
+    }
+    const int error =
+        post_receives(ibqp->context, to_qp(ibqp)->rq, can_receive ? 0 : EINVAL, wr, bad_wr);
+    for (ibv_recv_wr* one = wr; check && one && !(error && one == *bad_wr); one = one->next) {
+        check->posted_recv(ibqp, *one);
+    }
+    return error;
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    return post_receives(ibsrq->context, to_srq(ibsrq)->rq, 0, wr, bad_wr);
+    const int error = post_receives(ibsrq->context, to_srq(ibsrq)->rq, 0, wr, bad_wr);
+    check::CheckState* check = checking(ibsrq->context);
+    for (ibv_recv_wr* one = wr; check && one && !(error && one == *bad_wr); one = one->next) {
+        check->posted_srq_recv(ibsrq, *one);
+    }
+    return error;
 }
 
 // Any state takes receives; those posted in RESET are forgotten when the WQ
@@ -365,9 +388,13 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
         }
         count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
         queues::Cqe cqe;
+        check::CheckState* check = checking(ibcq->context);
         for (uint32_t i = 0; i < count; ++i) {
             take(cq->ring, cqe);
             wc[i] = cqe.wc;
+            if (check) {
+                check->completed(cqe.wc);
+            }
         }
         if (count) {
             cq->ring.publish();

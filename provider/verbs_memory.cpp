@@ -66,6 +66,9 @@ ibv_pd* alloc_pd(ibv_context* context) {
     }
     pd->ibv.context = context;
     pd->ibv.handle = reply.handle;
+    if (check::CheckState* check = checking(context)) {
+        check->created(pd, "PD");
+    }
     return &pd->ibv;
 }
 
@@ -127,6 +130,9 @@ int dealloc_pd(ibv_pd* ibpd) {
                         .call_op(rpc::Op::kDeallocPd, rpc::HandleRequest{ibpd->handle})) {
         return report(ibpd->context, "dealloc_pd", error);
     }
+    if (check::CheckState* check = checking(ibpd->context)) {
+        check->destroyed(pd);
+    }
     delete pd;
     return 0;
 }
@@ -144,6 +150,9 @@ ibv_mr* new_mr(ibv_pd* pd, void* addr, size_t length, int access, const rpc::Reg
     vmr->ibv_mr = {pd->context, pd, addr, length, reply.handle, reply.lkey, reply.rkey};
     vmr->mr_type = IBV_MR_TYPE_MR;
     vmr->access = access;
+    if (check::CheckState* check = checking(pd->context)) {
+        check->mr_created(&vmr->ibv_mr);
+    }
     return &vmr->ibv_mr;
 }
 
@@ -303,11 +312,18 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* 
 
 int dereg_mr(verbs_mr* vmr) {
     ibv_context* context = vmr->ibv_mr.context;
+    check::CheckState* check = checking(context);
+    if (check) {
+        check->deregistering(&vmr->ibv_mr);
+    }
     if (int error =
             client_of(context).call_op(rpc::Op::kDeregMr, rpc::HandleRequest{vmr->ibv_mr.handle})) {
         return report(context, "dereg_mr", error);
     }
     to_context(context)->local_memory.remove(vmr->ibv_mr.lkey);
+    if (check) {
+        check->destroyed(&vmr->ibv_mr);
+    }
     free(vmr);
     return 0;
 }
@@ -325,6 +341,9 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
         return nullptr;
     }
     *mw = {pd->context, pd, reply.rkey, reply.handle, type};
+    if (check::CheckState* check = checking(pd->context)) {
+        check->created(mw, "MW");
+    }
     return mw;
 }
 
@@ -356,6 +375,9 @@ int dealloc_mw(ibv_mw* mw) {
     if (int error =
             client_of(mw->context).call_op(rpc::Op::kDeallocMw, rpc::HandleRequest{mw->handle})) {
         return report(mw->context, "dealloc_mw", error);
+    }
+    if (check::CheckState* check = checking(mw->context)) {
+        check->destroyed(mw);
     }
     free(mw);
     return 0;

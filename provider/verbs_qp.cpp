@@ -144,6 +144,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     }
     fill_qp(context, *attr, reply, *qp);
     attr->cap = reply.cap;
+    if (check::CheckState* check = checking(context)) {
+        check->qp_created(&qp->ibv.qp, reply.cap.max_send_wr, attr->sq_sig_all);
+    }
     return &qp->ibv.qp;
 }
 
@@ -201,6 +204,9 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
         forget_completions(qp);
     }
+    if (check::CheckState* check = checking(qp->context); check && (attr_mask & IBV_QP_STATE)) {
+        check->qp_modified(qp, qp->state, attr->qp_state);  // libibverbs sets qp->state after
+    }
     return 0;
 }
 
@@ -228,6 +234,9 @@ int destroy_qp(ibv_qp* qp) {
         return report(qp->context, "destroy_qp", error);
     }
     forget_completions(qp);
+    if (check::CheckState* check = checking(qp->context)) {
+        check->qp_destroyed(qp);
+    }
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);
     delete to_qp(qp);

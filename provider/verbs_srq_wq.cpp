@@ -69,6 +69,9 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     srq->cq = (mask & IBV_SRQ_INIT_ATTR_CQ) ? attr->cq : nullptr;
     srq->srq_num = reply.srq_num;
     attr->attr = reply.attr;
+    if (check::CheckState* check = checking(context)) {
+        check->created(&srq->srq, "SRQ of " + std::to_string(reply.attr.max_wr) + " receives");
+    }
     return &srq->srq;
 }
 
@@ -137,6 +140,9 @@ int destroy_srq(ibv_srq* srq) {
     if (int error = client_of(srq->context)
                         .call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{srq->handle})) {
         return report(srq->context, "destroy_srq", error);
+    }
+    if (check::CheckState* check = checking(srq->context)) {
+        check->destroyed(srq);
     }
     pthread_cond_destroy(&srq->cond);
     pthread_mutex_destroy(&srq->mutex);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
+#include "control/check_findings.h"
 #include "console/console.h"
 #include "control/qp_snapshot.h"
 #include "device/device.h"
@@ -54,6 +55,9 @@ class Server {
     std::string status_text() const;
     // The QPs `selection` names as JSON (control/qp_snapshot.h).
     Result qp_snapshot(const QpSelection& selection, std::string& json_text) const;
+    // Check mode's findings, and whether every client is asked to check.
+    CheckFindings& check_findings() { return check_findings_; }
+    const CheckFindings& check_findings() const { return check_findings_; }
     // Every client with a context, with its pid, in the order they opened.
     ClientList clients() const;
 
@@ -134,6 +138,7 @@ class Server {
     std::shared_ptr<console::Console> console_;
     const Session* console_owner_ = nullptr;  // compared, never followed
     pid_t console_owner_pid_ = 0;
+    CheckFindings check_findings_;
 };
 
 }  // namespace uroce

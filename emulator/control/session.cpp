@@ -173,7 +173,11 @@ bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<cons
         case rpc::Op::kStatus:
         case rpc::Op::kQpSnapshot:
         case rpc::Op::kWireSnapshot:
+        case rpc::Op::kCheckReport:
             report_page(header, body);
+            return true;
+        case rpc::Op::kCheckFinding:
+            check_finding(header, body);
             return true;
         case rpc::Op::kCmOpen:
             cm_open(header, body, fds);
@@ -195,6 +199,19 @@ bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<cons
             }
             return false;
     }
+}
+
+// A finding of a client in check mode, kept for `uroce check`.
+void Session::check_finding(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::CheckFindingRequest request;
+    Result r = decode(body, request);
+    if (r && !context_) {
+        r = fail(EPROTO, "a check finding before hello for a device");
+    }
+    if (r) {
+        server_.check_findings().add(peer_.pid, context_->device().name(), request);
+    }
+    reply(header, r, r ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
 }
 
 // A verb on the session's device context.
@@ -407,6 +424,8 @@ void Session::report_page(const rpc::RequestHeader& header, std::span<const std:
         report_op_ = header.op;
         if (header.op == rpc::Op::kStatus) {
             report_ = server_.status_text();
+        } else if (header.op == rpc::Op::kCheckReport) {
+            report_ = server_.check_findings().json();
         } else if (header.op == rpc::Op::kWireSnapshot) {
             if (Result r = server_.wire_snapshot(request.device, report_); !r) {
                 reply(header, r, {});
@@ -498,6 +517,7 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     context_ =
         std::make_shared<Context>(*device, peer_.pid, std::move(events), &server_.descriptors());
     reply.device_index = device->index();
+    reply.check = server_.check_findings().every_client() ? 1 : 0;
     reply.attach_token = context_->attach_token();
     log_info("client pid %d opened %s", peer_.pid, device->name().c_str());
     return ok();

@@ -64,6 +64,7 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
         return nullptr;
     }
     client->attach_token_ = reply.attach_token;
+    client->daemon_checks_ = reply.check != 0;
     return client;
 }
 

@@ -31,6 +31,8 @@ class ControlClient {
     ~ControlClient();
 
     uint64_t attach_token() const { return attach_token_; }
+    // Whether the daemon asks its clients to check (uroced --check).
+    bool daemon_checks() const { return daemon_checks_; }
 
     // Sends `op` with `request` and `fds`; on success fills `reply` with
     // exactly reply_size bytes and, when `received` is given, hands over the
@@ -78,7 +80,8 @@ class ControlClient {
     std::string socket_path_;
     std::string device_;
     uint64_t attach_token_ = 0;  // 0: a tool connection, which no child uses
-    pid_t pid_;                  // the process fd_ belongs to
+    bool daemon_checks_ = false;
+    pid_t pid_;  // the process fd_ belongs to
     uint32_t seq_ = 0;
     mutable std::mutex mutex_;
     std::string last_error_;

@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 15;
+inline constexpr uint16_t kVersion = 16;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -100,6 +100,10 @@ enum class Op : uint16_t {
     kConsoleStart,
     // A forked child's own connection to an rdma_cm event channel it inherited.
     kCmAttach,
+    // Check mode (docs/check.md): a client's finding, and the tool's report
+    // of the findings kept (JSON).
+    kCheckFinding,
+    kCheckReport,
     kCount,
 };
 
@@ -133,10 +137,21 @@ struct HelloRequest {
 // protocol/queues.h DoorbellPage).
 struct HelloReply {
     uint32_t device_index;
-    uint32_t reserved;
+    uint32_t check;  // 1: the daemon runs with --check, and asks its clients to check
     // Names the context for kAttach: a process forked from this one joins
     // the context with it over a connection of its own.
     uint64_t attach_token;
+};
+
+// A finding of a client in check mode (provider/check.h): the daemon logs it
+// and keeps it for `uroce check`. `text` is the report as the program's
+// stderr shows it, NUL-terminated.
+inline constexpr size_t kMaxFindingText = 3000;
+struct CheckFindingRequest {
+    char kind[32];  // the class's name, "post-in-wrong-state", ...
+    uint32_t qpn;   // the QP it is about, or 0
+    uint32_t reserved;
+    char text[kMaxFindingText];
 };
 
 // A forked child's connection to the context its parent opened: as with a
@@ -634,6 +649,7 @@ UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)
 UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
 UROCE_RPC(kCmAttach, CmAttachRequest, Empty)
 UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)
+UROCE_RPC(kCheckFinding, CheckFindingRequest, Empty)
 #undef UROCE_RPC
 
 }  // namespace uroce::rpc

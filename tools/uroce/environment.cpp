@@ -52,7 +52,7 @@ int print_env(const RuntimePaths& paths) {
     return 0;
 }
 
-int exec(const RuntimePaths& paths, Args command) {
+int exec(const RuntimePaths& paths, Args command, bool checking) {
     if (command.empty()) {
         return usage_error("exec needs a command");
     }
@@ -61,6 +61,9 @@ int exec(const RuntimePaths& paths, Args command) {
     }
     for (const auto& [name, value] : environment(paths)) {
         setenv(name.c_str(), value.c_str(), 1);
+    }
+    if (checking) {
+        setenv("UROCE_CHECK", "report", 0);
     }
     std::vector<char*> argv;
     for (auto& arg : command) {

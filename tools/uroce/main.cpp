@@ -2,13 +2,14 @@
 //
 //   uroce start [UROCED OPTIONS]
 //   uroce stop | status | env
-//   uroce exec -- COMMAND [ARGS...]
+//   uroce exec [--check] -- COMMAND [ARGS...]
 //   uroce stats [DEVICE]
 //   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] | --clear
 //   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
 //   uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]
 //   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
 //   uroce console [--read-only] [--port N]
+//   uroce check [--json]
 #include <iostream>
 
 #include "uroce.h"
@@ -17,11 +18,11 @@ namespace uroce::tool {
 
 const char* const kUsage =
     "usage: uroce start [--device NAME=ADDRESS|IFACE]... [--config FILE] [--udp-port N]\n"
-    "                   [--no-shortcut] [--nice N]\n"
+    "                   [--no-shortcut] [--nice N] [--threads N] [--check]\n"
     "       uroce stop\n"
     "       uroce status\n"
     "       uroce env\n"
-    "       uroce exec -- COMMAND [ARGS...]\n"
+    "       uroce exec [--check] -- COMMAND [ARGS...]\n"
     "       uroce stats [DEVICE]\n"
     "       uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US]\n"
     "       uroce fault DEVICE --clear\n"
@@ -29,6 +30,7 @@ const char* const kUsage =
     "       uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]\n"
     "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
     "       uroce console [--read-only] [--port N]\n"
+    "       uroce check [--json]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "stats: the devices' packet and error counters.\n"
@@ -42,6 +44,9 @@ const char* const kUsage =
     "step: pause holds DEVICE's outgoing packets; next releases one, drop loses\n"
     "  one, duplicate sends a copy of one (the oldest, or packet ID); run lets\n"
     "  them all go. Without an action: the packets held.\n"
+    "exec --check: COMMAND checks its use of the verbs (UROCE_CHECK=report) and\n"
+    "  reports its bugs on stderr; start --check does so for every program.\n"
+    "check: the findings of check mode the daemon kept.\n"
     "console: a web console on 127.0.0.1 (devices, QPs, a ladder of the packets,\n"
     "  faults, step mode) until Ctrl-C; prints its address with its token.\n"
     "\n"
@@ -55,10 +60,18 @@ int run(const std::string& command, Args rest) {
         return start(paths, rest);
     }
     if (command == "exec") {
+        bool checking = false;
+        if (!rest.empty() && rest.front() == "--check") {
+            checking = true;
+            rest.erase(rest.begin());
+        }
         if (!rest.empty() && rest.front() == "--") {
             rest.erase(rest.begin());
         }
-        return exec(paths, rest);
+        return exec(paths, rest, checking);
+    }
+    if (command == "check") {
+        return check(paths, rest);
     }
     if (command == "stats") {
         return stats(paths, rest);

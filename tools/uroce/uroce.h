@@ -1,7 +1,8 @@
 // The uroce command: what its commands share. Each command is in its own
 // file (daemon.cpp: start, stop, status; environment.cpp: env, exec;
 // observe.cpp: stats, fault; trace.cpp: trace; qp.cpp: qp;
-// step.cpp: step; console.cpp: console) and returns the exit status.
+// step.cpp: step; console.cpp: console; check.cpp: check) and returns the
+// exit status.
 #pragma once
 
 #include <filesystem>
@@ -57,12 +58,15 @@ int start(const RuntimePaths& paths, const Args& daemon_args);
 int stop(const RuntimePaths& paths);
 int status(const RuntimePaths& paths);
 int print_env(const RuntimePaths& paths);
-int exec(const RuntimePaths& paths, Args command);
+// `checking`: the command runs in check mode (UROCE_CHECK=report, unless
+// the environment says otherwise).
+int exec(const RuntimePaths& paths, Args command, bool checking);
 int stats(const RuntimePaths& paths, const Args& args);
 int fault(const RuntimePaths& paths, const Args& args);
 int trace(const RuntimePaths& paths, const Args& args);
 int qp(const RuntimePaths& paths, const Args& args);
 int step(const RuntimePaths& paths, const Args& args);
 int console(const RuntimePaths& paths, const Args& args);
+int check(const RuntimePaths& paths, const Args& args);
 
 }  // namespace uroce::tool

@@ -1,0 +1,357 @@
+// Check mode's bookkeeping: each QP's posted work as a NIC's queues hold
+// it (until its completion, or a later signaled one's, is polled), the
+// QPs' states and how they got there, and the objects alive.
+#include "check.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "protocol/client.h"
+
+namespace uroce::check {
+namespace {
+
+// Bits of QpState::reported: each kind is reported once per QP.
+enum KindBit : uint32_t {
+    kWrongStateSend = 1,
+    kWrongStateRecv = 2,
+    kUnsignaled = 4,
+};
+
+const char* state_name(ibv_qp_state state) {
+    switch (state) {
+        case IBV_QPS_RESET:
+            return "RESET";
+        case IBV_QPS_INIT:
+            return "INIT";
+        case IBV_QPS_RTR:
+            return "RTR";
+        case IBV_QPS_RTS:
+            return "RTS";
+        case IBV_QPS_SQD:
+            return "SQD";
+        case IBV_QPS_SQE:
+            return "SQE";
+        case IBV_QPS_ERR:
+            return "ERR";
+        default:
+            return "UNKNOWN";
+    }
+}
+
+const char* qp_type_name(ibv_qp_type type) {
+    switch (type) {
+        case IBV_QPT_RC:
+            return "RC";
+        case IBV_QPT_UC:
+            return "UC";
+        case IBV_QPT_UD:
+            return "UD";
+        case IBV_QPT_RAW_PACKET:
+            return "raw packet";
+        case IBV_QPT_XRC_SEND:
+            return "XRC send";
+        case IBV_QPT_XRC_RECV:
+            return "XRC receive";
+        default:
+            return "other";
+    }
+}
+
+std::string hex(uint64_t value) {
+    char text[24];
+    snprintf(text, sizeof(text), "0x%" PRIx64, value);
+    return text;
+}
+
+// "RESET -> INIT -> RTR" from what the program did, or that it did nothing.
+std::string how_it_got_there(const QpState& qp, ibv_qp_state now) {
+    if (qp.history.empty()) {
+        return std::string("it has been in ") + state_name(now) +
+               " since ibv_create_qp (no ibv_modify_qp moved it)";
+    }
+    std::string path = "ibv_modify_qp moved it ";
+    for (size_t i = 0; i < qp.history.size(); ++i) {
+        path += (i ? ", then " : "") + qp.history[i];
+    }
+    return path;
+}
+
+Posted posted(uint64_t wr_id, bool signaled, const ibv_sge* sges, int count) {
+    Posted work{wr_id, signaled, {}};
+    if (count > 0 && sges) {
+        work.sges.assign(sges, sges + count);
+    }
+    return work;
+}
+
+bool names_key(const Posted& work, uint32_t lkey) {
+    return std::any_of(work.sges.begin(), work.sges.end(),
+                       [lkey](const ibv_sge& sge) { return sge.lkey == lkey && sge.length; });
+}
+
+// The work requests since the last signaled one, at the queue's end.
+size_t unsignaled_run(const std::deque<Posted>& sends) {
+    size_t run = 0;
+    for (auto it = sends.rbegin(); it != sends.rend() && !it->signaled; ++it) {
+        ++run;
+    }
+    return run;
+}
+
+}  // namespace
+
+CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
+    : mode_(mode), opener_(getpid()), client_(client), device_(device) {}
+
+CheckState::~CheckState() = default;
+
+void CheckState::report(const Finding& finding) {
+    deliver(mode_, client_, device_, finding);
+}
+
+void CheckState::report_once(QpState& qp, uint32_t kind_bit, const Finding& finding) {
+    if (qp.reported & kind_bit) {
+        return;
+    }
+    qp.reported |= kind_bit;
+    report(finding);
+}
+
+QpState* CheckState::find_qp(uint32_t qpn) {
+    const auto it = by_qpn_.find(qpn);
+    return it == by_qpn_.end() ? nullptr : &qps_[it->second];
+}
+
+void CheckState::created(const void* object, std::string description) {
+    std::lock_guard lock(lock_);
+    live_[object] = {next_object_++, std::move(description)};
+}
+
+void CheckState::destroyed(const void* object) {
+    std::lock_guard lock(lock_);
+    live_.erase(object);
+    srq_receives_.erase(object);
+}
+
+void CheckState::qp_created(ibv_qp* qp, uint32_t sq_depth, bool signal_all) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    state.qpn = qp->qp_num;
+    state.sq_depth = sq_depth;
+    state.srq = qp->srq;
+    state.signal_all = signal_all;
+    by_qpn_[qp->qp_num] = qp;
+    live_[qp] = {next_object_++, "QP " + hex(qp->qp_num) + " (" + qp_type_name(qp->qp_type) + ")"};
+}
+
+void CheckState::mr_created(const ibv_mr* mr) {
+    created(mr, "MR lkey " + hex(mr->lkey) + ", " + std::to_string(mr->length) + " bytes at " +
+                    hex(reinterpret_cast<uintptr_t>(mr->addr)));
+}
+
+void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    constexpr size_t kHistory = 8;
+    if (state.history.size() == kHistory) {
+        state.history.erase(state.history.begin());
+    }
+    state.history.push_back(std::string(state_name(from)) + " -> " + state_name(to));
+    if (to == IBV_QPS_RESET) {
+        // The queues are emptied, and what was posted is gone with them.
+        state.sends.clear();
+        state.receives.clear();
+        state.error_cause.clear();
+    }
+}
+
+void CheckState::qp_destroyed(ibv_qp* qp) {
+    std::lock_guard lock(lock_);
+    live_.erase(qp);
+    by_qpn_.erase(qp->qp_num);
+    qps_.erase(qp);
+}
+
+void CheckState::posting_send(ibv_qp* qp) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    const ibv_qp_state now = qp->state;
+    if (now == IBV_QPS_RESET || now == IBV_QPS_INIT || now == IBV_QPS_RTR) {
+        report_once(state, kWrongStateSend,
+                    {"post-in-wrong-state", state.qpn,
+                     std::string("ibv_post_send on a QP in ") + state_name(now) + ": " +
+                         how_it_got_there(state, now) + ".",
+                     "a QP sends from RTS only: the post fails with EINVAL (rxe, mlx5) and "
+                     "nothing is sent",
+                     "move the QP to RTR and then RTS (ibv_modify_qp) before posting sends"});
+    } else if (!state.error_cause.empty()) {
+        report_once(state, kWrongStateSend,
+                    {"post-in-wrong-state", state.qpn,
+                     "ibv_post_send on a QP in ERR: " + state.error_cause + ".",
+                     "work posted to a QP in ERR is never executed: it completes at once with "
+                     "IBV_WC_WR_FLUSH_ERR",
+                     "check every completion's status; after an error, reset the QP (RESET, "
+                     "INIT, RTR, RTS) or create a new one before posting again"});
+    }
+}
+
+void CheckState::posting_recv(ibv_qp* qp) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    if (qp->state == IBV_QPS_RESET) {
+        report_once(state, kWrongStateRecv,
+                    {"post-in-wrong-state", state.qpn,
+                     "ibv_post_recv on a QP in RESET: " + how_it_got_there(state, qp->state) + ".",
+                     "a QP in RESET has no receive queue to post to: the post fails with EINVAL",
+                     "move the QP to INIT (ibv_modify_qp) before posting receives"});
+    }
+}
+
+void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    const bool inline_data = wr.send_flags & IBV_SEND_INLINE;
+    state.sends.push_back(posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
+                                 inline_data ? nullptr : wr.sg_list, wr.num_sge));
+    if (state.sends.size() <= state.sq_depth) {
+        return;
+    }
+    const size_t run = unsignaled_run(state.sends);
+    report_once(
+        state, kUnsignaled,
+        {"send-queue-unsignaled", state.qpn,
+         "ibv_post_send: " + std::to_string(state.sends.size()) +
+             " work requests are on a send queue of " + std::to_string(state.sq_depth) + ", " +
+             std::to_string(run) + " of them posted since the last signaled one" +
+             (run == state.sends.size() ? " (none was signaled)" : "") + ".",
+         "a NIC frees a send queue's slots only when it reports a completion for a signaled work "
+         "request at or after them (mlx5): with no signaled completion polled the queue fills and "
+         "ibv_post_send fails with ENOMEM",
+         "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll its "
+         "completion before the queue fills"});
+}
+
+void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
+    std::lock_guard lock(lock_);
+    qps_[qp].receives.push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+}
+
+void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
+    std::lock_guard lock(lock_);
+    srq_receives_[srq].push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+}
+
+void CheckState::completed(const ibv_wc& wc) {
+    std::lock_guard lock(lock_);
+    QpState* qp = find_qp(wc.qp_num);
+    if (!qp) {
+        return;
+    }
+    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR &&
+        qp->error_cause.empty()) {
+        qp->error_cause = std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
+                          " (wr_id " + hex(wc.wr_id) + ") moved it there";
+    }
+    if (wc.opcode & IBV_WC_RECV) {
+        std::deque<Posted>& queue = qp->srq ? srq_receives_[qp->srq] : qp->receives;
+        const auto it = std::find_if(queue.begin(), queue.end(),
+                                     [&wc](const Posted& work) { return work.wr_id == wc.wr_id; });
+        if (it != queue.end()) {
+            queue.erase(it);
+        }
+        return;
+    }
+    std::deque<Posted>& sends = qp->sends;
+    if (wc.status != IBV_WC_SUCCESS) {
+        // An error or a flush completes one work request, signaled or not.
+        if (!sends.empty()) {
+            sends.pop_front();
+        }
+        return;
+    }
+    // A signaled completion retires its work request and every one before it.
+    while (!sends.empty()) {
+        const bool signaled = sends.front().signaled;
+        sends.pop_front();
+        if (signaled) {
+            break;
+        }
+    }
+}
+
+void CheckState::deregistering(const ibv_mr* mr) {
+    std::lock_guard lock(lock_);
+    auto find_in = [mr](const std::deque<Posted>& queue) -> const Posted* {
+        const auto it = std::find_if(queue.begin(), queue.end(), [mr](const Posted& work) {
+            return names_key(work, mr->lkey);
+        });
+        return it == queue.end() ? nullptr : &*it;
+    };
+    for (const auto& [ibqp, qp] : qps_) {
+        for (const auto* queue : {&qp.sends, &qp.receives}) {
+            if (const Posted* work = find_in(*queue)) {
+                report({"dereg-in-use", qp.qpn,
+                        "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) + " (" +
+                            std::to_string(mr->length) + " bytes at " +
+                            hex(reinterpret_cast<uintptr_t>(mr->addr)) + ") while a " +
+                            (queue == &qp.sends ? "send" : "receive") + " work request (wr_id " +
+                            hex(work->wr_id) + ") posted on this QP names it and has not " +
+                            "completed.",
+                        "the MR is gone at once: when the NIC reaches that work request it "
+                        "fails with a local protection error and the QP goes to ERR, or, "
+                        "if the key is reused, it reads or writes memory the program no "
+                        "longer meant",
+                        "poll the completions of the work requests that use an MR (or move "
+                        "the QP to ERR and drain them) before deregistering it"});
+                return;
+            }
+        }
+    }
+    for (const auto& [srq, queue] : srq_receives_) {
+        if (const Posted* work = find_in(queue)) {
+            report({"dereg-in-use", 0,
+                    "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) +
+                        " while a receive work request (wr_id " + hex(work->wr_id) +
+                        ") posted on an SRQ names it and has not completed.",
+                    "the MR is gone at once: a message that reaches that receive fails with a "
+                    "local protection error",
+                    "destroy the SRQ, or let its receives complete, before deregistering the "
+                    "MR"});
+            return;
+        }
+    }
+}
+
+void CheckState::report_leaks(bool closing) {
+    if (getpid() != opener_) {
+        return;  // a forked child's exit: the objects are its parent's
+    }
+    std::vector<std::pair<uint64_t, std::string>> alive;
+    {
+        std::lock_guard lock(lock_);
+        for (const auto& [object, entry] : live_) {
+            alive.push_back(entry);
+        }
+    }
+    if (alive.empty()) {
+        return;
+    }
+    std::sort(alive.begin(), alive.end());
+    std::string what = closing ? "ibv_close_device with " : "the program exits with ";
+    what += closing ? "" : "the device open and ";
+    what += std::to_string(alive.size()) + " object(s) still alive:";
+    for (const auto& [order, description] : alive) {
+        what += "\n    " + description;
+    }
+    report({"leak", 0, what,
+            "the kernel destroys them when the device's file closes; a long-running program "
+            "that leaks them runs out of the NIC's QPs, CQs and pinned memory",
+            "destroy each object (ibv_destroy_qp, ibv_dereg_mr, ibv_destroy_cq, "
+            "ibv_dealloc_pd, ...) and close the device before exiting"});
+}
+
+}  // namespace uroce::check

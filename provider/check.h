@@ -1,0 +1,117 @@
+// Check mode (docs/check.md): the provider watches how the program uses
+// the verbs and reports the misuse a real NIC would hide or punish later,
+// in the style of the sanitizers. Off unless $UROCE_CHECK or the daemon
+// (uroced --check) asks; when off a context has no CheckState and each hook
+// costs one test of a null pointer.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace uroce {
+
+class ControlClient;
+
+namespace check {
+
+enum class Mode { kOff, kReport, kLog, kAbort };
+
+// The mode of a context being opened: $UROCE_CHECK (report, log, abort,
+// off; 1 is report), else report when the daemon asks, else off.
+Mode mode_for(bool daemon_checks);
+
+// A finding as the program's stderr shows it (check_report.cpp).
+struct Finding {
+    const char* kind;  // the class's name, as docs/check.md lists them
+    uint32_t qpn = 0;  // the QP it is about, or 0
+    std::string what;  // what happened, in the program's own terms
+    std::string nic;   // what a real NIC does with it
+    std::string fix;   // what to change
+};
+
+// A work request posted and not yet completed, as a NIC's queue holds it.
+struct Posted {
+    uint64_t wr_id;
+    bool signaled;
+    std::vector<ibv_sge> sges;  // empty when its data was inline
+};
+
+// A QP's part of the state (check.cpp).
+struct QpState {
+    uint32_t qpn = 0;
+    uint32_t sq_depth = 0;             // max_send_wr as created
+    std::deque<Posted> sends;          // in posting order, until completed
+    std::deque<Posted> receives;       // its own receive queue's
+    ibv_srq* srq = nullptr;            // whose queue takes its receives
+    bool signal_all = false;           // sq_sig_all: every send is signaled
+    std::vector<std::string> history;  // the last transitions, "RESET -> INIT"
+    std::string error_cause;           // set when an error completion moved it to ERR
+    uint32_t reported = 0;             // bits of the kinds already reported on it
+};
+
+// One context's state in check mode. Every hook takes the one lock: check
+// mode trades speed for seeing everything in order.
+class CheckState {
+  public:
+    CheckState(Mode mode, ControlClient& client, const char* device);
+    ~CheckState();
+
+    // Objects, for the leak report at ibv_close_device or exit.
+    void created(const void* object, std::string description);
+    void mr_created(const ibv_mr* mr);
+    void destroyed(const void* object);
+
+    // `sq_depth`: max_send_wr as created; `signal_all`: sq_sig_all.
+    void qp_created(ibv_qp* qp, uint32_t sq_depth, bool signal_all);
+    void qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to);
+    void qp_destroyed(ibv_qp* qp);
+
+    // Before posting: reports a post the QP's state refuses or flushes.
+    void posting_send(ibv_qp* qp);
+    void posting_recv(ibv_qp* qp);
+    // After each work request is on its queue.
+    void posted_send(ibv_qp* qp, const ibv_send_wr& wr);
+    void posted_recv(ibv_qp* qp, const ibv_recv_wr& wr);
+    void posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr);
+    // Each completion polled.
+    void completed(const ibv_wc& wc);
+
+    // Before ibv_dereg_mr: reports posted work that still names its keys.
+    void deregistering(const ibv_mr* mr);
+
+    // What is still alive, reported as leaks: at ibv_close_device
+    // (`closing`) or at exit (by the process that opened the device only).
+    void report_leaks(bool closing);
+
+  private:
+    QpState* find_qp(uint32_t qpn);
+    void report(const Finding& finding);
+    // Reports `finding` once per QP and kind (bit `kind_bit`).
+    void report_once(QpState& qp, uint32_t kind_bit, const Finding& finding);
+
+    Mode mode_;
+    pid_t opener_;
+    ControlClient& client_;
+    std::string device_;
+    std::mutex lock_;
+    std::map<ibv_qp*, QpState> qps_;
+    std::map<uint32_t, ibv_qp*> by_qpn_;
+    std::map<const void*, std::deque<Posted>> srq_receives_;  // by ibv_srq*
+    uint64_t next_object_ = 0;
+    std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
+};
+
+// Writes `finding` as a report (with the program's call stack, the
+// provider's frames left out) where `mode` says, and sends it to the
+// daemon; aborts in abort mode (check_report.cpp).
+void deliver(Mode mode, ControlClient& client, const std::string& device, const Finding& finding);
+
+}  // namespace check
+}  // namespace uroce

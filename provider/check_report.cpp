@@ -1,0 +1,132 @@
+// How check mode says what it found: a report in the sanitizers' shape on
+// the program's stderr, with the program's own call stack, and a copy to
+// the daemon for its log and `uroce check`.
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <string_view>
+
+#include "check.h"
+#include "protocol/client.h"
+
+namespace uroce::check {
+namespace {
+
+constexpr int kMaxFrames = 32;
+constexpr int kFramesShown = 8;
+
+// Frames of the provider and of libibverbs are the verb's insides, not the
+// program's call site; so are libc's on the way out of exit().
+bool inside_the_verbs(const Dl_info& info) {
+    static Dl_info self{};
+    static const bool known = dladdr(reinterpret_cast<void*>(&mode_for), &self) != 0;
+    if (known && info.dli_fbase == self.dli_fbase) {
+        return true;
+    }
+    // libc's, above the program: exit() running the report of leaks.
+    const std::string_view file = info.dli_fname ? info.dli_fname : "";
+    return file.find("libibverbs.so") != std::string_view::npos ||
+           file.find("/libc.so") != std::string_view::npos;
+}
+
+// "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the module's offset is
+// what `addr2line -e MODULE OFFSET` takes when the program exports no names.
+std::string call_stack() {
+    void* frames[kMaxFrames];
+    const int count = backtrace(frames, kMaxFrames);
+    std::string text;
+    int shown = 0;
+    for (int i = 0; i < count && shown < kFramesShown; ++i) {
+        // A return address points after the call: the call is one byte
+        // back (after a call that does not return, the next function starts).
+        const auto pc = reinterpret_cast<uintptr_t>(frames[i]) - 1;
+        Dl_info info{};
+        if (!dladdr(reinterpret_cast<void*>(pc), &info)) {
+            continue;
+        }
+        if (shown == 0 && inside_the_verbs(info)) {
+            continue;
+        }
+        char line[512];
+        const char* module = info.dli_fname ? info.dli_fname : "?";
+        const auto module_offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+        if (info.dli_sname) {
+            snprintf(line, sizeof(line), "    #%d 0x%zx in %s+0x%zx (%s+0x%zx)\n", shown, pc,
+                     info.dli_sname, pc - reinterpret_cast<uintptr_t>(info.dli_saddr), module,
+                     module_offset);
+        } else {
+            snprintf(line, sizeof(line), "    #%d 0x%zx (%s+0x%zx)\n", shown, pc, module,
+                     module_offset);
+        }
+        text += line;
+        ++shown;
+    }
+    return text.empty() ? "    (no call stack)\n" : text;
+}
+
+std::string format(const std::string& device, const Finding& finding) {
+    const std::string pid = std::to_string(getpid());
+    std::string text = "==" + pid + "==ERROR: uroce check: " + finding.kind + " on " + device;
+    if (finding.qpn) {
+        char qpn[32];
+        snprintf(qpn, sizeof(qpn), ", QP 0x%06x", finding.qpn);
+        text += qpn;
+    }
+    text += "\n  " + finding.what + "\n";
+    text += call_stack();
+    text += "  A NIC: " + finding.nic + "\n";
+    text += "  Fix: " + finding.fix + "\n";
+    text += "SUMMARY: uroce check: " + std::string(finding.kind) + "\n";
+    return text;
+}
+
+}  // namespace
+
+Mode mode_for(bool daemon_checks) {
+    const char* value = getenv("UROCE_CHECK");
+    if (!value || !*value) {
+        return daemon_checks ? Mode::kReport : Mode::kOff;
+    }
+    const std::string_view mode = value;
+    if (mode == "abort") {
+        return Mode::kAbort;
+    }
+    if (mode == "log") {
+        return Mode::kLog;
+    }
+    if (mode == "off" || mode == "0") {
+        return Mode::kOff;
+    }
+    if (mode != "report" && mode != "1") {
+        fprintf(stderr,
+                "uroce: UROCE_CHECK=%s is not one of report, log, abort, off: "
+                "checking in report mode\n",
+                value);
+    }
+    return Mode::kReport;
+}
+
+void deliver(Mode mode, ControlClient& client, const std::string& device, const Finding& finding) {
+    const std::string text = format(device, finding);
+    if (mode != Mode::kLog) {
+        // One write: reports of two threads do not interleave.
+        [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, text.data(), text.size());
+    }
+    rpc::CheckFindingRequest request{};
+    snprintf(request.kind, sizeof(request.kind), "%s", finding.kind);
+    request.qpn = finding.qpn;
+    snprintf(request.text, sizeof(request.text), "%s", text.c_str());
+    rpc::Empty none;
+    client.call(request, &none);  // a daemon gone takes nothing from the program's report
+    if (mode == Mode::kAbort) {
+        static const char kAborting[] = "uroce check: UROCE_CHECK=abort: aborting\n";
+        [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kAborting, sizeof(kAborting) - 1);
+        abort();
+    }
+}
+
+}  // namespace uroce::check

@@ -1,0 +1,208 @@
+/* Small verbs programs with one bug each, and a correct twin of each, for
+ * check mode (test_check.py, docs/check.md). Usage: check_programs DEVICE
+ * CASE, CASE one of those in kCases; exits 0 once its work is done (a bug
+ * uroce does not stop is still done), 1 when a verb fails unexpectedly.
+ * Each bug sits in a function of its own, which the report's call stack
+ * must name (the program is linked with -rdynamic). */
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEPTH 16
+#define BYTES 4096
+
+struct rig {
+    struct ibv_context *context;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_mr *mr;
+    char *buffer;
+};
+
+static void die(const char *what) {
+    perror(what);
+    exit(1);
+}
+
+static void open_rig(const char *name, struct rig *rig) {
+    int count;
+    struct ibv_device **devices = ibv_get_device_list(&count);
+    if (!devices) die("ibv_get_device_list");
+    for (int i = 0; i < count && !rig->context; ++i)
+        if (!strcmp(ibv_get_device_name(devices[i]), name)) rig->context = ibv_open_device(devices[i]);
+    ibv_free_device_list(devices);
+    if (!rig->context) die("ibv_open_device");
+    if (!(rig->pd = ibv_alloc_pd(rig->context))) die("ibv_alloc_pd");
+    if (!(rig->cq = ibv_create_cq(rig->context, 4 * DEPTH, NULL, NULL, 0))) die("ibv_create_cq");
+    struct ibv_qp_init_attr attr = {
+        .send_cq = rig->cq, .recv_cq = rig->cq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1, .max_recv_sge = 1}};
+    if (!(rig->qp = ibv_create_qp(rig->pd, &attr))) die("ibv_create_qp");
+    if (!(rig->buffer = calloc(1, BYTES))) die("calloc");
+    rig->mr = ibv_reg_mr(rig->pd, rig->buffer, BYTES,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!rig->mr) die("ibv_reg_mr");
+}
+
+static void to_init(struct rig *rig) {
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+                               .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+    if (ibv_modify_qp(rig->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+        die("ibv_modify_qp INIT");
+}
+
+/* INIT, RTR and RTS, connected to itself. */
+static void connect_self(struct rig *rig) {
+    to_init(rig);
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
+                               .dest_qp_num = rig->qp->qp_num, .rq_psn = 0,
+                               .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+                               .ah_attr = {.is_global = 1, .port_num = 1}};
+    if (ibv_query_gid(rig->context, 1, 0, &attr.ah_attr.grh.dgid)) die("ibv_query_gid");
+    attr.ah_attr.grh.hop_limit = 1;
+    if (ibv_modify_qp(rig->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        die("ibv_modify_qp RTR");
+    attr = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
+                                .rnr_retry = 7, .sq_psn = 0, .max_rd_atomic = 1};
+    if (ibv_modify_qp(rig->qp, &attr,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+        die("ibv_modify_qp RTS");
+}
+
+static void close_rig(struct rig *rig) {
+    if (ibv_destroy_qp(rig->qp) || ibv_dereg_mr(rig->mr) || ibv_destroy_cq(rig->cq) ||
+        ibv_dealloc_pd(rig->pd) || ibv_close_device(rig->context))
+        die("destroying");
+    free(rig->buffer);
+}
+
+static int post_write(struct rig *rig, uint64_t wr_id, int signaled) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE,
+                             .send_flags = signaled ? IBV_SEND_SIGNALED : 0,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = rig->mr->rkey}};
+    struct ibv_send_wr *bad;
+    return ibv_post_send(rig->qp, &wr, &bad);
+}
+
+static void post_receive(struct rig *rig, uint64_t wr_id) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 1024, .lkey = rig->mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
+    if (ibv_post_recv(rig->qp, &wr, &bad)) die("ibv_post_recv");
+}
+
+/* Polls until `count` completions, each successful. */
+static void poll_completions(struct rig *rig, int count) {
+    struct ibv_wc wc;
+    while (count > 0) {
+        int n = ibv_poll_cq(rig->cq, 1, &wc);
+        if (n < 0) die("ibv_poll_cq");
+        if (n == 1 && wc.status != IBV_WC_SUCCESS) {
+            fprintf(stderr, "completion %s\n", ibv_wc_status_str(wc.status));
+            exit(1);
+        }
+        count -= n;
+    }
+}
+
+/* post-in-wrong-state: a send on a QP left in INIT. */
+__attribute__((noinline)) void send_before_rts(struct rig *rig) {
+    to_init(rig);
+    if (post_write(rig, 1, 1) == 0) {
+        fprintf(stderr, "ibv_post_send in INIT succeeded\n");
+        exit(1);
+    }
+}
+
+__attribute__((noinline)) void send_after_rts(struct rig *rig) {
+    connect_self(rig);
+    if (post_write(rig, 1, 1)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+/* send-queue-unsignaled: four queues' worth of writes, none signaled. */
+__attribute__((noinline)) void post_unsignaled_only(struct rig *rig) {
+    connect_self(rig);
+    for (int i = 0; i < 4 * DEPTH;) {
+        if (post_write(rig, i, 0) == 0)
+            ++i;
+        else
+            usleep(100); /* uroce frees slots as it sends, as rxe: no ENOMEM for long */
+    }
+    post_write(rig, 999, 1);
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void post_signaled_every_eighth(struct rig *rig) {
+    connect_self(rig);
+    for (int i = 1; i <= 4 * DEPTH; ++i) {
+        if (post_write(rig, i, i % 8 == 0)) die("ibv_post_send");
+        if (i % 8 == 0) poll_completions(rig, 1);
+    }
+}
+
+/* dereg-in-use: a receive still posted when its MR goes. */
+__attribute__((noinline)) void dereg_under_a_receive(struct rig *rig) {
+    connect_self(rig);
+    post_receive(rig, 7);
+    if (ibv_dereg_mr(rig->mr)) die("ibv_dereg_mr");
+    rig->mr = ibv_reg_mr(rig->pd, rig->buffer, BYTES, IBV_ACCESS_LOCAL_WRITE);
+    if (!rig->mr) die("ibv_reg_mr");
+}
+
+__attribute__((noinline)) void dereg_after_the_receive(struct rig *rig) {
+    connect_self(rig);
+    post_receive(rig, 7);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 2048, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 8, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    poll_completions(rig, 2); /* the send's and the receive's */
+    if (ibv_dereg_mr(rig->mr)) die("ibv_dereg_mr");
+    rig->mr = ibv_reg_mr(rig->pd, rig->buffer, BYTES, IBV_ACCESS_LOCAL_WRITE);
+    if (!rig->mr) die("ibv_reg_mr");
+}
+
+/* leak: the program exits with its objects alive. */
+__attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
+    (void)rig;
+    exit(0);
+}
+
+struct test_case {
+    const char *name;
+    void (*run)(struct rig *);
+};
+
+static const struct test_case kCases[] = {
+    {"wrong-state", send_before_rts},        {"wrong-state-twin", send_after_rts},
+    {"unsignaled", post_unsignaled_only},    {"unsignaled-twin", post_signaled_every_eighth},
+    {"dereg-in-use", dereg_under_a_receive}, {"dereg-in-use-twin", dereg_after_the_receive},
+    {"leak", exit_without_cleanup},          {"leak-twin", NULL},
+};
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: check_programs DEVICE CASE\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
+        if (strcmp(argv[2], kCases[i].name)) continue;
+        struct rig rig = {0};
+        open_rig(argv[1], &rig);
+        if (kCases[i].run) kCases[i].run(&rig);
+        close_rig(&rig);
+        return 0;
+    }
+    fprintf(stderr, "check_programs: no case '%s'\n", argv[2]);
+    return 2;
+}

@@ -1,0 +1,129 @@
+"""Check mode (docs/check.md): each class of misuse has a program with the
+bug and a correct twin (check_programs.c); the bug is reported with its
+class and the program's call site, the twin is not, UROCE_CHECK=abort makes
+the bug fatal, and the daemon keeps the findings for `uroce check`."""
+
+import json
+import re
+import unittest
+
+import harness
+
+# class -> the function of check_programs.c where the bug is
+CASES = {
+    "post-in-wrong-state": ("wrong-state", "send_before_rts"),
+    "send-queue-unsignaled": ("unsignaled", "post_unsignaled_only"),
+    "dereg-in-use": ("dereg-in-use", "dereg_under_a_receive"),
+    "leak": ("leak", "exit_without_cleanup"),
+}
+
+
+def programs():
+    return harness.required_path("UROCE_CHECK_PROGRAMS")
+
+
+class CheckModeTest(harness.DaemonTestCase):
+
+    def run_case(self, case, mode="report"):
+        env = dict(self.daemon.env(), UROCE_CHECK=mode)
+        return harness.run_program([programs(), "uroce0", case], env, log=self.daemon.log)
+
+    def reports(self, stderr):
+        """(class, text) of each report in a program's stderr."""
+        found = []
+        for block in stderr.split("==ERROR: uroce check: ")[1:]:
+            found.append((block.split(" ", 1)[0], block))
+        return found
+
+    def test_each_bug_is_reported_with_its_class_and_call_site(self):
+        for kind, (case, function) in CASES.items():
+            with self.subTest(kind=kind):
+                result = self.run_case(case)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                reports = self.reports(result.stderr)
+                self.assertEqual([k for k, _ in reports], [kind], result.stderr)
+                text = reports[0][1]
+                self.assertIn(" in %s+0x" % function, text, "the call site is named")
+                for part in ("  A NIC: ", "  Fix: ", "SUMMARY: uroce check: " + kind):
+                    self.assertIn(part, text)
+
+    def test_the_correct_twins_are_not_reported(self):
+        for kind, (case, _) in CASES.items():
+            with self.subTest(kind=kind):
+                result = self.run_case(case + "-twin")
+                self.assertEqual(result.returncode, 0, result.stderr)
+                self.assertNotIn("uroce check", result.stderr)
+
+    def test_what_each_report_says(self):
+        unsignaled = self.reports(self.run_case("unsignaled").stderr)[0][1]
+        # The queue's depth is what ibv_create_qp gave (16 asked for, rounded up).
+        self.assertRegex(unsignaled, r"ibv_post_send: (\d+) work requests are on a send "
+                                 r"queue of (\d+), \1 of them posted since the last signaled "
+                                 r"one \(none was signaled\)")
+        on_queue, depth = re.search(r"(\d+) work requests are on a send queue of (\d+)",
+                                    unsignaled).groups()
+        self.assertEqual(int(on_queue), int(depth) + 1)
+        self.assertGreaterEqual(int(depth), 16)
+        self.assertIn("ENOMEM", unsignaled)
+        wrong = self.reports(self.run_case("wrong-state").stderr)[0][1]
+        self.assertIn("ibv_post_send on a QP in INIT: ibv_modify_qp moved it RESET -> INIT.",
+                      wrong)
+        dereg = self.reports(self.run_case("dereg-in-use").stderr)[0][1]
+        self.assertRegex(dereg, r"ibv_dereg_mr of the MR with lkey 0x[0-9a-f]+ \(4096 bytes at "
+                                r"0x[0-9a-f]+\) while a receive work request \(wr_id 0x7\)")
+        leak = self.reports(self.run_case("leak").stderr)[0][1]
+        self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
+        for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
+            self.assertIn(line, leak)
+
+    def test_abort_makes_the_first_finding_fatal(self):
+        for kind, (case, _) in CASES.items():
+            with self.subTest(kind=kind):
+                result = self.run_case(case, mode="abort")
+                self.assertNotEqual(result.returncode, 0, result.stderr)
+                self.assertIn("UROCE_CHECK=abort: aborting", result.stderr)
+                self.assertEqual(len(self.reports(result.stderr)), 1, result.stderr)
+
+    def test_log_mode_leaves_stderr_alone_and_the_daemon_keeps_the_finding(self):
+        result = self.run_case("wrong-state", mode="log")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertNotIn("uroce check", result.stderr)
+        kept = self.findings()["kept"]
+        self.assertTrue(any(f["kind"] == "post-in-wrong-state" and
+                            " in send_before_rts+0x" in f["text"] for f in kept), kept)
+        self.assertIn("check: client pid", self.daemon.log())
+
+    def test_off_reports_nothing(self):
+        for mode in ("off", "0"):
+            result = self.run_case("unsignaled", mode=mode)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertNotIn("uroce check", result.stderr)
+
+    def findings(self):
+        tool = harness.tool_path()
+        if not tool:
+            self.fail("the uroce command is not built (UROCE_TOOL is not set)")
+        result = harness.run_program([tool, "check", "--json"],
+                                     harness.tool_environment(self.daemon.runtime_dir))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return json.loads(result.stdout)
+
+
+class DaemonCheckFlagTest(harness.DaemonTestCase):
+    """uroced --check: every client checks, with nothing in its environment."""
+
+    daemon_args = ("--check",)
+
+    def test_every_client_checks(self):
+        env = self.daemon.env()
+        env.pop("UROCE_CHECK", None)
+        result = harness.run_program([programs(), "uroce0", "leak"], env, log=self.daemon.log)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("==ERROR: uroce check: leak", result.stderr)
+        env["UROCE_CHECK"] = "off"
+        result = harness.run_program([programs(), "uroce0", "leak"], env, log=self.daemon.log)
+        self.assertNotIn("uroce check", result.stderr, "UROCE_CHECK=off has the last word")
+
+
+if __name__ == "__main__":
+    unittest.main()
