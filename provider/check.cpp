@@ -228,9 +228,9 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
              " work requests are on a send queue of " + std::to_string(state.sq_depth) + ", " +
              std::to_string(run) + " of them posted since the last signaled one" +
              (run == state.sends.size() ? " (none was signaled)" : "") + ".",
-         "a NIC frees a send queue's slots only when it reports a completion for a signaled work "
-         "request at or after them (mlx5): with no signaled completion polled the queue fills and "
-         "ibv_post_send fails with ENOMEM",
+         "send queue slots are freed only when a completion for a signaled work request at or "
+         "after them is polled (mlx5): with none the queue fills and ibv_post_send fails with "
+         "ENOMEM",
          "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll its "
          "completion before the queue fills"});
 }
