@@ -19,7 +19,14 @@ enum KindBit : uint32_t {
     kWrongStateSend = 1,
     kWrongStateRecv = 2,
     kUnsignaled = 4,
+    kBadKey = 8,
 };
+
+// The send opcodes whose gather list the NIC writes into.
+bool writes_locally(ibv_wr_opcode opcode) {
+    return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 const char* state_name(ibv_qp_state state) {
     switch (state) {
@@ -148,9 +155,93 @@ void CheckState::qp_created(ibv_qp* qp, uint32_t sq_depth, bool signal_all) {
     live_[qp] = {next_object_++, "QP " + hex(qp->qp_num) + " (" + qp_type_name(qp->qp_type) + ")"};
 }
 
-void CheckState::mr_created(const ibv_mr* mr) {
+void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access) {
     created(mr, "MR lkey " + hex(mr->lkey) + ", " + std::to_string(mr->length) + " bytes at " +
                     hex(reinterpret_cast<uintptr_t>(mr->addr)));
+    std::lock_guard lock(lock_);
+    mrs_[mr->lkey] = {mr->pd->handle, iova, mr->length, access};
+}
+
+void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags, const ibv_pd* pd,
+                                 uint64_t iova, uint64_t length, int access) {
+    std::lock_guard lock(lock_);
+    const auto it = mrs_.find(old_lkey);
+    if (it == mrs_.end()) {
+        return;
+    }
+    MrKey key = it->second;
+    mrs_.erase(it);
+    if (flags & IBV_REREG_MR_CHANGE_PD) {
+        key.pd_handle = pd->handle;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        key.iova = iova;
+        key.length = length;
+    }
+    if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        key.access = access;
+    }
+    mrs_[new_lkey] = key;
+}
+
+void CheckState::mr_destroyed(const ibv_mr* mr) {
+    destroyed(mr);
+    std::lock_guard lock(lock_);
+    mrs_.erase(mr->lkey);
+}
+
+void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count,
+                            bool writes, const char* verb, uint64_t wr_id) {
+    for (int i = 0; i < count && !(qp.reported & kBadKey); ++i) {
+        const ibv_sge& sge = sges[i];
+        if (sge.length == 0) {
+            continue;
+        }
+        const auto it = mrs_.find(sge.lkey);
+        std::string wrong;
+        if (it == mrs_.end()) {
+            wrong = "names no MR of this device context";
+        } else if (pd && it->second.pd_handle != pd->handle) {
+            wrong = "is an MR of another protection domain than the QP's";
+        } else if (sge.addr < it->second.iova || sge.addr - it->second.iova > it->second.length ||
+                   sge.length > it->second.length - (sge.addr - it->second.iova)) {
+            wrong = "covers " + std::to_string(it->second.length) + " bytes from " +
+                    hex(it->second.iova) + ", and the element reaches beyond them";
+        } else if (writes && !(it->second.access & IBV_ACCESS_LOCAL_WRITE)) {
+            wrong = "lacks IBV_ACCESS_LOCAL_WRITE, and the NIC writes into this element";
+        } else {
+            continue;
+        }
+        report_once(qp, kBadKey,
+                    {"bad-local-key", qp.qpn,
+                     std::string(verb) + ": element " + std::to_string(i) + " of wr_id " +
+                         hex(wr_id) + " (" + std::to_string(sge.length) + " bytes at " +
+                         hex(sge.addr) + ", lkey " + hex(sge.lkey) + "): the lkey " + wrong + ".",
+                     "the work request completes with IBV_WC_LOC_PROT_ERR (or "
+                     "IBV_WC_LOC_LEN_ERR) when the NIC reaches it, and the QP goes to ERR",
+                     "name each element by the lkey of an MR of the QP's PD that covers it, "
+                     "registered with IBV_ACCESS_LOCAL_WRITE where the NIC writes"});
+    }
+}
+
+void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
+    auto* mutex = const_cast<pthread_mutex_t*>(&cq->mutex);  // libibverbs' for the count
+    pthread_mutex_lock(mutex);
+    const uint32_t acknowledged = cq->comp_events_completed;
+    pthread_mutex_unlock(mutex);
+    if (events_reported == acknowledged) {
+        return;
+    }
+    report({"unacked-events", 0,
+            "ibv_destroy_cq on a CQ of " + std::to_string(cq->cqe) + " entries whose " +
+                std::to_string(events_reported - acknowledged) + " of " +
+                std::to_string(events_reported) +
+                " completion event(s) from ibv_get_cq_event were never acknowledged.",
+            "ibv_destroy_cq waits until every event taken is acknowledged (rdma-core's "
+            "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use): the program "
+            "blocks for ever",
+            "call ibv_ack_cq_events(cq, n) for the events ibv_get_cq_event returned (it may "
+            "count them and acknowledge them at once) before destroying the CQ"});
 }
 
 void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
@@ -215,6 +306,10 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     const bool inline_data = wr.send_flags & IBV_SEND_INLINE;
+    if (!inline_data) {
+        check_keys(state, qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
+                   "ibv_post_send", wr.wr_id);
+    }
     state.sends.push_back(posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                                  inline_data ? nullptr : wr.sg_list, wr.num_sge));
     if (state.sends.size() <= state.sq_depth) {
@@ -237,11 +332,15 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
 
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
-    qps_[qp].receives.push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+    QpState& state = qps_[qp];
+    check_keys(state, qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
+    state.receives.push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
 }
 
 void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
+    QpState none;  // an SRQ's finding is reported each time
+    check_keys(none, srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
     srq_receives_[srq].push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
 }
 

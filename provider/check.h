@@ -65,7 +65,13 @@ class CheckState {
 
     // Objects, for the leak report at ibv_close_device or exit.
     void created(const void* object, std::string description);
-    void mr_created(const ibv_mr* mr);
+    // `iova`: the address work requests name its first byte by.
+    void mr_created(const ibv_mr* mr, uint64_t iova, int access);
+    // ibv_rereg_mr changed what `flags` say (libibverbs updates the ibv_mr
+    // after the provider): the MR had `old_lkey` and has `new_lkey`.
+    void mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags, const ibv_pd* pd,
+                         uint64_t iova, uint64_t length, int access);
+    void mr_destroyed(const ibv_mr* mr);
     void destroyed(const void* object);
 
     // `sq_depth`: max_send_wr as created; `signal_all`: sq_sig_all.
@@ -85,13 +91,29 @@ class CheckState {
 
     // Before ibv_dereg_mr: reports posted work that still names its keys.
     void deregistering(const ibv_mr* mr);
+    // Before ibv_destroy_cq: reports completion events got and never
+    // acknowledged, for which a kernel's destroy waits for ever.
+    void destroying_cq(const ibv_cq* cq, uint32_t events_reported);
 
     // What is still alive, reported as leaks: at ibv_close_device
     // (`closing`) or at exit (by the process that opened the device only).
     void report_leaks(bool closing);
 
   private:
+    // What work requests' lkeys are checked against.
+    struct MrKey {
+        uint32_t pd_handle;
+        uint64_t iova;
+        uint64_t length;
+        int access;
+    };
+
     QpState* find_qp(uint32_t qpn);
+    // Reports the first gather or scatter element whose lkey names no MR,
+    // an MR of another PD, bytes beyond it, or lacks IBV_ACCESS_LOCAL_WRITE
+    // where the NIC writes (`writes`).
+    void check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count, bool writes,
+                    const char* verb, uint64_t wr_id);
     void report(const Finding& finding);
     // Reports `finding` once per QP and kind (bit `kind_bit`).
     void report_once(QpState& qp, uint32_t kind_bit, const Finding& finding);
@@ -104,6 +126,7 @@ class CheckState {
     std::map<ibv_qp*, QpState> qps_;
     std::map<uint32_t, ibv_qp*> by_qpn_;
     std::map<const void*, std::deque<Posted>> srq_receives_;  // by ibv_srq*
+    std::map<uint32_t, MrKey> mrs_;                           // by lkey
     uint64_t next_object_ = 0;
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
 };

@@ -36,6 +36,7 @@ struct ProviderCq {
     SharedRing ring;                       // Cqe entries, then queues::CqState
     queues::Cqe current;                   // ibv_cq_ex: the completion being read
     std::atomic<uint32_t> empty_polls{0};  // in a row, since the last completion
+    std::atomic<uint32_t> events{0};       // completion events ibv_get_cq_event returned
 };
 
 // The ibv_wr_* batch under way on a QP, from ibv_wr_start to

@@ -111,6 +111,9 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 }
 
 int destroy_cq(ibv_cq* cq) {
+    if (check::CheckState* check = checking(cq->context)) {
+        check->destroying_cq(cq, to_cq(cq)->events.load());
+    }
     if (int error =
             client_of(cq->context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{cq->handle})) {
         return report(cq->context, "destroy_cq", error);
@@ -122,7 +125,10 @@ int destroy_cq(ibv_cq* cq) {
     return 0;
 }
 
-void cq_event(ibv_cq*) {}
+// libibverbs' ibv_get_cq_event calls this for each event it returns.
+void cq_event(ibv_cq* cq) {
+    ++to_cq(cq)->events;
+}
 
 }  // namespace uroce
 

@@ -150,9 +150,6 @@ ibv_mr* new_mr(ibv_pd* pd, void* addr, size_t length, int access, const rpc::Reg
     vmr->ibv_mr = {pd->context, pd, addr, length, reply.handle, reply.lkey, reply.rkey};
     vmr->mr_type = IBV_MR_TYPE_MR;
     vmr->access = access;
-    if (check::CheckState* check = checking(pd->context)) {
-        check->mr_created(&vmr->ibv_mr);
-    }
     return &vmr->ibv_mr;
 }
 
@@ -200,6 +197,9 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t hca_va, int acces
         return nullptr;
     }
     ibv_mr* mr = new_mr(pd, addr, length, access, reply);
+    if (check::CheckState* check = checking(pd->context); check && mr) {
+        check->mr_created(mr, hca_va, access);
+    }
     // On-demand paging may name memory not mapped yet (an implicit MR all of it).
     if (mr && !(access & IBV_ACCESS_ON_DEMAND)) {
         to_context(pd->context)->local_memory.add(mr->lkey, hca_va, addr, length);
@@ -215,7 +215,11 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsign
         report(pd->context, "reg_dm_mr", error);
         return nullptr;
     }
-    return new_mr(pd, nullptr, length, static_cast<int>(access), reply);
+    ibv_mr* mr = new_mr(pd, nullptr, length, static_cast<int>(access), reply);
+    if (check::CheckState* check = checking(pd->context); check && mr) {
+        check->mr_created(mr, 0, static_cast<int>(access));  // zero-based
+    }
+    return mr;
 }
 
 ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
@@ -287,10 +291,15 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, size_t length, in
         }
         local.add(reply.lkey, region.iova, region.addr, region.length);
     }
+    const uint32_t old_lkey = mr.lkey;
     mr.lkey = reply.lkey;
     mr.rkey = reply.rkey;
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
         vmr->access = access;
+    }
+    if (check::CheckState* check = checking(mr.context)) {
+        check->mr_reregistered(old_lkey, mr.lkey, flags, pd, reinterpret_cast<uintptr_t>(addr),
+                               length, access);
     }
     return 0;
 }
@@ -322,7 +331,7 @@ int dereg_mr(verbs_mr* vmr) {
     }
     to_context(context)->local_memory.remove(vmr->ibv_mr.lkey);
     if (check) {
-        check->destroyed(&vmr->ibv_mr);
+        check->mr_destroyed(&vmr->ibv_mr);
     }
     free(vmr);
     return 0;

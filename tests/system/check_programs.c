@@ -15,6 +15,7 @@
 
 struct rig {
     struct ibv_context *context;
+    struct ibv_comp_channel *channel;
     struct ibv_pd *pd;
     struct ibv_cq *cq;
     struct ibv_qp *qp;
@@ -36,7 +37,9 @@ static void open_rig(const char *name, struct rig *rig) {
     ibv_free_device_list(devices);
     if (!rig->context) die("ibv_open_device");
     if (!(rig->pd = ibv_alloc_pd(rig->context))) die("ibv_alloc_pd");
-    if (!(rig->cq = ibv_create_cq(rig->context, 4 * DEPTH, NULL, NULL, 0))) die("ibv_create_cq");
+    if (!(rig->channel = ibv_create_comp_channel(rig->context))) die("ibv_create_comp_channel");
+    if (!(rig->cq = ibv_create_cq(rig->context, 4 * DEPTH, NULL, rig->channel, 0)))
+        die("ibv_create_cq");
     struct ibv_qp_init_attr attr = {
         .send_cq = rig->cq, .recv_cq = rig->cq, .qp_type = IBV_QPT_RC,
         .cap = {.max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1, .max_recv_sge = 1}};
@@ -76,9 +79,10 @@ static void connect_self(struct rig *rig) {
         die("ibv_modify_qp RTS");
 }
 
-static void close_rig(struct rig *rig) {
+__attribute__((noinline)) void close_rig(struct rig *rig) {
     if (ibv_destroy_qp(rig->qp) || ibv_dereg_mr(rig->mr) || ibv_destroy_cq(rig->cq) ||
-        ibv_dealloc_pd(rig->pd) || ibv_close_device(rig->context))
+        ibv_destroy_comp_channel(rig->channel) || ibv_dealloc_pd(rig->pd) ||
+        ibv_close_device(rig->context))
         die("destroying");
     free(rig->buffer);
 }
@@ -172,6 +176,51 @@ __attribute__((noinline)) void dereg_after_the_receive(struct rig *rig) {
     if (!rig->mr) die("ibv_reg_mr");
 }
 
+/* bad-local-key: a gather element longer than its MR. */
+__attribute__((noinline)) void write_beyond_the_mr(struct rig *rig) {
+    connect_self(rig);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = BYTES + 64,
+                          .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 5, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if (wc.status == IBV_WC_SUCCESS) {
+        fprintf(stderr, "a write beyond its MR succeeded\n");
+        exit(1);
+    }
+}
+
+__attribute__((noinline)) void write_within_the_mr(struct rig *rig) {
+    connect_self(rig);
+    if (post_write(rig, 5, 1)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+/* unacked-events: a completion event taken and never acknowledged when
+ * the CQ is destroyed (in close_rig). */
+static void take_an_event(struct rig *rig) {
+    connect_self(rig);
+    if (ibv_req_notify_cq(rig->cq, 0)) die("ibv_req_notify_cq");
+    if (post_write(rig, 6, 1)) die("ibv_post_send");
+    struct ibv_cq *cq;
+    void *cq_context;
+    if (ibv_get_cq_event(rig->channel, &cq, &cq_context)) die("ibv_get_cq_event");
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void event_not_acknowledged(struct rig *rig) {
+    take_an_event(rig);
+}
+
+__attribute__((noinline)) void event_acknowledged(struct rig *rig) {
+    take_an_event(rig);
+    ibv_ack_cq_events(rig->cq, 1);
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -187,6 +236,8 @@ static const struct test_case kCases[] = {
     {"wrong-state", send_before_rts},        {"wrong-state-twin", send_after_rts},
     {"unsignaled", post_unsignaled_only},    {"unsignaled-twin", post_signaled_every_eighth},
     {"dereg-in-use", dereg_under_a_receive}, {"dereg-in-use-twin", dereg_after_the_receive},
+    {"bad-key", write_beyond_the_mr},        {"bad-key-twin", write_within_the_mr},
+    {"unacked", event_not_acknowledged},     {"unacked-twin", event_acknowledged},
     {"leak", exit_without_cleanup},          {"leak-twin", NULL},
 };
 

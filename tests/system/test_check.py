@@ -14,6 +14,8 @@ CASES = {
     "post-in-wrong-state": ("wrong-state", "send_before_rts"),
     "send-queue-unsignaled": ("unsignaled", "post_unsignaled_only"),
     "dereg-in-use": ("dereg-in-use", "dereg_under_a_receive"),
+    "bad-local-key": ("bad-key", "write_beyond_the_mr"),
+    "unacked-events": ("unacked", "close_rig"),  # where it destroys the CQ
     "leak": ("leak", "exit_without_cleanup"),
 }
 
@@ -71,6 +73,13 @@ class CheckModeTest(harness.DaemonTestCase):
         dereg = self.reports(self.run_case("dereg-in-use").stderr)[0][1]
         self.assertRegex(dereg, r"ibv_dereg_mr of the MR with lkey 0x[0-9a-f]+ \(4096 bytes at "
                                 r"0x[0-9a-f]+\) while a receive work request \(wr_id 0x7\)")
+        bad_key = self.reports(self.run_case("bad-key").stderr)[0][1]
+        self.assertRegex(bad_key, r"ibv_post_send: element 0 of wr_id 0x5 \(4160 bytes at "
+                                  r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the lkey covers 4096 bytes "
+                                  r"from 0x[0-9a-f]+, and the element reaches beyond them\.")
+        unacked = self.reports(self.run_case("unacked").stderr)[0][1]
+        self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
+                      "acknowledged", unacked)
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
