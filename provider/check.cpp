@@ -142,17 +142,57 @@ void CheckState::destroyed(const void* object) {
     std::lock_guard lock(lock_);
     live_.erase(object);
     srq_receives_.erase(object);
+    cq_pending_.erase(object);
+    cqs_reported_.erase(object);
 }
 
-void CheckState::qp_created(ibv_qp* qp, uint32_t sq_depth, bool signal_all) {
+void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     state.qpn = qp->qp_num;
-    state.sq_depth = sq_depth;
+    state.sq_depth = cap.max_send_wr;
+    state.send_cq = qp->send_cq;
+    state.recv_cq = qp->recv_cq;
     state.srq = qp->srq;
     state.signal_all = signal_all;
     by_qpn_[qp->qp_num] = qp;
     live_[qp] = {next_object_++, "QP " + hex(qp->qp_num) + " (" + qp_type_name(qp->qp_type) + ")"};
+}
+
+void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn) {
+    if (!cq) {
+        return;
+    }
+    uint64_t& pending = cq_pending_[cq];
+    pending = completions < 0 && pending < static_cast<uint64_t>(-completions)
+                  ? 0
+                  : pending + completions;
+    if (completions <= 0 || pending <= static_cast<uint64_t>(std::max(cq->cqe, 0)) ||
+        cqs_reported_[cq]) {
+        return;
+    }
+    cqs_reported_[cq] = true;
+    uint64_t sends = 0;
+    uint64_t receives = 0;
+    for (const auto& [ibqp, qp] : qps_) {
+        if (qp.send_cq == cq) {
+            sends += std::count_if(qp.sends.begin(), qp.sends.end(),
+                                   [](const Posted& work) { return work.signaled; });
+        }
+        if (qp.recv_cq == cq) {
+            receives += qp.receives.size();
+        }
+    }
+    report({"cq-overrun", qpn,
+            "the CQ of " + std::to_string(cq->cqe) + " entries may have to hold " +
+                std::to_string(pending) + " completions before the program polls it: " +
+                std::to_string(sends) + " signaled send(s) and " + std::to_string(receives) +
+                " receive(s) are posted on the queues that complete into it and not polled.",
+            "each completion is written into the CQ when its work completes, polled or not; "
+            "past the CQ's size it overruns: IBV_EVENT_CQ_ERR, and its QPs go to ERR",
+            "create the CQ with room for every completion that can be due at once (the signaled "
+            "sends and receives the program keeps posted on its queues), or poll it before "
+            "posting more"});
 }
 
 void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access) {
@@ -254,15 +294,25 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
     state.history.push_back(std::string(state_name(from)) + " -> " + state_name(to));
     if (to == IBV_QPS_RESET) {
         // The queues are emptied, and what was posted is gone with them.
-        state.sends.clear();
-        state.receives.clear();
+        forget_posted(state);
         state.error_cause.clear();
     }
+}
+
+void CheckState::forget_posted(QpState& qp) {
+    add_pending(qp.send_cq,
+                -std::count_if(qp.sends.begin(), qp.sends.end(),
+                               [](const Posted& work) { return work.signaled; }),
+                qp.qpn);
+    add_pending(qp.recv_cq, -static_cast<int64_t>(qp.receives.size()), qp.qpn);
+    qp.sends.clear();
+    qp.receives.clear();
 }
 
 void CheckState::qp_destroyed(ibv_qp* qp) {
     std::lock_guard lock(lock_);
     live_.erase(qp);
+    forget_posted(qps_[qp]);
     by_qpn_.erase(qp->qp_num);
     qps_.erase(qp);
 }
@@ -312,6 +362,9 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
     }
     state.sends.push_back(posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                                  inline_data ? nullptr : wr.sg_list, wr.num_sge));
+    if (state.sends.back().signaled) {
+        add_pending(state.send_cq, 1, state.qpn);
+    }
     if (state.sends.size() <= state.sq_depth) {
         return;
     }
@@ -335,6 +388,7 @@ void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     QpState& state = qps_[qp];
     check_keys(state, qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
     state.receives.push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+    add_pending(state.recv_cq, 1, state.qpn);
 }
 
 void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
@@ -361,6 +415,9 @@ void CheckState::completed(const ibv_wc& wc) {
                                      [&wc](const Posted& work) { return work.wr_id == wc.wr_id; });
         if (it != queue.end()) {
             queue.erase(it);
+            if (!qp->srq) {
+                add_pending(qp->recv_cq, -1, qp->qpn);
+            }
         }
         return;
     }
@@ -368,6 +425,7 @@ void CheckState::completed(const ibv_wc& wc) {
     if (wc.status != IBV_WC_SUCCESS) {
         // An error or a flush completes one work request, signaled or not.
         if (!sends.empty()) {
+            add_pending(qp->send_cq, sends.front().signaled ? -1 : 0, qp->qpn);
             sends.pop_front();
         }
         return;
@@ -377,6 +435,7 @@ void CheckState::completed(const ibv_wc& wc) {
         const bool signaled = sends.front().signaled;
         sends.pop_front();
         if (signaled) {
+            add_pending(qp->send_cq, -1, qp->qpn);
             break;
         }
     }

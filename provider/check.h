@@ -46,7 +46,9 @@ struct Posted {
 // A QP's part of the state (check.cpp).
 struct QpState {
     uint32_t qpn = 0;
-    uint32_t sq_depth = 0;             // max_send_wr as created
+    uint32_t sq_depth = 0;  // max_send_wr as created
+    const ibv_cq* send_cq = nullptr;
+    const ibv_cq* recv_cq = nullptr;
     std::deque<Posted> sends;          // in posting order, until completed
     std::deque<Posted> receives;       // its own receive queue's
     ibv_srq* srq = nullptr;            // whose queue takes its receives
@@ -74,8 +76,8 @@ class CheckState {
     void mr_destroyed(const ibv_mr* mr);
     void destroyed(const void* object);
 
-    // `sq_depth`: max_send_wr as created; `signal_all`: sq_sig_all.
-    void qp_created(ibv_qp* qp, uint32_t sq_depth, bool signal_all);
+    // The depths as created (ibv_qp_cap); `signal_all`: sq_sig_all.
+    void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all);
     void qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to);
     void qp_destroyed(ibv_qp* qp);
 
@@ -109,6 +111,11 @@ class CheckState {
     };
 
     QpState* find_qp(uint32_t qpn);
+    // Counts `completions` more (or fewer) due on `cq` and not polled;
+    // reports (once per CQ) when they pass its size.
+    void add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn);
+    // The QP's posted work is gone (reset, destroyed).
+    void forget_posted(QpState& qp);
     // Reports the first gather or scatter element whose lkey names no MR,
     // an MR of another PD, bytes beyond it, or lacks IBV_ACCESS_LOCAL_WRITE
     // where the NIC writes (`writes`).
@@ -127,6 +134,8 @@ class CheckState {
     std::map<uint32_t, ibv_qp*> by_qpn_;
     std::map<const void*, std::deque<Posted>> srq_receives_;  // by ibv_srq*
     std::map<uint32_t, MrKey> mrs_;                           // by lkey
+    std::map<const void*, uint64_t> cq_pending_;              // by ibv_cq*
+    std::map<const void*, bool> cqs_reported_;                // by ibv_cq*
     uint64_t next_object_ = 0;
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
 };

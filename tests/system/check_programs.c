@@ -221,6 +221,33 @@ __attribute__((noinline)) void event_acknowledged(struct rig *rig) {
     ibv_ack_cq_events(rig->cq, 1);
 }
 
+/* cq-overrun: DEPTH receives posted on a QP whose CQ holds 4 (7, rounded). */
+static void post_receives_on(struct rig *rig, int cq_entries) {
+    struct ibv_cq *cq = ibv_create_cq(rig->context, cq_entries, NULL, NULL, 0);
+    if (!cq) die("ibv_create_cq");
+    struct ibv_qp_init_attr attr = {
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp *qp = ibv_create_qp(rig->pd, &attr);
+    if (!qp) die("ibv_create_qp");
+    struct ibv_qp *rig_qp = rig->qp;
+    rig->qp = qp;
+    connect_self(rig);
+    for (int i = 0; i < DEPTH; ++i) post_receive(rig, i);
+    rig->qp = rig_qp;
+    if (ibv_destroy_qp(qp) || ibv_destroy_cq(cq)) die("destroying");
+}
+
+__attribute__((noinline)) void post_more_than_the_cq_holds(struct rig *rig) {
+    post_receives_on(rig, 4);
+    __asm__ volatile("" ::: "memory"); /* no tail call: this frame stays on the stack */
+}
+
+__attribute__((noinline)) void post_what_the_cq_holds(struct rig *rig) {
+    post_receives_on(rig, DEPTH);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -238,6 +265,7 @@ static const struct test_case kCases[] = {
     {"dereg-in-use", dereg_under_a_receive}, {"dereg-in-use-twin", dereg_after_the_receive},
     {"bad-key", write_beyond_the_mr},        {"bad-key-twin", write_within_the_mr},
     {"unacked", event_not_acknowledged},     {"unacked-twin", event_acknowledged},
+    {"cq-small", post_more_than_the_cq_holds}, {"cq-small-twin", post_what_the_cq_holds},
     {"leak", exit_without_cleanup},          {"leak-twin", NULL},
 };
 

@@ -16,6 +16,7 @@ CASES = {
     "dereg-in-use": ("dereg-in-use", "dereg_under_a_receive"),
     "bad-local-key": ("bad-key", "write_beyond_the_mr"),
     "unacked-events": ("unacked", "close_rig"),  # where it destroys the CQ
+    "cq-overrun": ("cq-small", "post_more_than_the_cq_holds"),
     "leak": ("leak", "exit_without_cleanup"),
 }
 
