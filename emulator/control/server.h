@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
-#include "control/check_findings.h"
 #include "console/console.h"
+#include "control/check_findings.h"
 #include "control/qp_snapshot.h"
 #include "device/device.h"
 #include "netlink/nldev.h"
