@@ -19,51 +19,71 @@ namespace {
 constexpr int kMaxFrames = 32;
 constexpr int kFramesShown = 8;
 
-// Frames of the provider and of libibverbs are the verb's insides, not the
-// program's call site; so are libc's on the way out of exit().
-bool inside_the_verbs(const Dl_info& info) {
+// Where a frame is: the verb's insides (the provider, libibverbs, a
+// sanitizer's runtime that intercepts backtrace()), libc (exit() running
+// the leak report), or the program.
+enum class Place { kVerbs, kLibc, kProgram };
+
+Place place_of(const Dl_info& info) {
     static Dl_info self{};
     static const bool known = dladdr(reinterpret_cast<void*>(&mode_for), &self) != 0;
     if (known && info.dli_fbase == self.dli_fbase) {
-        return true;
+        return Place::kVerbs;
     }
-    // libc's, above the program: exit() running the report of leaks.
     const std::string_view file = info.dli_fname ? info.dli_fname : "";
-    return file.find("libibverbs.so") != std::string_view::npos ||
-           file.find("/libc.so") != std::string_view::npos;
+    for (const char* inside : {"libibverbs.so", "libasan.so", "libubsan.so", "libtsan.so"}) {
+        if (file.find(inside) != std::string_view::npos) {
+            return Place::kVerbs;
+        }
+    }
+    return file.find("/libc.so") != std::string_view::npos ? Place::kLibc : Place::kProgram;
+}
+
+std::string frame_line(int number, uintptr_t pc, const Dl_info& info) {
+    char line[512];
+    const char* module = info.dli_fname ? info.dli_fname : "?";
+    const auto module_offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
+    if (info.dli_sname) {
+        snprintf(line, sizeof(line), "    #%d 0x%zx in %s+0x%zx (%s+0x%zx)\n", number, pc,
+                 info.dli_sname, pc - reinterpret_cast<uintptr_t>(info.dli_saddr), module,
+                 module_offset);
+    } else {
+        snprintf(line, sizeof(line), "    #%d 0x%zx (%s+0x%zx)\n", number, pc, module,
+                 module_offset);
+    }
+    return line;
 }
 
 // "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the module's offset is
 // what `addr2line -e MODULE OFFSET` takes when the program exports no names.
+// The stack starts after the verb's last inner frame and the libc frames
+// right after it.
 std::string call_stack() {
     void* frames[kMaxFrames];
     const int count = backtrace(frames, kMaxFrames);
-    std::string text;
-    int shown = 0;
-    for (int i = 0; i < count && shown < kFramesShown; ++i) {
+    uintptr_t pcs[kMaxFrames];
+    Dl_info infos[kMaxFrames];
+    bool known[kMaxFrames];
+    int first = 0;
+    for (int i = 0; i < count; ++i) {
         // A return address points after the call: the call is one byte
         // back (after a call that does not return, the next function starts).
-        const auto pc = reinterpret_cast<uintptr_t>(frames[i]) - 1;
-        Dl_info info{};
-        if (!dladdr(reinterpret_cast<void*>(pc), &info)) {
-            continue;
+        pcs[i] = reinterpret_cast<uintptr_t>(frames[i]) - 1;
+        infos[i] = {};
+        known[i] = dladdr(reinterpret_cast<void*>(pcs[i]), &infos[i]) != 0;
+        if (known[i] && place_of(infos[i]) == Place::kVerbs) {
+            first = i + 1;
         }
-        if (shown == 0 && inside_the_verbs(info)) {
-            continue;
+    }
+    while (first < count && known[first] && place_of(infos[first]) == Place::kLibc) {
+        ++first;
+    }
+    std::string text;
+    int shown = 0;
+    for (int i = first; i < count && shown < kFramesShown; ++i) {
+        if (known[i]) {
+            text += frame_line(shown++, pcs[i], infos[i]);
         }
-        char line[512];
-        const char* module = info.dli_fname ? info.dli_fname : "?";
-        const auto module_offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
-        if (info.dli_sname) {
-            snprintf(line, sizeof(line), "    #%d 0x%zx in %s+0x%zx (%s+0x%zx)\n", shown, pc,
-                     info.dli_sname, pc - reinterpret_cast<uintptr_t>(info.dli_saddr), module,
-                     module_offset);
-        } else {
-            snprintf(line, sizeof(line), "    #%d 0x%zx (%s+0x%zx)\n", shown, pc, module,
-                     module_offset);
-        }
-        text += line;
-        ++shown;
     }
     return text.empty() ? "    (no call stack)\n" : text;
 }

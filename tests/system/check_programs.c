@@ -142,7 +142,7 @@ __attribute__((noinline)) void post_unsignaled_only(struct rig *rig) {
         else
             usleep(100); /* uroce frees slots as it sends, as rxe: no ENOMEM for long */
     }
-    post_write(rig, 999, 1);
+    while (post_write(rig, 999, 1)) usleep(100);
     poll_completions(rig, 1);
 }
 
