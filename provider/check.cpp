@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "protocol/client.h"
+#include "qp/qp_transitions.h"
 
 namespace uroce::check {
 namespace {
@@ -28,46 +29,6 @@ bool writes_locally(ibv_wr_opcode opcode) {
            opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
-const char* state_name(ibv_qp_state state) {
-    switch (state) {
-        case IBV_QPS_RESET:
-            return "RESET";
-        case IBV_QPS_INIT:
-            return "INIT";
-        case IBV_QPS_RTR:
-            return "RTR";
-        case IBV_QPS_RTS:
-            return "RTS";
-        case IBV_QPS_SQD:
-            return "SQD";
-        case IBV_QPS_SQE:
-            return "SQE";
-        case IBV_QPS_ERR:
-            return "ERR";
-        default:
-            return "UNKNOWN";
-    }
-}
-
-const char* qp_type_name(ibv_qp_type type) {
-    switch (type) {
-        case IBV_QPT_RC:
-            return "RC";
-        case IBV_QPT_UC:
-            return "UC";
-        case IBV_QPT_UD:
-            return "UD";
-        case IBV_QPT_RAW_PACKET:
-            return "raw packet";
-        case IBV_QPT_XRC_SEND:
-            return "XRC send";
-        case IBV_QPT_XRC_RECV:
-            return "XRC receive";
-        default:
-            return "other";
-    }
-}
-
 std::string hex(uint64_t value) {
     char text[24];
     snprintf(text, sizeof(text), "0x%" PRIx64, value);
@@ -77,7 +38,7 @@ std::string hex(uint64_t value) {
 // "RESET -> INIT -> RTR" from what the program did, or that it did nothing.
 std::string how_it_got_there(const QpState& qp, ibv_qp_state now) {
     if (qp.history.empty()) {
-        return std::string("it has been in ") + state_name(now) +
+        return std::string("it has been in ") + qp_state_name(now) +
                " since ibv_create_qp (no ibv_modify_qp moved it)";
     }
     std::string path = "ibv_modify_qp moved it ";
@@ -98,6 +59,11 @@ Posted posted(uint64_t wr_id, bool signaled, const ibv_sge* sges, int count) {
 bool names_key(const Posted& work, uint32_t lkey) {
     return std::any_of(work.sges.begin(), work.sges.end(),
                        [lkey](const ibv_sge& sge) { return sge.lkey == lkey && sge.length; });
+}
+
+size_t signaled_count(const std::deque<Posted>& sends) {
+    return std::count_if(sends.begin(), sends.end(),
+                         [](const Posted& work) { return work.signaled; });
 }
 
 // The work requests since the last signaled one, at the queue's end.
@@ -168,16 +134,15 @@ void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn
                   ? 0
                   : pending + completions;
     if (completions <= 0 || pending <= static_cast<uint64_t>(std::max(cq->cqe, 0)) ||
-        cqs_reported_[cq]) {
+        cqs_reported_.count(cq)) {
         return;
     }
-    cqs_reported_[cq] = true;
+    cqs_reported_.insert(cq);
     uint64_t sends = 0;
     uint64_t receives = 0;
     for (const auto& [ibqp, qp] : qps_) {
         if (qp.send_cq == cq) {
-            sends += std::count_if(qp.sends.begin(), qp.sends.end(),
-                                   [](const Posted& work) { return work.signaled; });
+            sends += signaled_count(qp.sends);
         }
         if (qp.recv_cq == cq) {
             receives += qp.receives.size();
@@ -291,7 +256,7 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
     if (state.history.size() == kHistory) {
         state.history.erase(state.history.begin());
     }
-    state.history.push_back(std::string(state_name(from)) + " -> " + state_name(to));
+    state.history.push_back(std::string(qp_state_name(from)) + " -> " + qp_state_name(to));
     if (to == IBV_QPS_RESET) {
         // The queues are emptied, and what was posted is gone with them.
         forget_posted(state);
@@ -300,10 +265,7 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
 }
 
 void CheckState::forget_posted(QpState& qp) {
-    add_pending(qp.send_cq,
-                -std::count_if(qp.sends.begin(), qp.sends.end(),
-                               [](const Posted& work) { return work.signaled; }),
-                qp.qpn);
+    add_pending(qp.send_cq, -static_cast<int64_t>(signaled_count(qp.sends)), qp.qpn);
     add_pending(qp.recv_cq, -static_cast<int64_t>(qp.receives.size()), qp.qpn);
     qp.sends.clear();
     qp.receives.clear();
@@ -324,7 +286,7 @@ void CheckState::posting_send(ibv_qp* qp) {
     if (now == IBV_QPS_RESET || now == IBV_QPS_INIT || now == IBV_QPS_RTR) {
         report_once(state, kWrongStateSend,
                     {"post-in-wrong-state", state.qpn,
-                     std::string("ibv_post_send on a QP in ") + state_name(now) + ": " +
+                     std::string("ibv_post_send on a QP in ") + qp_state_name(now) + ": " +
                          how_it_got_there(state, now) + ".",
                      "a QP sends from RTS only: the post fails with EINVAL (rxe, mlx5) and "
                      "nothing is sent",
@@ -445,45 +407,43 @@ void CheckState::completed(const ibv_wc& wc) {
 
 void CheckState::deregistering(const ibv_mr* mr) {
     std::lock_guard lock(lock_);
-    auto find_in = [mr](const std::deque<Posted>& queue) -> const Posted* {
-        const auto it = std::find_if(queue.begin(), queue.end(), [mr](const Posted& work) {
-            return names_key(work, mr->lkey);
+    const Posted* work = nullptr;
+    const char* kind = nullptr;   // of work request
+    const char* place = nullptr;  // where it is posted
+    uint32_t qpn = 0;
+    auto find_in = [&](const std::deque<Posted>& queue, const char* queue_kind,
+                       const char* queue_place, uint32_t queue_qpn) {
+        const auto it = std::find_if(queue.begin(), queue.end(), [mr](const Posted& posted) {
+            return names_key(posted, mr->lkey);
         });
-        return it == queue.end() ? nullptr : &*it;
-    };
-    for (const auto& [ibqp, qp] : qps_) {
-        for (const auto* queue : {&qp.sends, &qp.receives}) {
-            if (const Posted* work = find_in(*queue)) {
-                report({"dereg-in-use", qp.qpn,
-                        "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) + " (" +
-                            std::to_string(mr->length) + " bytes at " +
-                            hex(reinterpret_cast<uintptr_t>(mr->addr)) + ") while a " +
-                            (queue == &qp.sends ? "send" : "receive") + " work request (wr_id " +
-                            hex(work->wr_id) + ") posted on this QP names it and has not " +
-                            "completed.",
-                        "the MR is gone at once: when the NIC reaches that work request it "
-                        "fails with a local protection error and the QP goes to ERR, or, "
-                        "if the key is reused, it reads or writes memory the program no "
-                        "longer meant",
-                        "poll the completions of the work requests that use an MR (or move "
-                        "the QP to ERR and drain them) before deregistering it"});
-                return;
-            }
+        if (!work && it != queue.end()) {
+            work = &*it;
+            kind = queue_kind;
+            place = queue_place;
+            qpn = queue_qpn;
         }
+    };
+    for (auto it = qps_.begin(); it != qps_.end() && !work; ++it) {
+        find_in(it->second.sends, "send", "this QP", it->second.qpn);
+        find_in(it->second.receives, "receive", "this QP", it->second.qpn);
     }
     for (const auto& [srq, queue] : srq_receives_) {
-        if (const Posted* work = find_in(queue)) {
-            report({"dereg-in-use", 0,
-                    "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) +
-                        " while a receive work request (wr_id " + hex(work->wr_id) +
-                        ") posted on an SRQ names it and has not completed.",
-                    "the MR is gone at once: a message that reaches that receive fails with a "
-                    "local protection error",
-                    "destroy the SRQ, or let its receives complete, before deregistering the "
-                    "MR"});
-            return;
-        }
+        find_in(queue, "receive", "an SRQ", 0);
     }
+    if (!work) {
+        return;
+    }
+    report({"dereg-in-use", qpn,
+            "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) + " (" +
+                std::to_string(mr->length) + " bytes at " +
+                hex(reinterpret_cast<uintptr_t>(mr->addr)) + ") while a " + kind +
+                " work request (wr_id " + hex(work->wr_id) + ") posted on " + place +
+                " names it and has not completed.",
+            "the MR is gone at once: when the NIC reaches that work request it fails with a "
+            "local protection error and the QP goes to ERR, or, if the key is reused, it reads "
+            "or writes memory the program no longer meant",
+            "poll the completions of the work requests that use an MR (or move the QP to ERR, or "
+            "destroy the SRQ, and drain them) before deregistering it"});
 }
 
 void CheckState::report_leaks(bool closing) {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -135,7 +136,7 @@ class CheckState {
     std::map<const void*, std::deque<Posted>> srq_receives_;  // by ibv_srq*
     std::map<uint32_t, MrKey> mrs_;                           // by lkey
     std::map<const void*, uint64_t> cq_pending_;              // by ibv_cq*
-    std::map<const void*, bool> cqs_reported_;                // by ibv_cq*
+    std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
     uint64_t next_object_ = 0;
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
 };
