@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "check_memory.h"
 #include "protocol/client.h"
 #include "qp/qp_transitions.h"
 
@@ -21,7 +22,14 @@ enum KindBit : uint32_t {
     kWrongStateRecv = 2,
     kUnsignaled = 4,
     kBadKey = 8,
+    kOverlap = 16,
+    kChanged = 32,
+    kUnmapped = 64,
 };
+
+// How many released landings CheckState keeps to tell the NIC's writes
+// into a send's buffer from the program's.
+constexpr size_t kLandedKept = 1024;
 
 // The send opcodes whose gather list the NIC writes into.
 bool writes_locally(ibv_wr_opcode opcode) {
@@ -29,10 +37,37 @@ bool writes_locally(ibv_wr_opcode opcode) {
            opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+// Those whose gather list the NIC reads, when it transmits and again if it
+// retransmits.
+bool reads_locally(ibv_wr_opcode opcode) {
+    switch (opcode) {
+        case IBV_WR_SEND:
+        case IBV_WR_SEND_WITH_IMM:
+        case IBV_WR_SEND_WITH_INV:
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_TSO:
+            return true;
+        default:
+            return false;
+    }
+}
+
 std::string hex(uint64_t value) {
     char text[24];
     snprintf(text, sizeof(text), "0x%" PRIx64, value);
     return text;
+}
+
+// "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
+std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
+    return "element " + std::to_string(index) + " of wr_id " + hex(wr_id) + " (" +
+           std::to_string(sge.length) + " bytes at " + hex(sge.addr) + ", lkey " + hex(sge.lkey) +
+           ")";
+}
+
+bool overlap(const Range& a, const Range& b) {
+    return a.start < b.end && b.start < a.end;
 }
 
 // "RESET -> INIT -> RTR" from what the program did, or that it did nothing.
@@ -107,7 +142,13 @@ void CheckState::created(const void* object, std::string description) {
 void CheckState::destroyed(const void* object) {
     std::lock_guard lock(lock_);
     live_.erase(object);
-    srq_receives_.erase(object);
+    if (const auto it = srq_receives_.find(object); it != srq_receives_.end()) {
+        for (const Posted& work : it->second) {
+            release_landings(work);
+        }
+        srq_receives_.erase(it);
+    }
+    srq_reported_.erase(object);
     cq_pending_.erase(object);
     cqs_reported_.erase(object);
 }
@@ -160,11 +201,13 @@ void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn
             "posting more"});
 }
 
-void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access) {
+void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access, bool process_memory) {
     created(mr, "MR lkey " + hex(mr->lkey) + ", " + std::to_string(mr->length) + " bytes at " +
                     hex(reinterpret_cast<uintptr_t>(mr->addr)));
     std::lock_guard lock(lock_);
-    mrs_[mr->lkey] = {mr->pd->handle, iova, mr->length, access};
+    mrs_[mr->lkey] = {
+        mr->pd->handle, iova, mr->length, access, reinterpret_cast<uintptr_t>(mr->addr),
+        process_memory};
 }
 
 void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags, const ibv_pd* pd,
@@ -181,6 +224,7 @@ void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags
     }
     if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
         key.iova = iova;
+        key.addr = iova;
         key.length = length;
     }
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
@@ -267,6 +311,11 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
 void CheckState::forget_posted(QpState& qp) {
     add_pending(qp.send_cq, -static_cast<int64_t>(signaled_count(qp.sends)), qp.qpn);
     add_pending(qp.recv_cq, -static_cast<int64_t>(qp.receives.size()), qp.qpn);
+    for (const std::deque<Posted>* queue : {&qp.sends, &qp.receives}) {
+        for (const Posted& work : *queue) {
+            release_landings(work);
+        }
+    }
     qp.sends.clear();
     qp.receives.clear();
 }
@@ -314,7 +363,7 @@ void CheckState::posting_recv(ibv_qp* qp) {
     }
 }
 
-void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
+bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     // An atomic write's 8 bytes are read when posted, whatever its flags
@@ -324,13 +373,23 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
         check_keys(state, qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
                    "ibv_post_send", wr.wr_id);
     }
-    state.sends.push_back(posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
-                                 inline_data ? nullptr : wr.sg_list, wr.num_sge));
+    Posted work = posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
+                         inline_data ? nullptr : wr.sg_list, wr.num_sge);
+    work.posted_at = caller;
+    if (!inline_data && writes_locally(wr.opcode)) {
+        work.lands = claim_landings(state.reported, wr.sg_list, wr.num_sge,
+                                    wr.opcode == IBV_WR_RDMA_READ ? "an RDMA READ's destination"
+                                                                  : "an atomic's result buffer",
+                                    "ibv_post_send", wr.wr_id, state.qpn);
+    }
+    const bool readable =
+        inline_data || !reads_locally(wr.opcode) || sample_sources(state, work, "ibv_post_send");
+    state.sends.push_back(std::move(work));
     if (state.sends.back().signaled) {
         add_pending(state.send_cq, 1, state.qpn);
     }
     if (state.sends.size() <= state.sq_depth) {
-        return;
+        return readable;
     }
     const size_t run = unsignaled_run(state.sends);
     report_once(
@@ -345,44 +404,66 @@ void CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr) {
          "ENOMEM",
          "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll its "
          "completion before the queue fills"});
+    return readable;
 }
 
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     check_keys(state, qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
-    state.receives.push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+    Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
+    work.lands = claim_landings(state.reported, wr.sg_list, wr.num_sge, "a receive",
+                                "ibv_post_recv", wr.wr_id, state.qpn);
+    state.receives.push_back(std::move(work));
     add_pending(state.recv_cq, 1, state.qpn);
 }
 
 void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
-    QpState none;  // an SRQ's finding is reported each time
+    QpState none;  // an SRQ's kinds reported are kept in srq_reported_
+    none.reported = srq_reported_[srq];
     check_keys(none, srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
-    srq_receives_[srq].push_back(posted(wr.wr_id, true, wr.sg_list, wr.num_sge));
+    Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
+    work.lands = claim_landings(none.reported, wr.sg_list, wr.num_sge, "a receive",
+                                "ibv_post_srq_recv", wr.wr_id, 0);
+    srq_receives_[srq].push_back(std::move(work));
+    srq_reported_[srq] = none.reported;
 }
 
 void CheckState::completed(const ibv_wc& wc) {
     std::lock_guard lock(lock_);
     QpState* qp = find_qp(wc.qp_num);
-    if (!qp) {
-        return;
-    }
-    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR &&
+    if (qp && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR &&
         qp->error_cause.empty()) {
         qp->error_cause = std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
                           " (wr_id " + hex(wc.wr_id) + ") moved it there";
     }
     if (wc.opcode & IBV_WC_RECV) {
-        std::deque<Posted>& queue = qp->srq ? srq_receives_[qp->srq] : qp->receives;
-        const auto it = std::find_if(queue.begin(), queue.end(),
-                                     [&wc](const Posted& work) { return work.wr_id == wc.wr_id; });
-        if (it != queue.end()) {
+        // Its own receive queue, its SRQ, or (an XRC target QP, or one of
+        // another process) the SRQ the sender named: one holding the wr_id.
+        auto take = [&](std::deque<Posted>& queue) {
+            const auto it = std::find_if(queue.begin(), queue.end(), [&wc](const Posted& work) {
+                return work.wr_id == wc.wr_id;
+            });
+            if (it == queue.end()) {
+                return false;
+            }
+            retire(qp, *it, &wc);
             queue.erase(it);
-            if (!qp->srq) {
-                add_pending(qp->recv_cq, -1, qp->qpn);
+            return true;
+        };
+        if (qp && !qp->srq && take(qp->receives)) {
+            add_pending(qp->recv_cq, -1, qp->qpn);
+        } else if (!(qp && qp->srq && take(srq_receives_[qp->srq]))) {
+            for (auto& [srq, queue] : srq_receives_) {
+                if (take(queue)) {
+                    break;
+                }
             }
         }
+        return;
+    }
+    if (!qp) {
         return;
     }
     std::deque<Posted>& sends = qp->sends;
@@ -390,6 +471,7 @@ void CheckState::completed(const ibv_wc& wc) {
         // An error or a flush completes one work request, signaled or not.
         if (!sends.empty()) {
             add_pending(qp->send_cq, sends.front().signaled ? -1 : 0, qp->qpn);
+            retire(qp, sends.front(), &wc);
             sends.pop_front();
         }
         return;
@@ -397,12 +479,212 @@ void CheckState::completed(const ibv_wc& wc) {
     // A signaled completion retires its work request and every one before it.
     while (!sends.empty()) {
         const bool signaled = sends.front().signaled;
+        retire(qp, sends.front(), nullptr);
         sends.pop_front();
         if (signaled) {
             add_pending(qp->send_cq, -1, qp->qpn);
             break;
         }
     }
+}
+
+void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
+    release_landings(work);
+    if (!wc || wc->status == IBV_WC_SUCCESS) {
+        if (qp) {
+            compare_sources(*qp, work);
+        }
+    } else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+        explain_error(qp, work, *wc);
+    }
+}
+
+bool CheckState::process_range(const ibv_sge& sge, Range& range, const MrKey** mr) {
+    const auto it = mrs_.find(sge.lkey);
+    if (it == mrs_.end() || !it->second.process_memory || sge.length == 0) {
+        return false;
+    }
+    const MrKey& key = it->second;
+    if (sge.addr < key.iova || sge.addr - key.iova > key.length ||
+        sge.length > key.length - (sge.addr - key.iova)) {
+        return false;  // bad-local-key's
+    }
+    range.start = key.addr + (sge.addr - key.iova);
+    range.end = range.start + sge.length;
+    if (mr) {
+        *mr = &key;
+    }
+    return true;
+}
+
+std::vector<Range> CheckState::claim_landings(uint32_t& reported, const ibv_sge* sges, int count,
+                                              const char* what, const char* verb, uint64_t wr_id,
+                                              uint32_t qpn) {
+    std::vector<Range> lands;
+    for (int i = 0; i < count && sges; ++i) {
+        Range range;
+        if (!process_range(sges[i], range)) {
+            continue;
+        }
+        const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
+        for (auto it = landings_.lower_bound({from, 0});
+             it != landings_.end() && it->first.start < range.end && !(reported & kOverlap); ++it) {
+            if (!overlap(it->first, range) || it->first == range) {
+                continue;
+            }
+            reported |= kOverlap;
+            const Landing& other = it->second;
+            const uint64_t shared =
+                std::min(range.end, it->first.end) - std::max(range.start, it->first.start);
+            report({"overlapping-receives", qpn,
+                    std::string(verb) + ": " + element(i, wr_id, sges[i]) + " overlaps " +
+                        std::to_string(shared) + " bytes of " + other.what + " (wr_id " +
+                        hex(other.wr_id) +
+                        (other.qpn ? ", QP " + hex(other.qpn) : std::string(", on an SRQ")) +
+                        ") that has not completed: the NIC writes both.",
+                    "it writes each message where its receive (or READ, or atomic) says, as it "
+                    "arrives: the later one overwrites part of the earlier, and a program that "
+                    "reads the first finds some of the second's bytes in it",
+                    "give each receive, RDMA READ and atomic destination buffer space of its own "
+                    "until its completion is polled (reusing one whole buffer for every receive, "
+                    "as a scratch buffer the program never reads, is not reported)"});
+        }
+        Landing& landing = landings_[range];
+        if (landing.count++ == 0) {
+            landing = {1, wr_id, qpn, what};
+        }
+        longest_landing_ = std::max(longest_landing_, range.end - range.start);
+        lands.push_back(range);
+    }
+    return lands;
+}
+
+void CheckState::release_landings(const Posted& work) {
+    for (const Range& range : work.lands) {
+        const auto it = landings_.find(range);
+        if (it != landings_.end() && --it->second.count == 0) {
+            landings_.erase(it);
+        }
+        if (landed_.size() == kLandedKept) {
+            landed_.pop_front();
+        }
+        landed_.emplace_back(++landing_epoch_, range);
+    }
+}
+
+bool CheckState::landed_since(const Range& range, uint64_t epoch) const {
+    const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
+    for (auto it = landings_.lower_bound({from, 0});
+         it != landings_.end() && it->first.start < range.end; ++it) {
+        if (overlap(it->first, range)) {
+            return true;
+        }
+    }
+    if (landing_epoch_ > epoch && (landed_.empty() || landed_.front().first > epoch + 1)) {
+        return true;  // released landings forgotten since: cannot tell
+    }
+    return std::any_of(landed_.begin(), landed_.end(), [&](const auto& entry) {
+        return entry.first > epoch && overlap(entry.second, range);
+    });
+}
+
+bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
+    work.landing_epoch = landing_epoch_;
+    bool readable = true;
+    for (size_t i = 0; i < work.sges.size(); ++i) {
+        Range range;
+        uint64_t sampled;
+        if (!process_range(work.sges[i], range)) {
+            continue;
+        }
+        if (!digest(range, sampled)) {
+            readable = false;
+            if (!(qp.reported & kUnmapped)) {
+                qp.reported |= kUnmapped;
+                report_unmapped(qp.qpn,
+                                std::string(verb) + ": " +
+                                    element(static_cast<int>(i), work.wr_id, work.sges[i]),
+                                work.sges[i], nullptr);
+            }
+            continue;
+        }
+        work.sources.push_back({static_cast<int>(i), range, sampled});
+    }
+    return readable;
+}
+
+void CheckState::compare_sources(QpState& qp, const Posted& work) {
+    for (const Posted::Source& source : work.sources) {
+        uint64_t now;
+        const ibv_sge& sge = work.sges[source.element];
+        if (!mrs_.count(sge.lkey)) {
+            continue;  // deregistered under it: dereg-in-use's
+        }
+        if (!digest(source.range, now)) {
+            if (!(qp.reported & kUnmapped)) {
+                qp.reported |= kUnmapped;
+                report_unmapped(qp.qpn,
+                                "the completion of " + element(source.element, work.wr_id, sge),
+                                sge, work.posted_at);
+            }
+            continue;
+        }
+        if (now == source.digest || landed_since(source.range, work.landing_epoch)) {
+            continue;  // unchanged, or the NIC wrote it (a receive or READ into it)
+        }
+        Finding finding{
+            "send-buffer-changed", qp.qpn,
+            "the bytes of " + element(source.element, work.wr_id, sge) +
+                " changed between ibv_post_send and the completion that retired it: the program "
+                "(or a peer's RDMA WRITE into its MR) wrote the buffer while the NIC could still "
+                "read it.",
+            "it reads the buffer when it transmits, which may be any time until the completion, "
+            "and again for each retransmission: the peer gets the old bytes, the new ones, or a "
+            "mix, and a retransmitted message can differ from the first",
+            "do not write a send's (or WRITE's) source buffer until its completion, or a later "
+            "signaled one's on the same send queue, is polled; or post it with IBV_SEND_INLINE, "
+            "whose bytes are copied at once"};
+        finding.posted_at = work.posted_at;
+        report_once(qp, kChanged, finding);
+    }
+}
+
+void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc) {
+    for (size_t i = 0; i < work.sges.size(); ++i) {
+        Range range;
+        if (!process_range(work.sges[i], range) || mapped(range)) {
+            continue;
+        }
+        if (qp && (qp->reported & kUnmapped)) {
+            return;
+        }
+        if (qp) {
+            qp->reported |= kUnmapped;
+        }
+        report_unmapped(qp ? qp->qpn : wc.qp_num,
+                        std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
+                            " for " + element(static_cast<int>(i), work.wr_id, work.sges[i]),
+                        work.sges[i], work.posted_at);
+        return;
+    }
+}
+
+void CheckState::report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
+                                 const void* posted_at) {
+    const MrKey& mr = mrs_.at(sge.lkey);  // the callers found it
+    Finding finding{
+        "memory-unmapped", qpn,
+        what + ": the element is in the MR with lkey " + hex(sge.lkey) + " (" +
+            std::to_string(mr.length) + " bytes at " + hex(mr.addr) +
+            "), and part of it is no longer mapped in the process: freed (munmap, or free() of a "
+            "large allocation) or moved (mremap) while the MR is registered.",
+        "it pinned the pages at ibv_reg_mr and keeps using them until ibv_dereg_mr: it sends "
+        "the old bytes or writes where the program no longer looks, while the program's new "
+        "memory at that address is not the MR's",
+        "deregister an MR (after polling the work that uses it) before freeing or remapping its "
+        "memory"};
+    finding.posted_at = posted_at;
+    report(finding);
 }
 
 void CheckState::deregistering(const ibv_mr* mr) {

@@ -35,13 +35,40 @@ struct Finding {
     std::string what;  // what happened, in the program's own terms
     std::string nic;   // what a real NIC does with it
     std::string fix;   // what to change
+    // The program's call of the verb that posted the work request the
+    // finding is about, when it was found later (at its completion).
+    const void* posted_at = nullptr;
+};
+
+// Bytes of the process, [start, end).
+struct Range {
+    uint64_t start;
+    uint64_t end;
+    bool operator<(const Range& other) const {
+        return start != other.start ? start < other.start : end < other.end;
+    }
+    bool operator==(const Range& other) const = default;
 };
 
 // A work request posted and not yet completed, as a NIC's queue holds it.
 struct Posted {
     uint64_t wr_id;
     bool signaled;
-    std::vector<ibv_sge> sges;  // empty when its data was inline
+    std::vector<ibv_sge> sges;        // empty when its data was inline
+    const void* posted_at = nullptr;  // the program's call of the posting verb
+    // Where the NIC will write (a receive's buffers, a READ's or an
+    // atomic's destination), as claimed in CheckState::landings_.
+    std::vector<Range> lands;
+    // A send's gather elements in the process, each sampled when posted
+    // and compared when it completes (check_memory.h), and the landings
+    // released by then (CheckState::landing_epoch_).
+    struct Source {
+        int element;
+        Range range;
+        uint64_t digest;
+    };
+    std::vector<Source> sources;
+    uint64_t landing_epoch = 0;
 };
 
 // A QP's part of the state (check.cpp).
@@ -69,7 +96,7 @@ class CheckState {
     // Objects, for the leak report at ibv_close_device or exit.
     void created(const void* object, std::string description);
     // `iova`: the address work requests name its first byte by.
-    void mr_created(const ibv_mr* mr, uint64_t iova, int access);
+    void mr_created(const ibv_mr* mr, uint64_t iova, int access, bool process_memory = true);
     // ibv_rereg_mr changed what `flags` say (libibverbs updates the ibv_mr
     // after the provider): the MR had `old_lkey` and has `new_lkey`.
     void mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags, const ibv_pd* pd,
@@ -85,8 +112,10 @@ class CheckState {
     // Before posting: reports a post the QP's state refuses or flushes.
     void posting_send(ibv_qp* qp);
     void posting_recv(ibv_qp* qp);
-    // After each work request is on its queue.
-    void posted_send(ibv_qp* qp, const ibv_send_wr& wr);
+    // As each work request goes on its queue; `caller`: the program's call
+    // of the verb (its return address). False when its source is not all
+    // mapped (reported): the provider leaves reading it to the daemon.
+    bool posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller);
     void posted_recv(ibv_qp* qp, const ibv_recv_wr& wr);
     void posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr);
     // Each completion polled.
@@ -109,6 +138,15 @@ class CheckState {
         uint64_t iova;
         uint64_t length;
         int access;
+        uint64_t addr;        // where iova is in the process
+        bool process_memory;  // false: device memory (ibv_alloc_dm)
+    };
+    // An outstanding write of the NIC into the process (Posted::lands).
+    struct Landing {
+        uint32_t count;  // work requests with exactly this range
+        uint64_t wr_id;  // one of them, for reports
+        uint32_t qpn;
+        const char* what;
     };
 
     QpState* find_qp(uint32_t qpn);
@@ -122,6 +160,29 @@ class CheckState {
     // where the NIC writes (`writes`).
     void check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count, bool writes,
                     const char* verb, uint64_t wr_id);
+    // Where an element's bytes are in the process, if its lkey names an MR
+    // of process memory that covers it.
+    bool process_range(const ibv_sge& sge, Range& range, const MrKey** mr = nullptr);
+    // Claims the ranges the NIC writes for a work request, reporting one
+    // that overlaps another outstanding one (not the same range: one buffer
+    // for every receive is a scratch buffer's idiom); releases them.
+    std::vector<Range> claim_landings(uint32_t& reported, const ibv_sge* sges, int count,
+                                      const char* what, const char* verb, uint64_t wr_id,
+                                      uint32_t qpn);
+    void release_landings(const Posted& work);
+    // Whether the NIC may have written [range] since `epoch` (a landing
+    // outstanding over it, or released since).
+    bool landed_since(const Range& range, uint64_t epoch) const;
+    // Samples a send's gather elements (Posted::sources); reports memory
+    // gone from under its MR and returns false.
+    bool sample_sources(QpState& qp, Posted& work, const char* verb);
+    // At a send's successful completion: reports source bytes changed since.
+    void compare_sources(QpState& qp, const Posted& work);
+    // At an error completion: reports elements no longer mapped.
+    void explain_error(QpState* qp, const Posted& work, const ibv_wc& wc);
+    void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
+                         const void* posted_at);
+    void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
     void report(const Finding& finding);
     // Reports `finding` once per QP and kind (bit `kind_bit`).
     void report_once(QpState& qp, uint32_t kind_bit, const Finding& finding);
@@ -137,6 +198,11 @@ class CheckState {
     std::map<uint32_t, MrKey> mrs_;                           // by lkey
     std::map<const void*, uint64_t> cq_pending_;              // by ibv_cq*
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
+    std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
+    std::map<Range, Landing> landings_;
+    uint64_t longest_landing_ = 0;
+    uint64_t landing_epoch_ = 0;                     // landings released so far
+    std::deque<std::pair<uint64_t, Range>> landed_;  // the latest released, by epoch
     uint64_t next_object_ = 0;
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
 };

@@ -88,6 +88,18 @@ std::string call_stack() {
     return text.empty() ? "    (no call stack)\n" : text;
 }
 
+// The one frame of the program's call of a posting verb.
+std::string posted_at(const void* return_address) {
+    const uintptr_t pc = reinterpret_cast<uintptr_t>(return_address) - 1;
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(pc), &info)) {
+        char line[64];
+        snprintf(line, sizeof(line), "    #0 0x%zx\n", pc);
+        return line;
+    }
+    return frame_line(0, pc, info);
+}
+
 std::string format(const std::string& device, const Finding& finding) {
     const std::string pid = std::to_string(getpid());
     std::string text = "==" + pid + "==ERROR: uroce check: " + finding.kind + " on " + device;
@@ -98,6 +110,9 @@ std::string format(const std::string& device, const Finding& finding) {
     }
     text += "\n  " + finding.what + "\n";
     text += call_stack();
+    if (finding.posted_at) {
+        text += "  posted at:\n" + posted_at(finding.posted_at);
+    }
     text += "  A NIC: " + finding.nic + "\n";
     text += "  Fix: " + finding.fix + "\n";
     text += "SUMMARY: uroce check: " + std::string(finding.kind) + "\n";

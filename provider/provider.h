@@ -52,6 +52,7 @@ struct WrBatch {
     std::vector<ibv_sge> sges;           // wr.sg_list
     std::vector<std::byte> inline_data;  // copied at once: the caller may reuse its buffers
     uint64_t atomic_write = 0;           // ibv_wr_atomic_write's 8 bytes (wr.sg_list)
+    const void* caller = nullptr;        // the program's call of ibv_wr_start
 };
 
 // Device memory: a page-aligned mapping of this process that the daemon
@@ -193,7 +194,8 @@ int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
 bool can_send(const ibv_qp& qp);
 // Checks one send WR as ibv_post_send does and writes it to the next slot of
 // the send queue (not published); 0 or the errno ibv_post_send returns.
-int post_one_send(ProviderQp& qp, const ibv_send_wr& wr);
+// `caller`: the program's call of the verb, for check mode's reports.
+int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller);
 // Sets the ibv_wr_* functions of a QP created with send_ops_flags.
 void set_qp_ex_ops(ibv_qp_ex* qp);
 int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);

@@ -82,8 +82,10 @@ uint32_t prefetch(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, 
 }
 
 // Fills `slot` with a checked send WR: the fixed part, then the gather list
-// or, with IBV_SEND_INLINE, the data itself.
-void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, std::byte* slot) {
+// or, with IBV_SEND_INLINE, the data itself. `may_prefetch`: whether a small
+// message's bytes may be copied now (not when check mode found them unmapped).
+void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, std::byte* slot,
+                bool may_prefetch) {
     queues::SendWqe wqe{};
     wqe.wr_id = wr.wr_id;
     wqe.opcode = wr.opcode;
@@ -135,7 +137,7 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     } else {
         wqe.num_sge = static_cast<uint32_t>(wr.num_sge);
         copy(data, wr.sg_list, wr.num_sge * sizeof(ibv_sge));
-        if (info.inline_allowed) {
+        if (info.inline_allowed && may_prefetch) {
             wqe.inline_length = prefetch(qp, wr, length, data + wr.num_sge * sizeof(ibv_sge));
         }
     }
@@ -317,7 +319,7 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
 
 }  // namespace
 
-int post_one_send(ProviderQp& qp, const ibv_send_wr& wr) {
+int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
     const uint64_t length = total_length(wr);
     if (int error = check_send(qp, wr, length)) {
         return error;
@@ -326,11 +328,12 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr) {
     if (ring.full()) {
         return ENOMEM;
     }
-    write_send(qp, wr, length, ring.slot());
-    ring.advance();
+    bool readable = true;
     if (check::CheckState* check = checking(qp.ibv.qp.context)) {
-        check->posted_send(&qp.ibv.qp, wr);
+        readable = check->posted_send(&qp.ibv.qp, wr, caller);
     }
+    write_send(qp, wr, length, ring.slot(), readable);
+    ring.advance();
     return 0;
 }
 
@@ -341,11 +344,13 @@ bool can_send(const ibv_qp& qp) {
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     ProviderQp* qp = to_qp(ibqp);
+    const void* caller = nullptr;
     if (check::CheckState* check = checking(ibqp->context)) {
         check->posting_send(ibqp);
+        caller = __builtin_return_address(0);
     }
     return post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
-                [qp](const ibv_send_wr& one) { return post_one_send(*qp, one); });
+                [qp, caller](const ibv_send_wr& one) { return post_one_send(*qp, one, caller); });
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {

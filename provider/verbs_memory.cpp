@@ -217,7 +217,7 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsign
     }
     ibv_mr* mr = new_mr(pd, nullptr, length, static_cast<int>(access), reply);
     if (check::CheckState* check = checking(pd->context); check && mr) {
-        check->mr_created(mr, 0, static_cast<int>(access));  // zero-based
+        check->mr_created(mr, 0, static_cast<int>(access), false);  // zero-based, device memory
     }
     return mr;
 }

@@ -22,7 +22,7 @@ void finish_wr(ProviderQp& qp) {
     if (b.building && !b.error) {
         b.wr.sg_list = b.sges.data();
         b.wr.num_sge = static_cast<int>(b.sges.size());
-        b.error = post_one_send(qp, b.wr);
+        b.error = post_one_send(qp, b.wr, b.caller);
     }
     b.building = false;
 }
@@ -48,6 +48,7 @@ void wr_start(ibv_qp_ex* qpx) {
     qp.batch.start = qp.sq.ring.index();
     qp.batch.error = can_send(qpx->qp_base) && qp.sq.ring.mapped() ? 0 : EINVAL;
     qp.batch.building = false;
+    qp.batch.caller = __builtin_return_address(0);
 }
 
 int wr_complete(ibv_qp_ex* qpx) {

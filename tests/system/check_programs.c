@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define DEPTH 16
@@ -94,7 +95,7 @@ __attribute__((noinline)) void close_rig(struct rig *rig) {
     free(rig->buffer);
 }
 
-static int post_write(struct rig *rig, uint64_t wr_id, int signaled) {
+__attribute__((noinline)) int post_write(struct rig *rig, uint64_t wr_id, int signaled) {
     struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
                              .opcode = IBV_WR_RDMA_WRITE,
@@ -105,10 +106,15 @@ static int post_write(struct rig *rig, uint64_t wr_id, int signaled) {
     return ibv_post_send(rig->qp, &wr, &bad);
 }
 
-static void post_receive(struct rig *rig, uint64_t wr_id) {
-    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 1024, .lkey = rig->mr->lkey};
+__attribute__((noinline)) void post_receive_at(struct rig *rig, uint64_t wr_id, size_t offset) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + offset, .length = 1024,
+                          .lkey = rig->mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
     if (ibv_post_recv(rig->qp, &wr, &bad)) die("ibv_post_recv");
+}
+
+static void post_receive(struct rig *rig, uint64_t wr_id) {
+    post_receive_at(rig, wr_id, 0);
 }
 
 /* Polls until `count` completions, each successful. */
@@ -247,6 +253,79 @@ __attribute__((noinline)) void post_what_the_cq_holds(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* overlapping-receives: the second receive's buffer starts inside the first's. */
+__attribute__((noinline)) void post_overlapping_receives(struct rig *rig) {
+    connect_self(rig);
+    post_receive_at(rig, 1, 0);
+    post_receive_at(rig, 2, 512);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Buffers side by side, and one buffer for every receive (a scratch
+ * buffer): neither is reported. */
+__attribute__((noinline)) void post_receives_side_by_side(struct rig *rig) {
+    connect_self(rig);
+    post_receive_at(rig, 1, 0);
+    post_receive_at(rig, 2, 1024);
+    post_receive_at(rig, 3, 2048);
+    post_receive_at(rig, 4, 2048);
+}
+
+/* send-buffer-changed: the source of a WRITE rewritten before its
+ * completion is polled. */
+__attribute__((noinline)) void rewrite_before_the_completion(struct rig *rig) {
+    connect_self(rig);
+    memset(rig->buffer, 'a', 64);
+    if (post_write(rig, 3, 1)) die("ibv_post_send");
+    memset(rig->buffer, 'b', 64);
+    poll_completions(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void rewrite_after_the_completion(struct rig *rig) {
+    connect_self(rig);
+    for (int i = 0; i < 2; ++i) {
+        memset(rig->buffer, 'a' + i, 64);
+        if (post_write(rig, 3, 1)) die("ibv_post_send");
+        poll_completions(rig, 1);
+    }
+}
+
+/* memory-unmapped: an MR's memory unmapped, then a send from it. */
+static void send_from_a_mapping(struct rig *rig, int unmap_first) {
+    connect_self(rig);
+    const size_t bytes = 1 << 20;
+    char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) die("mmap");
+    struct ibv_mr *mr = ibv_reg_mr(rig->pd, region, bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) die("ibv_reg_mr");
+    if (unmap_first && munmap(region, bytes)) die("munmap");
+    struct ibv_sge sge = {.addr = (uintptr_t)region, .length = 64, .lkey = mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 4, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if ((wc.status == IBV_WC_SUCCESS) == unmap_first) {
+        fprintf(stderr, "the write completed with %s\n", ibv_wc_status_str(wc.status));
+        exit(1);
+    }
+    if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
+    if (!unmap_first && munmap(region, bytes)) die("munmap");
+}
+
+__attribute__((noinline)) void send_from_unmapped_memory(struct rig *rig) {
+    send_from_a_mapping(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void unmap_after_dereg(struct rig *rig) {
+    send_from_a_mapping(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -266,6 +345,9 @@ static const struct test_case kCases[] = {
     {"unacked", event_not_acknowledged},     {"unacked-twin", event_acknowledged},
     {"cq-small", post_more_than_the_cq_holds}, {"cq-small-twin", post_what_the_cq_holds},
     {"leak", exit_without_cleanup},          {"leak-twin", NULL},
+    {"overlap", post_overlapping_receives},  {"overlap-twin", post_receives_side_by_side},
+    {"changed", rewrite_before_the_completion}, {"changed-twin", rewrite_after_the_completion},
+    {"unmapped", send_from_unmapped_memory}, {"unmapped-twin", unmap_after_dereg},
 };
 
 int main(int argc, char **argv) {

@@ -18,6 +18,9 @@ CASES = {
     "unacked-events": ("unacked", "close_rig"),  # where it destroys the CQ
     "cq-overrun": ("cq-small", "post_more_than_the_cq_holds"),
     "leak": ("leak", "exit_without_cleanup"),
+    "overlapping-receives": ("overlap", "post_overlapping_receives"),
+    "send-buffer-changed": ("changed", "rewrite_before_the_completion"),  # found when polled
+    "memory-unmapped": ("unmapped", "send_from_unmapped_memory"),
 }
 
 
@@ -81,6 +84,19 @@ class CheckModeTest(harness.DaemonTestCase):
         unacked = self.reports(self.run_case("unacked").stderr)[0][1]
         self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
                       "acknowledged", unacked)
+        overlap = self.reports(self.run_case("overlap").stderr)[0][1]
+        self.assertRegex(overlap, r"ibv_post_recv: element 0 of wr_id 0x2 \(1024 bytes at "
+                                  r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\) overlaps 512 bytes of a "
+                                  r"receive \(wr_id 0x1, QP 0x[0-9a-f]+\) that has not completed")
+        changed = self.reports(self.run_case("changed").stderr)[0][1]
+        self.assertIn("the bytes of element 0 of wr_id 0x3 (64 bytes at ", changed)
+        self.assertRegex(changed, r"  posted at:\n    #0 0x[0-9a-f]+ in post_write\+0x",
+                         "the report names the posting call")
+        unmapped = self.reports(self.run_case("unmapped").stderr)[0][1]
+        self.assertRegex(unmapped, r"ibv_post_send: element 0 of wr_id 0x4 \(64 bytes at "
+                                   r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the element is in the MR "
+                                   r"with lkey 0x[0-9a-f]+ \(1048576 bytes at 0x[0-9a-f]+\), and "
+                                   r"part of it is no longer mapped")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
