@@ -129,6 +129,28 @@ EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
     return ret;
 }
 
+// Check mode's look at a wait that may never end, then libibverbs' wait.
+EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+    auto real = NEXT(ibv_get_cq_event, "IBVERBS_1.1");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (channel && is_uroce(channel->context)) {
+        static decltype(&uroce_check_cq_wait) watch;
+        if (!__atomic_load_n(&watch, __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&watch,
+                             reinterpret_cast<decltype(watch)>(
+                                 provider_symbol(channel->context, "uroce_check_cq_wait")),
+                             __ATOMIC_RELEASE);
+        }
+        if (auto check = __atomic_load_n(&watch, __ATOMIC_ACQUIRE)) {
+            check(channel->context, channel->fd);
+        }
+    }
+    return real(channel, cq, cq_context);
+}
+
 namespace {
 
 // The provider's exported function `name`, found among the loaded libraries

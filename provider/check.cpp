@@ -66,6 +66,38 @@ std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
            ")";
 }
 
+// The events an object's destroy waits for, by their names in verbs.h.
+const char* event_name(ibv_event_type type) {
+    switch (type) {
+        case IBV_EVENT_CQ_ERR:
+            return "IBV_EVENT_CQ_ERR";
+        case IBV_EVENT_QP_FATAL:
+            return "IBV_EVENT_QP_FATAL";
+        case IBV_EVENT_QP_REQ_ERR:
+            return "IBV_EVENT_QP_REQ_ERR";
+        case IBV_EVENT_QP_ACCESS_ERR:
+            return "IBV_EVENT_QP_ACCESS_ERR";
+        case IBV_EVENT_COMM_EST:
+            return "IBV_EVENT_COMM_EST";
+        case IBV_EVENT_SQ_DRAINED:
+            return "IBV_EVENT_SQ_DRAINED";
+        case IBV_EVENT_PATH_MIG:
+            return "IBV_EVENT_PATH_MIG";
+        case IBV_EVENT_PATH_MIG_ERR:
+            return "IBV_EVENT_PATH_MIG_ERR";
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            return "IBV_EVENT_QP_LAST_WQE_REACHED";
+        case IBV_EVENT_SRQ_ERR:
+            return "IBV_EVENT_SRQ_ERR";
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            return "IBV_EVENT_SRQ_LIMIT_REACHED";
+        case IBV_EVENT_WQ_FATAL:
+            return "IBV_EVENT_WQ_FATAL";
+        default:
+            return ibv_event_type_str(type);
+    }
+}
+
 bool overlap(const Range& a, const Range& b) {
     return a.start < b.end && b.start < a.end;
 }
@@ -149,6 +181,8 @@ void CheckState::destroyed(const void* object) {
         srq_receives_.erase(it);
     }
     srq_reported_.erase(object);
+    cqs_.erase(static_cast<ibv_cq*>(const_cast<void*>(object)));
+    async_events_.erase(object);
     cq_pending_.erase(object);
     cqs_reported_.erase(object);
 }
@@ -326,6 +360,7 @@ void CheckState::qp_destroyed(ibv_qp* qp) {
     forget_posted(qps_[qp]);
     by_qpn_.erase(qp->qp_num);
     qps_.erase(qp);
+    async_events_.erase(qp);
 }
 
 void CheckState::posting_send(ibv_qp* qp) {
@@ -726,6 +761,94 @@ void CheckState::deregistering(const ibv_mr* mr) {
             "or writes memory the program no longer meant",
             "poll the completions of the work requests that use an MR (or move the QP to ERR, or "
             "destroy the SRQ, and drain them) before deregistering it"});
+}
+
+void CheckState::cq_created(ibv_cq* cq) {
+    std::lock_guard lock(lock_);
+    cqs_.insert(cq);
+}
+
+std::vector<ibv_cq*> CheckState::cqs_on_channel(int fd) {
+    std::lock_guard lock(lock_);
+    std::vector<ibv_cq*> on;
+    for (ibv_cq* cq : cqs_) {
+        if (cq->channel && cq->channel->fd == fd) {
+            on.push_back(cq);
+        }
+    }
+    return on;
+}
+
+void CheckState::blocked_unarmed(uint32_t cqs, uint32_t held) {
+    std::lock_guard lock(lock_);
+    report({"unacked-events", 0,
+            "ibv_get_cq_event has waited a second on a completion channel none of whose " +
+                std::to_string(cqs) + " CQ(s) is armed" +
+                (held ? "; they hold " + std::to_string(held) + " completion(s) not polled"
+                      : std::string()) +
+                ".",
+            "a CQ reports one event per ibv_req_notify_cq: a CQ not re-armed after its event "
+            "never reports again, and a program that waits for it hangs (the completions stay in "
+            "the CQ)",
+            "call ibv_req_notify_cq on the CQ after each event (then poll it, so that completions "
+            "that came before the arm are not left behind) before waiting again"});
+}
+
+void CheckState::async_event_got(const ibv_async_event& event) {
+    const void* object = nullptr;
+    switch (event.event_type) {
+        case IBV_EVENT_CQ_ERR:
+            object = event.element.cq;
+            break;
+        case IBV_EVENT_SRQ_ERR:
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            object = event.element.srq;
+            break;
+        case IBV_EVENT_WQ_FATAL:
+            object = event.element.wq;
+            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            object = event.element.qp;
+            break;
+        default:
+            return;  // a port's or the device's: nothing waits for it
+    }
+    std::lock_guard lock(lock_);
+    AsyncEvents& events = async_events_[object];
+    ++events.count;
+    events.last = event.event_type;
+}
+
+void CheckState::destroying(const void* object, const char* verb, const uint32_t* completed,
+                            pthread_mutex_t* mutex) {
+    pthread_mutex_lock(mutex);  // libibverbs' for the count
+    const uint32_t acknowledged = *completed;
+    pthread_mutex_unlock(mutex);
+    std::lock_guard lock(lock_);
+    const auto it = async_events_.find(object);
+    if (it == async_events_.end() || it->second.count == acknowledged) {
+        return;
+    }
+    const uint32_t got = it->second.count;
+    report({"unacked-events", 0,
+            std::string(verb) + " while " + std::to_string(got - acknowledged) + " of the " +
+                std::to_string(got) +
+                " async event(s) ibv_get_async_event returned for it (the "
+                "last " +
+                event_name(it->second.last) + ") are not acknowledged with ibv_ack_async_event.",
+            std::string(verb) +
+                " waits until every async event got for the object is acknowledged (rdma-core's "
+                "ibv_cmd_destroy_* of kernel providers such as rxe and mlx5): the program blocks "
+                "for ever",
+            "call ibv_ack_async_event for each event ibv_get_async_event returns, before "
+            "destroying the object it names"});
 }
 
 void CheckState::report_leaks(bool closing) {

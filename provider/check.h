@@ -127,6 +127,19 @@ class CheckState {
     // acknowledged, for which a kernel's destroy waits for ever.
     void destroying_cq(const ibv_cq* cq, uint32_t events_reported);
 
+    // A CQ, for the channel it reports events on.
+    void cq_created(ibv_cq* cq);
+    std::vector<ibv_cq*> cqs_on_channel(int fd);
+    // ibv_get_cq_event has waited a while on a channel none of whose
+    // `cqs` CQs is armed; they hold `held` completions.
+    void blocked_unarmed(uint32_t cqs, uint32_t held);
+    // Each async event ibv_get_async_event returned, and the destroy of an
+    // object (QP, CQ, SRQ, WQ) some of whose events were not acknowledged:
+    // `completed` is libibverbs' count of acknowledged ones, under `mutex`.
+    void async_event_got(const ibv_async_event& event);
+    void destroying(const void* object, const char* verb, const uint32_t* completed,
+                    pthread_mutex_t* mutex);
+
     // What is still alive, reported as leaks: at ibv_close_device
     // (`closing`) or at exit (by the process that opened the device only).
     void report_leaks(bool closing);
@@ -199,6 +212,12 @@ class CheckState {
     std::map<const void*, uint64_t> cq_pending_;              // by ibv_cq*
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
     std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
+    std::set<ibv_cq*> cqs_;
+    struct AsyncEvents {
+        uint32_t count;
+        ibv_event_type last;
+    };
+    std::map<const void*, AsyncEvents> async_events_;  // by the object they are about
     std::map<Range, Landing> landings_;
     uint64_t longest_landing_ = 0;
     uint64_t landing_epoch_ = 0;                     // landings released so far

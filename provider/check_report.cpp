@@ -31,7 +31,8 @@ Place place_of(const Dl_info& info) {
         return Place::kVerbs;
     }
     const std::string_view file = info.dli_fname ? info.dli_fname : "";
-    for (const char* inside : {"libibverbs.so", "libasan.so", "libubsan.so", "libtsan.so"}) {
+    for (const char* inside :
+         {"libibverbs.so", "liburoce-bridge.so", "libasan.so", "libubsan.so", "libtsan.so"}) {
         if (file.find(inside) != std::string_view::npos) {
             return Place::kVerbs;
         }

@@ -42,6 +42,7 @@ const verbs_context_ops kContextOps = [] {
     ops.attach_mcast = attach_mcast;
     ops.bind_mw = bind_mw;
     ops.close_xrcd = close_xrcd;
+    ops.async_event = async_event;
     ops.cq_event = cq_event;
     ops.create_ah = create_ah;
     ops.create_cq = create_cq;

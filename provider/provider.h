@@ -164,6 +164,7 @@ int resize_cq(ibv_cq*, int);
 int modify_cq(ibv_cq*, ibv_modify_cq_attr*);
 int destroy_cq(ibv_cq*);
 void cq_event(ibv_cq*);
+void async_event(ibv_context*, ibv_async_event*);
 
 ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*);
 ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);

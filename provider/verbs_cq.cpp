@@ -1,5 +1,6 @@
 // Completion channels and completion queues.
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@ ProviderCq* new_cq(ibv_context* context, int cqe, ibv_comp_channel* channel, int
     cq->ibv.cq.cqe = reply.cqe;
     if (check::CheckState* check = checking(context)) {
         check->created(cq, "CQ of " + std::to_string(reply.cqe) + " entries");
+        check->cq_created(&cq->ibv.cq);
     }
     return cq;
 }
@@ -113,6 +115,7 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 int destroy_cq(ibv_cq* cq) {
     if (check::CheckState* check = checking(cq->context)) {
         check->destroying_cq(cq, to_cq(cq)->events.load());
+        check->destroying(cq, "ibv_destroy_cq", &cq->async_events_completed, &cq->mutex);
     }
     if (int error =
             client_of(cq->context).call_op(rpc::Op::kDestroyCq, rpc::HandleRequest{cq->handle})) {
@@ -128,6 +131,14 @@ int destroy_cq(ibv_cq* cq) {
 // libibverbs' ibv_get_cq_event calls this for each event it returns.
 void cq_event(ibv_cq* cq) {
     ++to_cq(cq)->events;
+}
+
+// And ibv_get_async_event this, for each of its events: check mode counts
+// them for the destroy that would wait for their acknowledgement.
+void async_event(ibv_context* context, ibv_async_event* event) {
+    if (check::CheckState* check = checking(context)) {
+        check->async_event_got(*event);
+    }
 }
 
 }  // namespace uroce
@@ -151,6 +162,38 @@ extern "C" __attribute__((visibility("default"))) int uroce_comp_channel_create(
         return -1;
     }
     return fds[0];
+}
+
+// Called by the kernel bridge before ibv_get_cq_event blocks: in check mode,
+// a wait that has lasted kBlockedWaitMs on a channel none of whose CQs is
+// armed is reported (docs/check.md, unacked-events), and the wait goes on.
+extern "C" __attribute__((visibility("default"))) void uroce_check_cq_wait(ibv_context* ctx,
+                                                                           int fd) {
+    constexpr int kBlockedWaitMs = 1000;
+    uroce::check::CheckState* check = uroce::checking(ctx);
+    const int flags = check ? fcntl(fd, F_GETFL) : -1;
+    if (flags < 0 || (flags & O_NONBLOCK)) {
+        return;  // not checking, or a read that does not block
+    }
+    pollfd wait{fd, POLLIN, 0};
+    if (poll(&wait, 1, kBlockedWaitMs) != 0) {
+        return;  // an event (or an error, which the read reports)
+    }
+    uint32_t armed = 0;
+    uint32_t held = 0;
+    const std::vector<ibv_cq*> cqs = check->cqs_on_channel(fd);
+    for (ibv_cq* ibcq : cqs) {
+        uroce::ProviderCq* cq = uroce::to_cq(ibcq);
+        std::lock_guard lock(cq->lock);
+        if (cq->ring.mapped()) {
+            const auto* state = static_cast<const uroce::queues::CqState*>(cq->ring.extra());
+            armed += state->arm.load() != uroce::queues::kCqDisarmed;
+            held += cq->ring.ready();
+        }
+    }
+    if (armed == 0) {
+        check->blocked_unarmed(static_cast<uint32_t>(cqs.size()), held);
+    }
 }
 
 extern "C" __attribute__((visibility("default"))) int uroce_comp_channel_destroy(ibv_context* ctx,

@@ -229,6 +229,9 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* ini
 }
 
 int destroy_qp(ibv_qp* qp) {
+    if (check::CheckState* check = checking(qp->context)) {
+        check->destroying(qp, "ibv_destroy_qp", &qp->events_completed, &qp->mutex);
+    }
     if (int error =
             client_of(qp->context).call_op(rpc::Op::kDestroyQp, rpc::HandleRequest{qp->handle})) {
         return report(qp->context, "destroy_qp", error);

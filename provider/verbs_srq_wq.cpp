@@ -137,6 +137,9 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
 }
 
 int destroy_srq(ibv_srq* srq) {
+    if (check::CheckState* check = checking(srq->context)) {
+        check->destroying(srq, "ibv_destroy_srq", &srq->events_completed, &srq->mutex);
+    }
     if (int error = client_of(srq->context)
                         .call_op(rpc::Op::kDestroySrq, rpc::HandleRequest{srq->handle})) {
         return report(srq->context, "destroy_srq", error);
@@ -211,6 +214,9 @@ int modify_wq(ibv_wq* wq, ibv_wq_attr* attr) {
 }
 
 int destroy_wq(ibv_wq* wq) {
+    if (check::CheckState* check = checking(wq->context)) {
+        check->destroying(wq, "ibv_destroy_wq", &wq->events_completed, &wq->mutex);
+    }
     if (int error =
             client_of(wq->context).call_op(rpc::Op::kDestroyWq, rpc::HandleRequest{wq->handle})) {
         return report(wq->context, "destroy_wq", error);

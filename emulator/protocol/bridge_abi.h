@@ -30,6 +30,11 @@ struct ibv_context;
 int uroce_comp_channel_create(struct ibv_context* ctx);
 int uroce_comp_channel_destroy(struct ibv_context* ctx, int fd);
 
+// Called from ibv_get_cq_event before it reads the channel's fd: in check
+// mode it waits a while for an event and reports a wait on a channel none
+// of whose CQs is armed (docs/check.md); otherwise it returns at once.
+void uroce_check_cq_wait(struct ibv_context* ctx, int fd);
+
 // The provider's library name (UROCE_PROVIDER_LIBRARY, uroce_abi.h) is what
 // the bridge looks for among those loaded when it has no context to find
 // the provider by.

@@ -5,6 +5,7 @@
  * Each bug sits in a function of its own, which the report's call stack
  * must name (the program is linked with -rdynamic). */
 #include <infiniband/verbs.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,73 @@ __attribute__((noinline)) void event_acknowledged(struct rig *rig) {
     ibv_ack_cq_events(rig->cq, 1);
 }
 
+/* unacked-events: ibv_get_cq_event on a CQ whose one arm was used by the
+ * first event; an alarm ends the wait the bug makes endless. */
+static void on_alarm(int signal) {
+    (void)signal;
+}
+
+static void wait_for_a_second_event(struct rig *rig, int rearm) {
+    take_an_event(rig);
+    ibv_ack_cq_events(rig->cq, 1);
+    if (rearm && ibv_req_notify_cq(rig->cq, 0)) die("ibv_req_notify_cq");
+    if (post_write(rig, 7, 1)) die("ibv_post_send");
+    struct sigaction action = {.sa_handler = on_alarm}; /* no SA_RESTART: the read ends */
+    sigaction(SIGALRM, &action, NULL);
+    alarm(3);
+    struct ibv_cq *cq;
+    void *cq_context;
+    const int got = ibv_get_cq_event(rig->channel, &cq, &cq_context) == 0;
+    alarm(0);
+    if (got != rearm) {
+        fprintf(stderr, "ibv_get_cq_event %s\n", got ? "returned an event" : "was interrupted");
+        exit(1);
+    }
+    if (got) ibv_ack_cq_events(rig->cq, 1);
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void wait_without_rearming(struct rig *rig) {
+    wait_for_a_second_event(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void wait_after_rearming(struct rig *rig) {
+    wait_for_a_second_event(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* unacked-events: an async event (IBV_EVENT_QP_ACCESS_ERR, from a WRITE
+ * with a bad rkey to itself) not acknowledged when the QP is destroyed (in
+ * close_rig). */
+static void take_an_async_event(struct rig *rig, struct ibv_async_event *event) {
+    connect_self(rig);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 9, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
+                                         .rkey = rig->mr->rkey ^ 0x77}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    for (;;) {
+        if (ibv_get_async_event(rig->context, event)) die("ibv_get_async_event");
+        if (event->event_type == IBV_EVENT_QP_ACCESS_ERR) return;
+        ibv_ack_async_event(event);
+    }
+}
+
+__attribute__((noinline)) void async_event_not_acknowledged(struct rig *rig) {
+    struct ibv_async_event event;
+    take_an_async_event(rig, &event);
+}
+
+__attribute__((noinline)) void async_event_acknowledged(struct rig *rig) {
+    struct ibv_async_event event;
+    take_an_async_event(rig, &event);
+    ibv_ack_async_event(&event);
+}
+
 /* cq-overrun: DEPTH receives posted on a QP whose CQ holds 4 (7, rounded). */
 static void post_receives_on(struct rig *rig, int cq_entries) {
     struct ibv_cq *cq = ibv_create_cq(rig->context, cq_entries, NULL, NULL, 0);
@@ -348,6 +416,9 @@ static const struct test_case kCases[] = {
     {"overlap", post_overlapping_receives},  {"overlap-twin", post_receives_side_by_side},
     {"changed", rewrite_before_the_completion}, {"changed-twin", rewrite_after_the_completion},
     {"unmapped", send_from_unmapped_memory}, {"unmapped-twin", unmap_after_dereg},
+    {"unarmed", wait_without_rearming},      {"unarmed-twin", wait_after_rearming},
+    {"async-unacked", async_event_not_acknowledged},
+    {"async-unacked-twin", async_event_acknowledged},
 };
 
 int main(int argc, char **argv) {

@@ -9,19 +9,21 @@ import unittest
 
 import harness
 
-# class -> the function of check_programs.c where the bug is
-CASES = {
-    "post-in-wrong-state": ("wrong-state", "send_before_rts"),
-    "send-queue-unsignaled": ("unsignaled", "post_unsignaled_only"),
-    "dereg-in-use": ("dereg-in-use", "dereg_under_a_receive"),
-    "bad-local-key": ("bad-key", "write_beyond_the_mr"),
-    "unacked-events": ("unacked", "close_rig"),  # where it destroys the CQ
-    "cq-overrun": ("cq-small", "post_more_than_the_cq_holds"),
-    "leak": ("leak", "exit_without_cleanup"),
-    "overlapping-receives": ("overlap", "post_overlapping_receives"),
-    "send-buffer-changed": ("changed", "rewrite_before_the_completion"),  # found when polled
-    "memory-unmapped": ("unmapped", "send_from_unmapped_memory"),
-}
+# (class, case of check_programs.c, the function where the bug is)
+CASES = [
+    ("post-in-wrong-state", "wrong-state", "send_before_rts"),
+    ("send-queue-unsignaled", "unsignaled", "post_unsignaled_only"),
+    ("dereg-in-use", "dereg-in-use", "dereg_under_a_receive"),
+    ("bad-local-key", "bad-key", "write_beyond_the_mr"),
+    ("unacked-events", "unacked", "close_rig"),  # where it destroys the CQ
+    ("unacked-events", "unarmed", "wait_without_rearming"),
+    ("unacked-events", "async-unacked", "close_rig"),  # where it destroys the QP
+    ("cq-overrun", "cq-small", "post_more_than_the_cq_holds"),
+    ("leak", "leak", "exit_without_cleanup"),
+    ("overlapping-receives", "overlap", "post_overlapping_receives"),
+    ("send-buffer-changed", "changed", "rewrite_before_the_completion"),  # found when polled
+    ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
+]
 
 
 def programs():
@@ -42,8 +44,8 @@ class CheckModeTest(harness.DaemonTestCase):
         return found
 
     def test_each_bug_is_reported_with_its_class_and_call_site(self):
-        for kind, (case, function) in CASES.items():
-            with self.subTest(kind=kind):
+        for kind, case, function in CASES:
+            with self.subTest(case=case):
                 result = self.run_case(case)
                 self.assertEqual(result.returncode, 0, result.stderr)
                 reports = self.reports(result.stderr)
@@ -54,8 +56,8 @@ class CheckModeTest(harness.DaemonTestCase):
                     self.assertIn(part, text)
 
     def test_the_correct_twins_are_not_reported(self):
-        for kind, (case, _) in CASES.items():
-            with self.subTest(kind=kind):
+        for _, case, _ in CASES:
+            with self.subTest(case=case):
                 result = self.run_case(case + "-twin")
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertNotIn("uroce check", result.stderr)
@@ -97,14 +99,21 @@ class CheckModeTest(harness.DaemonTestCase):
                                    r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the element is in the MR "
                                    r"with lkey 0x[0-9a-f]+ \(1048576 bytes at 0x[0-9a-f]+\), and "
                                    r"part of it is no longer mapped")
+        unarmed = self.reports(self.run_case("unarmed").stderr)[0][1]
+        self.assertIn("ibv_get_cq_event has waited a second on a completion channel none of "
+                      "whose 1 CQ(s) is armed; they hold 1 completion(s) not polled.", unarmed)
+        async_unacked = self.reports(self.run_case("async-unacked").stderr)[0][1]
+        self.assertIn("ibv_destroy_qp while 1 of the 1 async event(s) ibv_get_async_event "
+                      "returned for it (the last IBV_EVENT_QP_ACCESS_ERR) are not acknowledged",
+                      async_unacked)
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
             self.assertIn(line, leak)
 
     def test_abort_makes_the_first_finding_fatal(self):
-        for kind, (case, _) in CASES.items():
-            with self.subTest(kind=kind):
+        for _, case, _ in CASES:
+            with self.subTest(case=case):
                 result = self.run_case(case, mode="abort")
                 self.assertNotEqual(result.returncode, 0, result.stderr)
                 self.assertIn("UROCE_CHECK=abort: aborting", result.stderr)

@@ -25,6 +25,14 @@ def message(side, size=SIZE):
     return bytes((side * 31 + i * 7) % 251 for i in range(size))
 
 
+def close(*objects):
+    """Closes in this order: what uses a CMID's PD before the CMID, whose
+    rdma_destroy_ep frees the PD (left allocated otherwise, and reported as
+    a leak in check mode)."""
+    for obj in objects:
+        obj.close()
+
+
 def expect(event, kind):
     if event.event_type != kind:
         raise AssertionError("event %d, expected %d" % (event.event_type, kind))
@@ -50,6 +58,7 @@ def rc_server(port, ready):
     child.post_send(mr)
     child.get_send_comp()
     child.disconnect()
+    close(mr, child, listener)
 
 
 def rc_client(port):
@@ -66,6 +75,7 @@ def rc_client(port):
     if mr.read(SIZE, 0) != message(2):
         raise AssertionError("the client received other bytes than the server sent")
     cmid.disconnect()
+    close(mr, cmid)
 
 
 # --- UD, asynchronous ----------------------------------------------------------
@@ -97,6 +107,7 @@ def ud_server(port, ready):
     mr.write(message(4), SIZE)
     child.post_ud_send(mr, ah, rqpn=wc.src_qp, length=SIZE)
     child.get_send_comp()
+    close(ah, mr, child, listener, channel)
 
 
 def ud_client(port):
@@ -127,6 +138,7 @@ def ud_client(port):
     cmid.get_recv_comp()
     if mr.read(SIZE, GRH) != message(4):
         raise AssertionError("the UD client received other bytes than the server sent")
+    close(ah, mr, cmid, channel)
 
 
 def run(name, server, client, port):
