@@ -226,6 +226,10 @@ class CheckState {
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
 };
 
+// Whether the verb being run was called from the library whose file name
+// contains `library` (the first frame outside libibverbs and the provider).
+bool called_from(const char* library);
+
 // Writes `finding` as a report (with the program's call stack, the
 // provider's frames left out) where `mode` says, and sends it to the
 // daemon; aborts in abort mode (check_report.cpp).

@@ -122,6 +122,21 @@ std::string format(const std::string& device, const Finding& finding) {
 
 }  // namespace
 
+bool called_from(const char* library) {
+    void* frames[kMaxFrames];
+    const int count = backtrace(frames, kMaxFrames);
+    for (int i = 0; i < count; ++i) {
+        Dl_info info{};
+        if (!dladdr(reinterpret_cast<char*>(frames[i]) - 1, &info)) {
+            return false;
+        }
+        if (place_of(info) != Place::kVerbs) {
+            return info.dli_fname && strstr(info.dli_fname, library);
+        }
+    }
+    return false;
+}
+
 Mode mode_for(bool daemon_checks) {
     const char* value = getenv("UROCE_CHECK");
     if (!value || !*value) {

@@ -66,7 +66,10 @@ ibv_pd* alloc_pd(ibv_context* context) {
     }
     pd->ibv.context = context;
     pd->ibv.handle = reply.handle;
-    if (check::CheckState* check = checking(context)) {
+    // librdmacm's own PD of a device, which it frees with the last rdma_cm
+    // ID on it, is the library's state, not the program's objects.
+    if (check::CheckState* check = checking(context);
+        check && !check::called_from("librdmacm.so")) {
         check->created(pd, "PD");
     }
     return &pd->ibv;

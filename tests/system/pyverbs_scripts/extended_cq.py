@@ -61,7 +61,7 @@ def main():
     target = MR(b_pd, 2 * SIZE, ACCESS)
 
     b_qp.post_recv(RecvWR(21, 1, [SGE(target.buf, SIZE, target.lkey)]))
-    b_qp.post_recv(RecvWR(22))  # no buffer: it takes the WRITE's immediate only
+    b_qp.post_recv(RecvWR(22, 1, [SGE(target.buf, 0, target.lkey)]))  # the immediate only
     clock_before, wall_before = device_clock(b_ctx), time.clock_gettime_ns(time.CLOCK_REALTIME)
     send = SendWR(wr_id=1, opcode=e.IBV_WR_SEND_WITH_IMM, num_sge=1,
                   sg=[SGE(source.buf, SIZE, source.lkey)], imm_data=0x1234)
