@@ -9,62 +9,11 @@
 
 #include <algorithm>
 
-#include "check_memory.h"
 #include "protocol/client.h"
 #include "qp/qp_transitions.h"
 
 namespace uroce::check {
 namespace {
-
-// Bits of QpState::reported: each kind is reported once per QP.
-enum KindBit : uint32_t {
-    kWrongStateSend = 1,
-    kWrongStateRecv = 2,
-    kUnsignaled = 4,
-    kBadKey = 8,
-    kOverlap = 16,
-    kChanged = 32,
-    kUnmapped = 64,
-};
-
-// How many released landings CheckState keeps to tell the NIC's writes
-// into a send's buffer from the program's.
-constexpr size_t kLandedKept = 1024;
-
-// The send opcodes whose gather list the NIC writes into.
-bool writes_locally(ibv_wr_opcode opcode) {
-    return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
-// Those whose gather list the NIC reads, when it transmits and again if it
-// retransmits.
-bool reads_locally(ibv_wr_opcode opcode) {
-    switch (opcode) {
-        case IBV_WR_SEND:
-        case IBV_WR_SEND_WITH_IMM:
-        case IBV_WR_SEND_WITH_INV:
-        case IBV_WR_RDMA_WRITE:
-        case IBV_WR_RDMA_WRITE_WITH_IMM:
-        case IBV_WR_TSO:
-            return true;
-        default:
-            return false;
-    }
-}
-
-std::string hex(uint64_t value) {
-    char text[24];
-    snprintf(text, sizeof(text), "0x%" PRIx64, value);
-    return text;
-}
-
-// "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
-std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
-    return "element " + std::to_string(index) + " of wr_id " + hex(wr_id) + " (" +
-           std::to_string(sge.length) + " bytes at " + hex(sge.addr) + ", lkey " + hex(sge.lkey) +
-           ")";
-}
 
 // The events an object's destroy waits for, by their names in verbs.h.
 const char* event_name(ibv_event_type type) {
@@ -98,8 +47,26 @@ const char* event_name(ibv_event_type type) {
     }
 }
 
-bool overlap(const Range& a, const Range& b) {
-    return a.start < b.end && b.start < a.end;
+// The send opcodes whose gather list the NIC writes into.
+bool writes_locally(ibv_wr_opcode opcode) {
+    return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+// Those whose gather list the NIC reads, when it transmits and again if it
+// retransmits.
+bool reads_locally(ibv_wr_opcode opcode) {
+    switch (opcode) {
+        case IBV_WR_SEND:
+        case IBV_WR_SEND_WITH_IMM:
+        case IBV_WR_SEND_WITH_INV:
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_TSO:
+            return true;
+        default:
+            return false;
+    }
 }
 
 // "RESET -> INIT -> RTR" from what the program did, or that it did nothing.
@@ -143,6 +110,19 @@ size_t unsignaled_run(const std::deque<Posted>& sends) {
 }
 
 }  // namespace
+
+std::string hex(uint64_t value) {
+    char text[24];
+    snprintf(text, sizeof(text), "0x%" PRIx64, value);
+    return text;
+}
+
+// "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
+std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
+    return "element " + std::to_string(index) + " of wr_id " + hex(wr_id) + " (" +
+           std::to_string(sge.length) + " bytes at " + hex(sge.addr) + ", lkey " + hex(sge.lkey) +
+           ")";
+}
 
 CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
     : mode_(mode), opener_(getpid()), client_(client), device_(device) {}
@@ -532,194 +512,6 @@ void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
     } else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
         explain_error(qp, work, *wc);
     }
-}
-
-bool CheckState::process_range(const ibv_sge& sge, Range& range, const MrKey** mr) {
-    const auto it = mrs_.find(sge.lkey);
-    if (it == mrs_.end() || !it->second.process_memory || sge.length == 0) {
-        return false;
-    }
-    const MrKey& key = it->second;
-    if (sge.addr < key.iova || sge.addr - key.iova > key.length ||
-        sge.length > key.length - (sge.addr - key.iova)) {
-        return false;  // bad-local-key's
-    }
-    range.start = key.addr + (sge.addr - key.iova);
-    range.end = range.start + sge.length;
-    if (mr) {
-        *mr = &key;
-    }
-    return true;
-}
-
-std::vector<Range> CheckState::claim_landings(uint32_t& reported, const ibv_sge* sges, int count,
-                                              const char* what, const char* verb, uint64_t wr_id,
-                                              uint32_t qpn) {
-    std::vector<Range> lands;
-    for (int i = 0; i < count && sges; ++i) {
-        Range range;
-        if (!process_range(sges[i], range)) {
-            continue;
-        }
-        const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
-        for (auto it = landings_.lower_bound({from, 0});
-             it != landings_.end() && it->first.start < range.end && !(reported & kOverlap); ++it) {
-            if (!overlap(it->first, range) || it->first == range) {
-                continue;
-            }
-            reported |= kOverlap;
-            const Landing& other = it->second;
-            const uint64_t shared =
-                std::min(range.end, it->first.end) - std::max(range.start, it->first.start);
-            report({"overlapping-receives", qpn,
-                    std::string(verb) + ": " + element(i, wr_id, sges[i]) + " overlaps " +
-                        std::to_string(shared) + " bytes of " + other.what + " (wr_id " +
-                        hex(other.wr_id) +
-                        (other.qpn ? ", QP " + hex(other.qpn) : std::string(", on an SRQ")) +
-                        ") that has not completed: the NIC writes both.",
-                    "it writes each message where its receive (or READ, or atomic) says, as it "
-                    "arrives: the later one overwrites part of the earlier, and a program that "
-                    "reads the first finds some of the second's bytes in it",
-                    "give each receive, RDMA READ and atomic destination buffer space of its own "
-                    "until its completion is polled (reusing one whole buffer for every receive, "
-                    "as a scratch buffer the program never reads, is not reported)"});
-        }
-        Landing& landing = landings_[range];
-        if (landing.count++ == 0) {
-            landing = {1, wr_id, qpn, what};
-        }
-        longest_landing_ = std::max(longest_landing_, range.end - range.start);
-        lands.push_back(range);
-    }
-    return lands;
-}
-
-void CheckState::release_landings(const Posted& work) {
-    for (const Range& range : work.lands) {
-        const auto it = landings_.find(range);
-        if (it != landings_.end() && --it->second.count == 0) {
-            landings_.erase(it);
-        }
-        if (landed_.size() == kLandedKept) {
-            landed_.pop_front();
-        }
-        landed_.emplace_back(++landing_epoch_, range);
-    }
-}
-
-bool CheckState::landed_since(const Range& range, uint64_t epoch) const {
-    const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
-    for (auto it = landings_.lower_bound({from, 0});
-         it != landings_.end() && it->first.start < range.end; ++it) {
-        if (overlap(it->first, range)) {
-            return true;
-        }
-    }
-    if (landing_epoch_ > epoch && (landed_.empty() || landed_.front().first > epoch + 1)) {
-        return true;  // released landings forgotten since: cannot tell
-    }
-    return std::any_of(landed_.begin(), landed_.end(), [&](const auto& entry) {
-        return entry.first > epoch && overlap(entry.second, range);
-    });
-}
-
-bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
-    work.landing_epoch = landing_epoch_;
-    bool readable = true;
-    for (size_t i = 0; i < work.sges.size(); ++i) {
-        Range range;
-        uint64_t sampled;
-        if (!process_range(work.sges[i], range)) {
-            continue;
-        }
-        if (!digest(range, sampled)) {
-            readable = false;
-            if (!(qp.reported & kUnmapped)) {
-                qp.reported |= kUnmapped;
-                report_unmapped(qp.qpn,
-                                std::string(verb) + ": " +
-                                    element(static_cast<int>(i), work.wr_id, work.sges[i]),
-                                work.sges[i], nullptr);
-            }
-            continue;
-        }
-        work.sources.push_back({static_cast<int>(i), range, sampled});
-    }
-    return readable;
-}
-
-void CheckState::compare_sources(QpState& qp, const Posted& work) {
-    for (const Posted::Source& source : work.sources) {
-        uint64_t now;
-        const ibv_sge& sge = work.sges[source.element];
-        if (!mrs_.count(sge.lkey)) {
-            continue;  // deregistered under it: dereg-in-use's
-        }
-        if (!digest(source.range, now)) {
-            if (!(qp.reported & kUnmapped)) {
-                qp.reported |= kUnmapped;
-                report_unmapped(qp.qpn,
-                                "the completion of " + element(source.element, work.wr_id, sge),
-                                sge, work.posted_at);
-            }
-            continue;
-        }
-        if (now == source.digest || landed_since(source.range, work.landing_epoch)) {
-            continue;  // unchanged, or the NIC wrote it (a receive or READ into it)
-        }
-        Finding finding{
-            "send-buffer-changed", qp.qpn,
-            "the bytes of " + element(source.element, work.wr_id, sge) +
-                " changed between ibv_post_send and the completion that retired it: the program "
-                "(or a peer's RDMA WRITE into its MR) wrote the buffer while the NIC could still "
-                "read it.",
-            "it reads the buffer when it transmits, which may be any time until the completion, "
-            "and again for each retransmission: the peer gets the old bytes, the new ones, or a "
-            "mix, and a retransmitted message can differ from the first",
-            "do not write a send's (or WRITE's) source buffer until its completion, or a later "
-            "signaled one's on the same send queue, is polled; or post it with IBV_SEND_INLINE, "
-            "whose bytes are copied at once"};
-        finding.posted_at = work.posted_at;
-        report_once(qp, kChanged, finding);
-    }
-}
-
-void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc) {
-    for (size_t i = 0; i < work.sges.size(); ++i) {
-        Range range;
-        if (!process_range(work.sges[i], range) || mapped(range)) {
-            continue;
-        }
-        if (qp && (qp->reported & kUnmapped)) {
-            return;
-        }
-        if (qp) {
-            qp->reported |= kUnmapped;
-        }
-        report_unmapped(qp ? qp->qpn : wc.qp_num,
-                        std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
-                            " for " + element(static_cast<int>(i), work.wr_id, work.sges[i]),
-                        work.sges[i], work.posted_at);
-        return;
-    }
-}
-
-void CheckState::report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
-                                 const void* posted_at) {
-    const MrKey& mr = mrs_.at(sge.lkey);  // the callers found it
-    Finding finding{
-        "memory-unmapped", qpn,
-        what + ": the element is in the MR with lkey " + hex(sge.lkey) + " (" +
-            std::to_string(mr.length) + " bytes at " + hex(mr.addr) +
-            "), and part of it is no longer mapped in the process: freed (munmap, or free() of a "
-            "large allocation) or moved (mremap) while the MR is registered.",
-        "it pinned the pages at ibv_reg_mr and keeps using them until ibv_dereg_mr: it sends "
-        "the old bytes or writes where the program no longer looks, while the program's new "
-        "memory at that address is not the MR's",
-        "deregister an MR (after polling the work that uses it) before freeing or remapping its "
-        "memory"};
-    finding.posted_at = posted_at;
-    report(finding);
 }
 
 void CheckState::deregistering(const ibv_mr* mr) {

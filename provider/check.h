@@ -50,6 +50,22 @@ struct Range {
     bool operator==(const Range& other) const = default;
 };
 
+// Bits of QpState::reported (and of an SRQ's): each kind is reported once
+// per QP.
+enum KindBit : uint32_t {
+    kWrongStateSend = 1,
+    kWrongStateRecv = 2,
+    kUnsignaled = 4,
+    kBadKey = 8,
+    kOverlap = 16,
+    kChanged = 32,
+    kUnmapped = 64,
+};
+
+std::string hex(uint64_t value);
+// "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
+std::string element(int index, uint64_t wr_id, const ibv_sge& sge);
+
 // A work request posted and not yet completed, as a NIC's queue holds it.
 struct Posted {
     uint64_t wr_id;
