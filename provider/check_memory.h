@@ -12,7 +12,7 @@ namespace uroce::check {
 
 // The most bytes a digest reads: a longer range is sampled in evenly spaced
 // pieces, its first and last bytes among them.
-constexpr uint64_t kDigestBytes = 4096;
+constexpr uint64_t kDigestBytes = 1024;
 
 // A digest of the bytes of `range`; false when part of it is not mapped.
 bool digest(const Range& range, uint64_t& out);
