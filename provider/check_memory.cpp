@@ -3,11 +3,9 @@
 
 #include <errno.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 namespace uroce::check {
@@ -16,10 +14,9 @@ namespace {
 constexpr uint64_t kPieceBytes = 64;
 constexpr size_t kPieces = kDigestBytes / kPieceBytes;
 
-// 64-bit FNV-1a over 8-byte words, then the tail's bytes.
-uint64_t hash(const unsigned char* bytes, size_t length) {
+// 64-bit FNV-1a over 8-byte words, then the tail's bytes, into `h`.
+uint64_t hash(uint64_t h, const unsigned char* bytes, size_t length) {
     constexpr uint64_t kPrime = 0x100000001b3ULL;
-    uint64_t h = 0xcbf29ce484222325ULL ^ length;
     size_t i = 0;
     for (; i + 8 <= length; i += 8) {
         uint64_t word;
@@ -35,29 +32,24 @@ uint64_t hash(const unsigned char* bytes, size_t length) {
 }  // namespace
 
 bool digest(const Range& range, uint64_t& out) {
-    const uint64_t length = range.end - range.start;
-    std::array<iovec, kPieces> remote;
-    size_t pieces;
-    if (length <= kDigestBytes) {
-        remote[0] = {reinterpret_cast<void*>(range.start), length};
-        pieces = 1;
-    } else {
-        // Piece i starts i/(kPieces-1) of the way to the last piece's start.
-        const uint64_t last = length - kPieceBytes;
-        for (size_t i = 0; i < kPieces; ++i) {
-            remote[i] = {reinterpret_cast<void*>(range.start + last * i / (kPieces - 1)),
-                         kPieceBytes};
-        }
-        pieces = kPieces;
-    }
-    alignas(8) unsigned char copy[kDigestBytes];
-    const uint64_t wanted = std::min(length, kDigestBytes);
-    const iovec local{copy, wanted};
-    const ssize_t got = process_vm_readv(getpid(), &local, 1, remote.data(), pieces, 0);
-    if (got != static_cast<ssize_t>(wanted)) {
+    // One system call (msync, a fraction of process_vm_readv's cost) tells
+    // whether the pages are still mapped; then the bytes are read in place.
+    if (!mapped(range)) {
         return false;
     }
-    out = hash(copy, wanted);
+    const uint64_t length = range.end - range.start;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(range.start);
+    uint64_t h = 0xcbf29ce484222325ULL ^ length;
+    if (length <= kDigestBytes) {
+        out = hash(h, bytes, length);
+        return true;
+    }
+    // Piece i starts i/(kPieces-1) of the way to the last piece's start.
+    const uint64_t last = length - kPieceBytes;
+    for (size_t i = 0; i < kPieces; ++i) {
+        h = hash(h, bytes + last * i / (kPieces - 1), kPieceBytes);
+    }
+    out = h;
     return true;
 }
 

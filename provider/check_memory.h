@@ -1,7 +1,7 @@
-// Check mode's reads of the program's memory. They go through
-// process_vm_readv on the process itself, which fails where a load would
-// fault: memory the program unmapped under a live MR is a finding, not a
-// crash.
+// Check mode's reads of the program's memory. A range is read only once
+// msync has said all its pages are mapped: memory the program unmapped
+// under a live MR is a finding, not a crash. (A page mapped without read
+// access would still fault, as it would in the program.)
 #pragma once
 
 #include <stdint.h>
@@ -12,7 +12,7 @@ namespace uroce::check {
 
 // The most bytes a digest reads: a longer range is sampled in evenly spaced
 // pieces, its first and last bytes among them.
-constexpr uint64_t kDigestBytes = 1024;
+constexpr uint64_t kDigestBytes = 4096;
 
 // A digest of the bytes of `range`; false when part of it is not mapped.
 bool digest(const Range& range, uint64_t& out);
