@@ -171,6 +171,7 @@ void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all) 
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     state.qpn = qp->qp_num;
+    state.type = qp->qp_type;
     state.sq_depth = cap.max_send_wr;
     state.send_cq = qp->send_cq;
     state.recv_cq = qp->recv_cq;

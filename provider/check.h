@@ -90,6 +90,7 @@ struct Posted {
 // A QP's part of the state (check.cpp).
 struct QpState {
     uint32_t qpn = 0;
+    ibv_qp_type type = IBV_QPT_RC;
     uint32_t sq_depth = 0;  // max_send_wr as created
     const ibv_cq* send_cq = nullptr;
     const ibv_cq* recv_cq = nullptr;

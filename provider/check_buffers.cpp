@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "check_memory.h"
+#include "qp/qp_transitions.h"
 
 namespace uroce::check {
 namespace {
@@ -111,14 +112,19 @@ bool CheckState::landed_since(const Range& range, uint64_t epoch) const {
 
 bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
     work.landing_epoch = landing_epoch_;
+    // Only a reliable QP's NIC may read the buffer again (to retransmit)
+    // until the ACK: on UD and UC it reads it once, at a time the provider
+    // does not see, and a program with reliability of its own (UCX's UD)
+    // rightly reuses a buffer its peer has acknowledged.
+    const bool rereads = qp.type == IBV_QPT_RC || qp.type == IBV_QPT_XRC_SEND;
     bool readable = true;
     for (size_t i = 0; i < work.sges.size(); ++i) {
         Range range;
-        uint64_t sampled;
+        uint64_t sampled = 0;
         if (!process_range(work.sges[i], range)) {
             continue;
         }
-        if (!digest(range, sampled)) {
+        if (rereads ? !digest(range, sampled) : !mapped(range)) {
             readable = false;
             if (!(qp.reported & kUnmapped)) {
                 qp.reported |= kUnmapped;
@@ -129,7 +135,9 @@ bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
             }
             continue;
         }
-        work.sources.push_back({static_cast<int>(i), range, sampled});
+        if (rereads) {
+            work.sources.push_back({static_cast<int>(i), range, sampled});
+        }
     }
     return readable;
 }
@@ -156,7 +164,8 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
         Finding finding{
             "send-buffer-changed", qp.qpn,
             "the bytes of " + element(source.element, work.wr_id, sge) +
-                " changed between ibv_post_send and the completion that retired it: the program "
+                " changed between ibv_post_send on this " + std::string(qp_type_name(qp.type)) +
+                " QP and the completion that retired it: the program "
                 "(or a peer's RDMA WRITE into its MR) wrote the buffer while the NIC could still "
                 "read it.",
             "it reads the buffer when it transmits, which may be any time until the completion, "
