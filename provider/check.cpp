@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -309,18 +310,45 @@ void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
 }
 
 void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
-    std::lock_guard lock(lock_);
-    QpState& state = qps_[qp];
-    constexpr size_t kHistory = 8;
-    if (state.history.size() == kHistory) {
-        state.history.erase(state.history.begin());
+    {
+        std::lock_guard lock(lock_);
+        QpState& state = qps_[qp];
+        constexpr size_t kHistory = 8;
+        if (state.history.size() == kHistory) {
+            state.history.erase(state.history.begin());
+        }
+        state.history.push_back(std::string(qp_state_name(from)) + " -> " + qp_state_name(to));
+        if (to == IBV_QPS_RESET) {
+            // The queues are emptied, and what was posted is gone with them.
+            forget_posted(state);
+            state.error_cause.clear();
+        }
     }
-    state.history.push_back(std::string(qp_state_name(from)) + " -> " + qp_state_name(to));
-    if (to == IBV_QPS_RESET) {
-        // The queues are emptied, and what was posted is gone with them.
-        forget_posted(state);
-        state.error_cause.clear();
+    if (to == IBV_QPS_RTR || to == IBV_QPS_RTS) {
+        check_peer(qp);
     }
+}
+
+void CheckState::check_peer(ibv_qp* qp) {
+    rpc::CheckPeerReply reply{};
+    if (client_.call(rpc::CheckPeerRequest{qp->handle, 0}, &reply) != 0 || !reply.text[0]) {
+        return;  // no peer of this daemon, both ends agree, or the daemon is gone
+    }
+    {
+        std::lock_guard lock(lock_);
+        QpState& state = qps_[qp];
+        if (state.reported & kPeer) {
+            return;
+        }
+        state.reported |= kPeer;
+    }
+    report({"peer-mismatch", qp->qp_num,
+            "ibv_modify_qp: " + std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
+            "each end does what it was told: the disagreement shows later as retries, NAKs or a "
+            "QP in ERR, far from the ibv_modify_qp that caused it",
+            "set each end from the values the other end sent: sq_psn to the peer's rq_psn, one "
+            "path_mtu on both (the smaller port's active MTU), max_rd_atomic at most the peer's "
+            "max_dest_rd_atomic"});
 }
 
 void CheckState::forget_posted(QpState& qp) {

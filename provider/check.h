@@ -60,6 +60,7 @@ enum KindBit : uint32_t {
     kOverlap = 16,
     kChanged = 32,
     kUnmapped = 64,
+    kPeer = 128,
 };
 
 std::string hex(uint64_t value);
@@ -125,6 +126,9 @@ class CheckState {
     void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all);
     void qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to);
     void qp_destroyed(ibv_qp* qp);
+    // After a move to RTR or RTS: asks the daemon how the QP and its peer
+    // (when both are its devices') disagree, and reports it.
+    void check_peer(ibv_qp* qp);
 
     // Before posting: reports a post the QP's state refuses or flushes.
     void posting_send(ibv_qp* qp);

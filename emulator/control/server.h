@@ -41,6 +41,7 @@ class Server {
     ~Server();
 
     Device* find_device(const std::string& name) const;
+    const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
     // The open context of `device` whose attach token this is, if any.
     std::shared_ptr<Context> find_context(const std::string& device, uint64_t token) const;
     const Doorbell& doorbell() const { return doorbell_; }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cm/ucma.h"
+#include "control/check_peer.h"
 #include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
@@ -179,6 +180,9 @@ bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<cons
         case rpc::Op::kCheckFinding:
             check_finding(header, body);
             return true;
+        case rpc::Op::kCheckPeer:
+            check_peer(header, body);
+            return true;
         case rpc::Op::kCmOpen:
             cm_open(header, body, fds);
             return true;
@@ -199,6 +203,25 @@ bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<cons
             }
             return false;
     }
+}
+
+// Check mode: how one of the client's QPs and its peer disagree.
+void Session::check_peer(const rpc::RequestHeader& header, std::span<const std::byte> body) {
+    rpc::CheckPeerRequest request;
+    rpc::CheckPeerReply answer{};
+    Result r = decode(body, request);
+    if (r && !context_) {
+        r = fail(EPROTO, "a peer check before hello for a device");
+    }
+    std::shared_ptr<Qp> qp = r ? context_->qps().find(request.qp_handle) : nullptr;
+    if (r && !qp) {
+        r = fail(EINVAL, "no QP with handle %u", request.qp_handle);
+    }
+    if (r) {
+        snprintf(answer.text, sizeof(answer.text), "%s",
+                 peer_mismatch(*qp, server_.devices()).c_str());
+    }
+    reply(header, r, r ? bytes_of(answer) : std::vector<std::byte>{});
 }
 
 // A finding of a client in check mode, kept for `uroce check`.

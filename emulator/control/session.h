@@ -76,6 +76,7 @@ class Session : public std::enable_shared_from_this<Session> {
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
     void report_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
     void check_finding(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    void check_peer(const rpc::RequestHeader& header, std::span<const std::byte> body);
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;

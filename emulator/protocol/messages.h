@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 16;
+inline constexpr uint16_t kVersion = 17;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -104,6 +104,8 @@ enum class Op : uint16_t {
     // of the findings kept (JSON).
     kCheckFinding,
     kCheckReport,
+    // Check mode: how a QP and its peer, a QP of this daemon, disagree.
+    kCheckPeer,
     kCount,
 };
 
@@ -152,6 +154,18 @@ struct CheckFindingRequest {
     uint32_t qpn;   // the QP it is about, or 0
     uint32_t reserved;
     char text[kMaxFindingText];
+};
+
+// Check mode, after ibv_modify_qp to RTR or RTS: the attributes on which
+// the QP and its peer (the QP of this daemon it is connected to, connected
+// back to it) disagree, as sentences; empty when they agree or no such
+// peer is known yet.
+struct CheckPeerRequest {
+    uint32_t qp_handle;
+    uint32_t reserved;
+};
+struct CheckPeerReply {
+    char text[1024];
 };
 
 // A forked child's connection to the context its parent opened: as with a
@@ -650,6 +664,7 @@ UROCE_RPC(kCmCommand, CmCommandRequest, CmCommandReply)
 UROCE_RPC(kCmAttach, CmAttachRequest, Empty)
 UROCE_RPC(kNetlinkOpen, NetlinkOpenRequest, NetlinkOpenReply)
 UROCE_RPC(kCheckFinding, CheckFindingRequest, Empty)
+UROCE_RPC(kCheckPeer, CheckPeerRequest, CheckPeerReply)
 #undef UROCE_RPC
 
 }  // namespace uroce::rpc

@@ -59,33 +59,54 @@ static void open_rig(const char *name, struct rig *rig) {
     if (!rig->mr) die("ibv_reg_mr");
 }
 
-static void to_init(struct rig *rig) {
+static void qp_to_init(struct ibv_qp *qp) {
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .port_num = 1,
                                .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
-    if (ibv_modify_qp(rig->qp, &attr,
+    if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die("ibv_modify_qp INIT");
 }
 
-/* INIT, RTR and RTS, connected to itself. */
-static void connect_self(struct rig *rig) {
-    to_init(rig);
-    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024,
-                               .dest_qp_num = rig->qp->qp_num, .rq_psn = 0,
-                               .max_dest_rd_atomic = 1, .min_rnr_timer = 12,
+static void to_init(struct rig *rig) {
+    qp_to_init(rig->qp);
+}
+
+/* How one end of a connection is set up. */
+struct end {
+    uint32_t sq_psn;
+    enum ibv_mtu mtu;
+    uint8_t depth; /* max_rd_atomic and max_dest_rd_atomic */
+};
+
+/* INIT, RTR and RTS, connected to QP `dest` of the same device. */
+static void connect_qp(struct rig *rig, struct ibv_qp *qp, uint32_t dest, struct end end) {
+    qp_to_init(qp);
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_RTR, .path_mtu = end.mtu,
+                               .dest_qp_num = dest, .rq_psn = 0,
+                               .max_dest_rd_atomic = end.depth, .min_rnr_timer = 12,
                                .ah_attr = {.is_global = 1, .port_num = 1}};
     if (ibv_query_gid(rig->context, 1, 0, &attr.ah_attr.grh.dgid)) die("ibv_query_gid");
     attr.ah_attr.grh.hop_limit = 1;
-    if (ibv_modify_qp(rig->qp, &attr,
+    if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("ibv_modify_qp RTR");
     attr = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-                                .rnr_retry = 7, .sq_psn = 0, .max_rd_atomic = 1};
-    if (ibv_modify_qp(rig->qp, &attr,
+                                .rnr_retry = 7, .sq_psn = end.sq_psn,
+                                .max_rd_atomic = end.depth};
+    if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
         die("ibv_modify_qp RTS");
+}
+
+/* Connected to itself, sending from `sq_psn` (and expecting 0). */
+static void connect_self_from(struct rig *rig, uint32_t sq_psn) {
+    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){sq_psn, IBV_MTU_1024, 1});
+}
+
+static void connect_self(struct rig *rig) {
+    connect_self_from(rig, 0);
 }
 
 __attribute__((noinline)) void close_rig(struct rig *rig) {
@@ -394,6 +415,31 @@ __attribute__((noinline)) void unmap_after_dereg(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* peer-mismatch: the QP (its own peer) sends from PSN 5 and expects 0. */
+__attribute__((noinline)) void send_from_another_psn(struct rig *rig) {
+    connect_self_from(rig, 5);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* peer-mismatch: two QPs connected to each other, one with a path MTU of
+ * 4096 and 4 READs outstanding, the other with 1024 and room for 1. */
+static void connect_a_pair(struct rig *rig, struct end first, struct end second) {
+    struct ibv_qp *other = create_qp(rig, rig->cq);
+    connect_qp(rig, rig->qp, other->qp_num, first);
+    connect_qp(rig, other, rig->qp->qp_num, second);
+    if (ibv_destroy_qp(other)) die("ibv_destroy_qp");
+}
+
+__attribute__((noinline)) void connect_a_pair_unevenly(struct rig *rig) {
+    connect_a_pair(rig, (struct end){0, IBV_MTU_4096, 4}, (struct end){0, IBV_MTU_1024, 1});
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void connect_a_pair_evenly(struct rig *rig) {
+    connect_a_pair(rig, (struct end){0, IBV_MTU_1024, 4}, (struct end){0, IBV_MTU_1024, 4});
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -419,6 +465,8 @@ static const struct test_case kCases[] = {
     {"unarmed", wait_without_rearming},      {"unarmed-twin", wait_after_rearming},
     {"async-unacked", async_event_not_acknowledged},
     {"async-unacked-twin", async_event_acknowledged},
+    {"peer", send_from_another_psn},         {"peer-twin", write_after_rts},
+    {"peer-pair", connect_a_pair_unevenly},  {"peer-pair-twin", connect_a_pair_evenly},
 };
 
 int main(int argc, char **argv) {

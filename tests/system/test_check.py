@@ -23,6 +23,8 @@ CASES = [
     ("overlapping-receives", "overlap", "post_overlapping_receives"),
     ("send-buffer-changed", "changed", "rewrite_before_the_completion"),  # found when polled
     ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
+    ("peer-mismatch", "peer", "send_from_another_psn"),
+    ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
 ]
 
 
@@ -106,6 +108,14 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("ibv_destroy_qp while 1 of the 1 async event(s) ibv_get_async_event "
                       "returned for it (the last IBV_EVENT_QP_ACCESS_ERR) are not acknowledged",
                       async_unacked)
+        peer = self.reports(self.run_case("peer").stderr)[0][1]
+        self.assertRegex(peer, r"ibv_modify_qp: QP 0x([0-9a-f]+) is connected to QP 0x\1 of uroce0, "
+                               r"which names it back: this QP sends from PSN 0x5 \(sq_psn\) and "
+                               r"the peer expects PSN 0x0 \(rq_psn\)")
+        pair = self.reports(self.run_case("peer-pair").stderr)[0][1]
+        self.assertIn("this QP's path MTU is 1024 bytes and its peer's 4096", pair)
+        self.assertIn("the peer keeps up to 4 RDMA READs and atomics outstanding (max_rd_atomic) "
+                      "and this QP takes 1 (max_dest_rd_atomic)", pair)
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
