@@ -309,10 +309,17 @@ void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
             "count them and acknowledge them at once) before destroying the CQ"});
 }
 
-void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to) {
+void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& attr, int mask) {
+    const ibv_qp_state to = (mask & IBV_QP_STATE) ? attr.qp_state : from;
     {
         std::lock_guard lock(lock_);
         QpState& state = qps_[qp];
+        if (mask & IBV_QP_RNR_RETRY) {
+            state.rnr_retry = attr.rnr_retry;
+        }
+        if (!(mask & IBV_QP_STATE)) {
+            return;
+        }
         constexpr size_t kHistory = 8;
         if (state.history.size() == kHistory) {
             state.history.erase(state.history.begin());

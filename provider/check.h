@@ -61,6 +61,7 @@ enum KindBit : uint32_t {
     kChanged = 32,
     kUnmapped = 64,
     kPeer = 128,
+    kRnr = 256,
 };
 
 std::string hex(uint64_t value);
@@ -99,6 +100,7 @@ struct QpState {
     std::deque<Posted> receives;       // its own receive queue's
     ibv_srq* srq = nullptr;            // whose queue takes its receives
     bool signal_all = false;           // sq_sig_all: every send is signaled
+    uint8_t rnr_retry = 7;             // as ibv_modify_qp last set it
     std::vector<std::string> history;  // the last transitions, "RESET -> INIT"
     std::string error_cause;           // set when an error completion moved it to ERR
     uint32_t reported = 0;             // bits of the kinds already reported on it
@@ -124,7 +126,8 @@ class CheckState {
 
     // The depths as created (ibv_qp_cap); `signal_all`: sq_sig_all.
     void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all);
-    void qp_modified(ibv_qp* qp, ibv_qp_state from, ibv_qp_state to);
+    // After a successful ibv_modify_qp; `from`: the state before.
+    void qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& attr, int mask);
     void qp_destroyed(ibv_qp* qp);
     // After a move to RTR or RTS: asks the daemon how the QP and its peer
     // (when both are its devices') disagree, and reports it.

@@ -180,6 +180,24 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
 }
 
 void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc) {
+    if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR && qp && qp->rnr_retry == 0 &&
+        !(qp->reported & kRnr)) {
+        qp->reported |= kRnr;
+        Finding finding{
+            "peer-mismatch", qp->qpn,
+            "a send (wr_id " + hex(work.wr_id) +
+                ") completed with IBV_WC_RNR_RETRY_EXC_ERR: the peer had no receive posted "
+                "when it arrived (an RNR NAK), and this QP's rnr_retry is 0, so that first "
+                "RNR NAK ended it.",
+            "with rnr_retry 0 the requester gives up at the first RNR NAK, and the QP goes "
+            "to ERR; a peer that posts its receives a moment late (after it reaches RTR, or "
+            "after polling) meets it on a fast link, and not on a slow one",
+            "post the peer's receives before the sends that need them can arrive, or set "
+            "rnr_retry (7 retries for ever) with a min_rnr_timer that fits the peer"};
+        finding.posted_at = work.posted_at;
+        report(finding);
+        return;
+    }
     for (size_t i = 0; i < work.sges.size(); ++i) {
         Range range;
         if (!process_range(work.sges[i], range) || mapped(range)) {

@@ -204,8 +204,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     if ((attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
         forget_completions(qp);
     }
-    if (check::CheckState* check = checking(qp->context); check && (attr_mask & IBV_QP_STATE)) {
-        check->qp_modified(qp, qp->state, attr->qp_state);  // libibverbs sets qp->state after
+    if (check::CheckState* check = checking(qp->context)) {
+        check->qp_modified(qp, qp->state, *attr, attr_mask);  // libibverbs sets qp->state after
     }
     return 0;
 }

@@ -76,6 +76,7 @@ struct end {
     uint32_t sq_psn;
     enum ibv_mtu mtu;
     uint8_t depth; /* max_rd_atomic and max_dest_rd_atomic */
+    int gives_up;  /* rnr_retry 0 rather than 7 (for ever) */
 };
 
 /* INIT, RTR and RTS, connected to QP `dest` of the same device. */
@@ -92,7 +93,7 @@ static void connect_qp(struct rig *rig, struct ibv_qp *qp, uint32_t dest, struct
                           IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("ibv_modify_qp RTR");
     attr = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
-                                .rnr_retry = 7, .sq_psn = end.sq_psn,
+                                .rnr_retry = end.gives_up ? 0 : 7, .sq_psn = end.sq_psn,
                                 .max_rd_atomic = end.depth};
     if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -440,6 +441,33 @@ __attribute__((noinline)) void connect_a_pair_evenly(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* peer-mismatch: rnr_retry 0, and a send that arrives before its receive
+ * is posted (the twin posts the receive first). */
+static void send_before_or_after_the_receive(struct rig *rig, int receive_first) {
+    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1, 1});
+    if (receive_first) post_receive(rig, 1);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 2048, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if ((wc.status == IBV_WC_RNR_RETRY_EXC_ERR) == receive_first) {
+        fprintf(stderr, "the send completed with %s\n", ibv_wc_status_str(wc.status));
+        exit(1);
+    }
+}
+
+__attribute__((noinline)) void send_before_the_receive(struct rig *rig) {
+    send_before_or_after_the_receive(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void send_after_the_receive(struct rig *rig) {
+    send_before_or_after_the_receive(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -467,6 +495,7 @@ static const struct test_case kCases[] = {
     {"async-unacked-twin", async_event_acknowledged},
     {"peer", send_from_another_psn},         {"peer-twin", write_after_rts},
     {"peer-pair", connect_a_pair_unevenly},  {"peer-pair-twin", connect_a_pair_evenly},
+    {"rnr", send_before_the_receive},        {"rnr-twin", send_after_the_receive},
 };
 
 int main(int argc, char **argv) {

@@ -25,6 +25,7 @@ CASES = [
     ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
+    ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
 ]
 
 
@@ -116,6 +117,9 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("this QP's path MTU is 1024 bytes and its peer's 4096", pair)
         self.assertIn("the peer keeps up to 4 RDMA READs and atomics outstanding (max_rd_atomic) "
                       "and this QP takes 1 (max_dest_rd_atomic)", pair)
+        rnr = self.reports(self.run_case("rnr").stderr)[0][1]
+        self.assertIn("a send (wr_id 0x2) completed with IBV_WC_RNR_RETRY_EXC_ERR", rnr)
+        self.assertIn("this QP's rnr_retry is 0", rnr)
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
