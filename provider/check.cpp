@@ -172,6 +172,7 @@ void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all) 
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     state.qpn = qp->qp_num;
+    state.handle = qp->handle;
     state.type = qp->qp_type;
     state.sq_depth = cap.max_send_wr;
     state.send_cq = qp->send_cq;
@@ -338,7 +339,9 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
 
 void CheckState::check_peer(ibv_qp* qp) {
     rpc::CheckPeerReply reply{};
-    if (client_.call(rpc::CheckPeerRequest{qp->handle, 0}, &reply) != 0 || !reply.text[0]) {
+    if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kAttributes}, &reply) !=
+            0 ||
+        !reply.text[0]) {
         return;  // no peer of this daemon, both ends agree, or the daemon is gone
     }
     {

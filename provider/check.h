@@ -62,6 +62,7 @@ enum KindBit : uint32_t {
     kUnmapped = 64,
     kPeer = 128,
     kRnr = 256,
+    kBadRemoteKey = 512,
 };
 
 std::string hex(uint64_t value);
@@ -92,6 +93,7 @@ struct Posted {
 // A QP's part of the state (check.cpp).
 struct QpState {
     uint32_t qpn = 0;
+    uint32_t handle = 0;  // the daemon's
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t sq_depth = 0;  // max_send_wr as created
     const ibv_cq* send_cq = nullptr;

@@ -2,10 +2,13 @@
 // (receives, READ and atomic destinations) and their overlaps, send
 // buffers sampled when posted and compared when completed, and memory
 // gone from under an MR.
+#include <string.h>
+
 #include <algorithm>
 
 #include "check.h"
 #include "check_memory.h"
+#include "protocol/client.h"
 #include "qp/qp_transitions.h"
 
 namespace uroce::check {
@@ -196,6 +199,30 @@ void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc
             "rnr_retry (7 retries for ever) with a min_rnr_timer that fits the peer"};
         finding.posted_at = work.posted_at;
         report(finding);
+        return;
+    }
+    const bool refused = wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_INV_REQ_ERR;
+    if (refused && qp && !(qp->reported & kBadRemoteKey)) {
+        rpc::CheckPeerReply reply{};
+        if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kRefusal}, &reply) ==
+                0 &&
+            reply.text[0]) {
+            qp->reported |= kBadRemoteKey;
+            Finding finding{
+                "bad-remote-key", qp->qpn,
+                "wr_id " + hex(work.wr_id) + " completed with " +
+                    (wc.status == IBV_WC_REM_ACCESS_ERR ? "IBV_WC_REM_ACCESS_ERR: "
+                                                        : "IBV_WC_REM_INV_REQ_ERR: ") +
+                    std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
+                "the responder NAKs the request (a remote access error, or an invalid request "
+                "when its QP refuses the operation): the work request completes in error and "
+                "both QPs go to ERR, and neither end says which key, range or flag",
+                "name the peer's memory by the rkey and addresses of an MR (or MW) of the peer "
+                "QP's PD that covers the range, registered with the IBV_ACCESS_REMOTE_* flag of "
+                "the operation, and allow the operation in the peer QP's qp_access_flags"};
+            finding.posted_at = work.posted_at;
+            report(finding);
+        }
         return;
     }
     for (size_t i = 0; i < work.sges.size(); ++i) {

@@ -65,6 +65,16 @@ void compare(const Qp& sender, const Qp& receiver, bool here, std::string& out) 
 
 }  // namespace
 
+std::string peer_refusal(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices) {
+    const Device* where = nullptr;
+    const Qp* peer = find_peer(qp, devices, &where);
+    if (!peer || peer->responder.refused.empty()) {
+        return "";
+    }
+    return format("QP 0x%x of %s, its peer, refused %s", peer->qpn, where->name().c_str(),
+                  peer->responder.refused.c_str());
+}
+
 std::string peer_mismatch(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices) {
     const bool connected = qp.type == IBV_QPT_RC || qp.type == IBV_QPT_UC ||
                            qp.type == IBV_QPT_XRC_SEND || qp.type == IBV_QPT_XRC_RECV;

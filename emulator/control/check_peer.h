@@ -16,4 +16,7 @@ struct Qp;
 // this daemon connected back to it, or both agree).
 std::string peer_mismatch(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices);
 
+// Why `qp`'s peer refused its last remote access, or "".
+std::string peer_refusal(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices);
+
 }  // namespace uroce

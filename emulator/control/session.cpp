@@ -218,8 +218,10 @@ void Session::check_peer(const rpc::RequestHeader& header, std::span<const std::
         r = fail(EINVAL, "no QP with handle %u", request.qp_handle);
     }
     if (r) {
-        snprintf(answer.text, sizeof(answer.text), "%s",
-                 peer_mismatch(*qp, server_.devices()).c_str());
+        const std::string text = request.question == rpc::PeerQuestion::kRefusal
+                                     ? peer_refusal(*qp, server_.devices())
+                                     : peer_mismatch(*qp, server_.devices());
+        snprintf(answer.text, sizeof(answer.text), "%s", text.c_str());
     }
     reply(header, r, r ? bytes_of(answer) : std::vector<std::byte>{});
 }

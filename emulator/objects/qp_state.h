@@ -209,6 +209,9 @@ struct ResponderState {
     // (a message that never arrived consumes none).
     std::optional<TakenReceive> unused_receive;
     bool last_wqe_reached = false;  // IBV_EVENT_QP_LAST_WQE_REACHED reported
+    // Why the last remote access was refused, for check mode's
+    // bad-remote-key (control/check_peer.cpp); at most 255 characters.
+    std::string refused;
     // XRC_TGT: the XRC SRQ the request being executed named (its XRCETH),
     // whose WQEs, PD and CQ serve it. Weak: destroying the SRQ is not held up.
     std::weak_ptr<Srq> xrc_srq;

@@ -156,13 +156,15 @@ struct CheckFindingRequest {
     char text[kMaxFindingText];
 };
 
-// Check mode, after ibv_modify_qp to RTR or RTS: the attributes on which
-// the QP and its peer (the QP of this daemon it is connected to, connected
-// back to it) disagree, as sentences; empty when they agree or no such
-// peer is known yet.
+// Check mode asks about a QP's peer (the QP of this daemon it is connected
+// to, connected back to it): after ibv_modify_qp to RTR or RTS, the
+// attributes on which they disagree, as sentences; after a completion with
+// IBV_WC_REM_ACCESS_ERR, why the peer refused the access. Empty when they
+// agree, or no such peer (or refusal) is known.
+enum class PeerQuestion : uint32_t { kAttributes, kRefusal };
 struct CheckPeerRequest {
     uint32_t qp_handle;
-    uint32_t reserved;
+    PeerQuestion question;
 };
 struct CheckPeerReply {
     char text[1024];

@@ -4,6 +4,7 @@
 #include "transport/responder.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "keys/windows.h"
@@ -19,6 +20,28 @@ namespace {
 
 using wire::Operation;
 using wire::Position;
+
+const char* flag_name(unsigned access) {
+    return access == IBV_ACCESS_REMOTE_WRITE  ? "IBV_ACCESS_REMOTE_WRITE"
+           : access == IBV_ACCESS_REMOTE_READ ? "IBV_ACCESS_REMOTE_READ"
+                                              : "IBV_ACCESS_REMOTE_ATOMIC";
+}
+
+// Whether `fault` refuses a remote access; if so, keeps why on the QP for
+// check mode (bad-remote-key), in the program's terms.
+bool refused(Qp& qp, const char* operation, uint32_t rkey, uint64_t va, uint64_t length, int access,
+             AccessFault fault) {
+    if (fault == AccessFault::kNone) {
+        return false;
+    }
+    char text[256];
+    snprintf(text, sizeof(text), "%s of %llu bytes at 0x%llx with rkey 0x%x: %s%s%s", operation,
+             static_cast<unsigned long long>(length), static_cast<unsigned long long>(va), rkey,
+             access_fault_text(fault), fault == AccessFault::kNoPermission ? ", without " : "",
+             fault == AccessFault::kNoPermission ? flag_name(access) : "");
+    qp.responder.refused = text;
+    return true;
+}
 
 // READ response packets sent per QP before the engine turns to other work
 // (receiving, above all): pacing that keeps a long READ from overflowing the
@@ -292,6 +315,8 @@ void Responder::on_request(const Incoming& in) {
                             : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
                                                                    : 0;
     if ((qp.attr.qp_access_flags & needed) != needed) {
+        qp.responder.refused = std::string("a request whose operation its qp_access_flags lack (") +
+                               flag_name(needed) + ")";
         responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
@@ -409,8 +434,9 @@ void Responder::execute_atomic_write(const Incoming& in) {
         return;
     }
     Extent target;
-    if (resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
-                       target) != AccessFault::kNone) {
+    if (refused(qp, "an atomic write", reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
+                resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8,
+                               IBV_ACCESS_REMOTE_WRITE, target))) {
         responder_error(in, psn, RequestError::kRemoteAccess);
         return;
     }
@@ -442,8 +468,10 @@ void Responder::execute_write(const Incoming& in) {
         m.clear();
         m.active = true;
         if (reth.dma_length &&
-            resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
-                           IBV_ACCESS_REMOTE_WRITE, m.target) != AccessFault::kNone) {
+            refused(qp, "an RDMA WRITE", reth.rkey, reth.va, reth.dma_length,
+                    IBV_ACCESS_REMOTE_WRITE,
+                    resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
+                                   IBV_ACCESS_REMOTE_WRITE, m.target))) {
             m.clear();
             responder_error(in, psn, RequestError::kRemoteAccess);
             return;
@@ -485,8 +513,9 @@ void Responder::execute_read(const Incoming& in, const ResponderResource& reques
     const wire::Reth& reth = request.reth;
     Extent source;
     if (reth.dma_length &&
-        resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
-                       IBV_ACCESS_REMOTE_READ, source) != AccessFault::kNone) {
+        refused(qp, "an RDMA READ", reth.rkey, reth.va, reth.dma_length, IBV_ACCESS_REMOTE_READ,
+                resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
+                               IBV_ACCESS_REMOTE_READ, source))) {
         responder_error(in, in.packet.hdr.bth.psn, RequestError::kRemoteAccess);
         return;
     }
@@ -572,8 +601,9 @@ void Responder::execute_atomic(const Incoming& in) {
         return;
     }
     Extent target;
-    if (resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
-                       IBV_ACCESS_REMOTE_ATOMIC, target) != AccessFault::kNone) {
+    if (refused(qp, "an atomic", a.rkey, a.va, sizeof(uint64_t), IBV_ACCESS_REMOTE_ATOMIC,
+                resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
+                               IBV_ACCESS_REMOTE_ATOMIC, target))) {
         responder_error(in, psn, RequestError::kRemoteAccess);
         return;
     }

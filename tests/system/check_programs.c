@@ -61,7 +61,8 @@ static void open_rig(const char *name, struct rig *rig) {
 
 static void qp_to_init(struct ibv_qp *qp) {
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .port_num = 1,
-                               .qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+                               .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
+                                                  IBV_ACCESS_REMOTE_READ};
     if (ibv_modify_qp(qp, &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die("ibv_modify_qp INIT");
@@ -291,7 +292,8 @@ __attribute__((noinline)) void wait_after_rearming(struct rig *rig) {
 
 /* unacked-events: an async event (IBV_EVENT_QP_ACCESS_ERR, from a WRITE
  * with a bad rkey to itself) not acknowledged when the QP is destroyed (in
- * close_rig). */
+ * close_rig). The failed WRITE's completion is left unpolled: polled, it
+ * is bad-remote-key's. */
 static void take_an_async_event(struct rig *rig, struct ibv_async_event *event) {
     connect_self(rig);
     struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 8, .lkey = rig->mr->lkey};
@@ -300,8 +302,6 @@ static void take_an_async_event(struct rig *rig, struct ibv_async_event *event) 
                              .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
                                          .rkey = rig->mr->rkey ^ 0x77}}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
-    struct ibv_wc wc;
-    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
     for (;;) {
         if (ibv_get_async_event(rig->context, event)) die("ibv_get_async_event");
         if (event->event_type == IBV_EVENT_QP_ACCESS_ERR) return;
@@ -468,6 +468,29 @@ __attribute__((noinline)) void send_after_the_receive(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* bad-remote-key: an RDMA READ of an MR registered without
+ * IBV_ACCESS_REMOTE_READ. */
+__attribute__((noinline)) void read_without_remote_read(struct rig *rig) {
+    /* Between two QPs: a QP that is its own peer goes to ERR as the
+     * responder before its request completes, and the request is flushed. */
+    struct ibv_qp *other = create_qp(rig, rig->cq);
+    connect_qp(rig, rig->qp, other->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    connect_qp(rig, other, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 10, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if (wc.status != IBV_WC_REM_ACCESS_ERR) {
+        fprintf(stderr, "the READ completed with %s\n", ibv_wc_status_str(wc.status));
+        exit(1);
+    }
+    if (ibv_destroy_qp(other)) die("ibv_destroy_qp");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -496,6 +519,7 @@ static const struct test_case kCases[] = {
     {"peer", send_from_another_psn},         {"peer-twin", write_after_rts},
     {"peer-pair", connect_a_pair_unevenly},  {"peer-pair-twin", connect_a_pair_evenly},
     {"rnr", send_before_the_receive},        {"rnr-twin", send_after_the_receive},
+    {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
 };
 
 int main(int argc, char **argv) {

@@ -26,6 +26,7 @@ CASES = [
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
     ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
+    ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
 ]
 
 
@@ -120,6 +121,11 @@ class CheckModeTest(harness.DaemonTestCase):
         rnr = self.reports(self.run_case("rnr").stderr)[0][1]
         self.assertIn("a send (wr_id 0x2) completed with IBV_WC_RNR_RETRY_EXC_ERR", rnr)
         self.assertIn("this QP's rnr_retry is 0", rnr)
+        rkey = self.reports(self.run_case("bad-rkey").stderr)[0][1]
+        self.assertRegex(rkey, r"wr_id 0xa completed with IBV_WC_REM_ACCESS_ERR: QP 0x([0-9a-f]+) "
+                               r"of uroce0, its peer, refused an RDMA READ of 64 bytes at "
+                               r"0x[0-9a-f]+ with rkey 0x[0-9a-f]+: the memory region does not "
+                               r"allow this access, without IBV_ACCESS_REMOTE_READ\.")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
