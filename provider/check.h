@@ -201,7 +201,7 @@ class CheckState {
                     const char* verb, uint64_t wr_id);
     // Where an element's bytes are in the process, if its lkey names an MR
     // of process memory that covers it.
-    bool process_range(const ibv_sge& sge, Range& range, const MrKey** mr = nullptr);
+    bool process_range(const ibv_sge& sge, Range& range);
     // Claims the ranges the NIC writes for a work request, reporting one
     // that overlaps another outstanding one (not the same range: one buffer
     // for every receive is a scratch buffer's idiom); releases them.

@@ -24,7 +24,7 @@ bool overlap(const Range& a, const Range& b) {
 
 }  // namespace
 
-bool CheckState::process_range(const ibv_sge& sge, Range& range, const MrKey** mr) {
+bool CheckState::process_range(const ibv_sge& sge, Range& range) {
     const auto it = mrs_.find(sge.lkey);
     if (it == mrs_.end() || !it->second.process_memory || sge.length == 0) {
         return false;
@@ -36,9 +36,6 @@ bool CheckState::process_range(const ibv_sge& sge, Range& range, const MrKey** m
     }
     range.start = key.addr + (sge.addr - key.iova);
     range.end = range.start + sge.length;
-    if (mr) {
-        *mr = &key;
-    }
     return true;
 }
 
