@@ -339,8 +339,8 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
 
 void CheckState::check_peer(ibv_qp* qp) {
     rpc::CheckPeerReply reply{};
-    if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kAttributes}, &reply) !=
-            0 ||
+    if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kAttributes, 0, 0, 0, 0},
+                     &reply) != 0 ||
         !reply.text[0]) {
         return;  // no peer of this daemon, both ends agree, or the daemon is gone
     }
@@ -426,6 +426,9 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
     if (!inline_data) {
         check_keys(state, qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
                    "ibv_post_send", wr.wr_id);
+    }
+    if (qp->qp_type == IBV_QPT_UD && wr.wr.ud.ah) {
+        check_ud_destination(state, wr);
     }
     Posted work = posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                          inline_data ? nullptr : wr.sg_list, wr.num_sge);
@@ -592,6 +595,33 @@ void CheckState::deregistering(const ibv_mr* mr) {
             "or writes memory the program no longer meant",
             "poll the completions of the work requests that use an MR (or move the QP to ERR, or "
             "destroy the SRQ, and drain them) before deregistering it"});
+}
+
+void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
+    constexpr size_t kUdDestinationsAsked = 1024;
+    const auto destination =
+        std::make_tuple(wr.wr.ud.ah->handle, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey);
+    if ((qp.reported & kQkey) || ud_asked_.size() == kUdDestinationsAsked ||
+        !ud_asked_.insert(destination).second) {
+        return;
+    }
+    rpc::CheckPeerReply reply{};
+    if (client_.call(
+            rpc::CheckPeerRequest{qp.handle, rpc::PeerQuestion::kUdQkey, wr.wr.ud.ah->handle,
+                                  wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey, 0},
+            &reply) != 0 ||
+        !reply.text[0]) {
+        return;
+    }
+    report_once(qp, kQkey,
+                {"peer-mismatch", qp.qpn,
+                 "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
+                     " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
+                     std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
+                 "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
+                 "sender's completion is a success, and the receiver waits for ever",
+                 "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
+                 "rdma_cm's), or create both with the same one"});
 }
 
 void CheckState::cq_created(ibv_cq* cq) {

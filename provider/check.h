@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace uroce {
@@ -63,6 +64,7 @@ enum KindBit : uint32_t {
     kPeer = 128,
     kRnr = 256,
     kBadRemoteKey = 512,
+    kQkey = 1024,
 };
 
 std::string hex(uint64_t value);
@@ -222,6 +224,9 @@ class CheckState {
     void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
                          const void* posted_at);
     void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
+    // A UD send's first to its destination: asks the daemon whether that QP
+    // takes its Q_Key.
+    void check_ud_destination(QpState& qp, const ibv_send_wr& wr);
     void report(const Finding& finding);
     // Reports `finding` once per QP and kind (bit `kind_bit`).
     void report_once(QpState& qp, uint32_t kind_bit, const Finding& finding);
@@ -239,6 +244,9 @@ class CheckState {
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
     std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
     std::set<ibv_cq*> cqs_;
+    // UD destinations (AH handle, remote QPN, remote Q_Key) whose Q_Key the
+    // daemon was asked about, at most kUdDestinationsAsked.
+    std::set<std::tuple<uint32_t, uint32_t, uint32_t>> ud_asked_;
     struct AsyncEvents {
         uint32_t count;
         ibv_event_type last;

@@ -201,8 +201,8 @@ void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc
     const bool refused = wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_INV_REQ_ERR;
     if (refused && qp && !(qp->reported & kBadRemoteKey)) {
         rpc::CheckPeerReply reply{};
-        if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kRefusal}, &reply) ==
-                0 &&
+        if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kRefusal, 0, 0, 0, 0},
+                         &reply) == 0 &&
             reply.text[0]) {
             qp->reported |= kBadRemoteKey;
             Finding finding{

@@ -8,26 +8,29 @@
 
 #include "device/device.h"
 #include "objects/objects.h"
+#include "wire/headers.h"
 
 namespace uroce {
 namespace {
 
-const Qp* find_peer(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices,
-                    const Device** where) {
-    const ibv_gid& dgid = qp.attr.ah_attr.grh.dgid;
+// QP `qpn` of the device of this daemon that has GID `dgid`.
+const Qp* find_qp(const ibv_gid& dgid, uint32_t qpn,
+                  const std::vector<std::unique_ptr<Device>>& devices, const Device** where) {
     for (const auto& device : devices) {
         for (const ibv_gid& gid : device->gids()) {
-            if (memcmp(gid.raw, dgid.raw, sizeof(gid.raw)) != 0) {
-                continue;
-            }
-            const Qp* peer = device->qps().find(qp.attr.dest_qp_num);
-            if (peer && peer->attr.dest_qp_num == qp.qpn) {
+            if (memcmp(gid.raw, dgid.raw, sizeof(gid.raw)) == 0) {
                 *where = device.get();
-                return peer;
+                return device->qps().find(qpn);
             }
         }
     }
     return nullptr;
+}
+
+const Qp* find_peer(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices,
+                    const Device** where) {
+    const Qp* peer = find_qp(qp.attr.ah_attr.grh.dgid, qp.attr.dest_qp_num, devices, where);
+    return peer && peer->attr.dest_qp_num == qp.qpn ? peer : nullptr;
 }
 
 int mtu_bytes(ibv_mtu mtu) {
@@ -64,6 +67,25 @@ void compare(const Qp& sender, const Qp& receiver, bool here, std::string& out) 
 }
 
 }  // namespace
+
+std::string ud_qkey_mismatch(const Qp& qp, const ibv_ah_attr& route, uint32_t remote_qpn,
+                             uint32_t remote_qkey,
+                             const std::vector<std::unique_ptr<Device>>& devices) {
+    const Device* where = nullptr;
+    const Qp* target = find_qp(route.grh.dgid, remote_qpn, devices, &where);
+    // A Q_Key with its high bit set means "the sender's own" (IBA 10.2.5).
+    const uint32_t sent = (remote_qkey & wire::kControlledQkey) ? qp.attr.qkey : remote_qkey;
+    if (!target || target->type != IBV_QPT_UD || target->attr.qp_state < IBV_QPS_RTR ||
+        target->attr.qkey == sent) {
+        return "";
+    }
+    return format(
+        "QP 0x%x of %s, where these datagrams go, has Q_Key 0x%x and they carry 0x%x%s: it "
+        "drops every one (rcvd_qkey_err), and the sender's completions say success",
+        target->qpn, where->name().c_str(), target->attr.qkey, sent,
+        (remote_qkey & wire::kControlledQkey) ? " (this QP's own, as remote_qkey's high bit asks)"
+                                              : "");
+}
 
 std::string peer_refusal(const Qp& qp, const std::vector<std::unique_ptr<Device>>& devices) {
     const Device* where = nullptr;

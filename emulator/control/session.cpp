@@ -218,9 +218,15 @@ void Session::check_peer(const rpc::RequestHeader& header, std::span<const std::
         r = fail(EINVAL, "no QP with handle %u", request.qp_handle);
     }
     if (r) {
-        const std::string text = request.question == rpc::PeerQuestion::kRefusal
-                                     ? peer_refusal(*qp, server_.devices())
-                                     : peer_mismatch(*qp, server_.devices());
+        std::string text;
+        if (request.question == rpc::PeerQuestion::kRefusal) {
+            text = peer_refusal(*qp, server_.devices());
+        } else if (request.question == rpc::PeerQuestion::kAttributes) {
+            text = peer_mismatch(*qp, server_.devices());
+        } else if (auto ah = context_->ahs().find(request.ah_handle)) {
+            text = ud_qkey_mismatch(*qp, ah->attr, request.remote_qpn, request.remote_qkey,
+                                    server_.devices());
+        }
         snprintf(answer.text, sizeof(answer.text), "%s", text.c_str());
     }
     reply(header, r, r ? bytes_of(answer) : std::vector<std::byte>{});

@@ -159,12 +159,18 @@ struct CheckFindingRequest {
 // Check mode asks about a QP's peer (the QP of this daemon it is connected
 // to, connected back to it): after ibv_modify_qp to RTR or RTS, the
 // attributes on which they disagree, as sentences; after a completion with
-// IBV_WC_REM_ACCESS_ERR, why the peer refused the access. Empty when they
-// agree, or no such peer (or refusal) is known.
-enum class PeerQuestion : uint32_t { kAttributes, kRefusal };
+// IBV_WC_REM_ACCESS_ERR, why the peer refused the access; at a UD QP's
+// first send to a destination (ah_handle, remote_qpn, remote_qkey), whether
+// that QP of this daemon takes the Q_Key. Empty when they agree, or no such
+// peer (or refusal) is known.
+enum class PeerQuestion : uint32_t { kAttributes, kRefusal, kUdQkey };
 struct CheckPeerRequest {
     uint32_t qp_handle;
     PeerQuestion question;
+    uint32_t ah_handle;  // kUdQkey's destination
+    uint32_t remote_qpn;
+    uint32_t remote_qkey;
+    uint32_t reserved;
 };
 struct CheckPeerReply {
     char text[1024];

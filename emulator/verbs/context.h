@@ -112,6 +112,7 @@ class Context {
     const HandleTable<Mr>& mrs() const { return mrs_; }
     const HandleTable<Qp>& qps() const { return qps_; }
     const HandleTable<Srq>& srqs() const { return srqs_; }
+    const HandleTable<Ah>& ahs() const { return ahs_; }
 
   private:
     Result register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,

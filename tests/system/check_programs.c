@@ -491,6 +491,51 @@ __attribute__((noinline)) void read_without_remote_read(struct rig *rig) {
     if (ibv_destroy_qp(other)) die("ibv_destroy_qp");
 }
 
+/* peer-mismatch: a UD datagram with another Q_Key than its receiver's. */
+static struct ibv_qp *ud_qp(struct rig *rig, uint32_t qkey) {
+    struct ibv_qp_init_attr init = {
+        .send_cq = rig->cq, .recv_cq = rig->cq, .qp_type = IBV_QPT_UD,
+        .cap = {.max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1, .max_recv_sge = 1}};
+    struct ibv_qp *qp = ibv_create_qp(rig->pd, &init);
+    if (!qp) die("ibv_create_qp UD");
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = qkey};
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+        die("ibv_modify_qp UD INIT");
+    attr.qp_state = IBV_QPS_RTR;
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE)) die("ibv_modify_qp UD RTR");
+    attr.qp_state = IBV_QPS_RTS;
+    attr.sq_psn = 0;
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN)) die("ibv_modify_qp UD RTS");
+    return qp;
+}
+
+static void send_a_datagram(struct rig *rig, uint32_t remote_qkey) {
+    struct ibv_qp *sender = ud_qp(rig, 0x1111), *receiver = ud_qp(rig, 0x2222);
+    struct ibv_ah_attr route = {.is_global = 1, .port_num = 1, .grh = {.hop_limit = 1}};
+    if (ibv_query_gid(rig->context, 1, 0, &route.grh.dgid)) die("ibv_query_gid");
+    struct ibv_ah *ah = ibv_create_ah(rig->pd, &route);
+    if (!ah) die("ibv_create_ah");
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 11, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .wr.ud = {.ah = ah, .remote_qpn = receiver->qp_num,
+                                       .remote_qkey = remote_qkey}}, *bad;
+    if (ibv_post_send(sender, &wr, &bad)) die("ibv_post_send UD");
+    poll_completions(rig, 1);
+    if (ibv_destroy_qp(sender) || ibv_destroy_qp(receiver) || ibv_destroy_ah(ah))
+        die("destroying UD");
+}
+
+__attribute__((noinline)) void send_with_another_qkey(struct rig *rig) {
+    send_a_datagram(rig, 0x3333);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void send_with_the_receivers_qkey(struct rig *rig) {
+    send_a_datagram(rig, 0x2222);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -520,6 +565,7 @@ static const struct test_case kCases[] = {
     {"peer-pair", connect_a_pair_unevenly},  {"peer-pair-twin", connect_a_pair_evenly},
     {"rnr", send_before_the_receive},        {"rnr-twin", send_after_the_receive},
     {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
+    {"qkey", send_with_another_qkey},        {"qkey-twin", send_with_the_receivers_qkey},
 };
 
 int main(int argc, char **argv) {

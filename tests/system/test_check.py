@@ -27,6 +27,7 @@ CASES = [
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
     ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
+    ("peer-mismatch", "qkey", "send_with_another_qkey"),
 ]
 
 
@@ -129,6 +130,10 @@ class CheckModeTest(harness.DaemonTestCase):
                                r"of uroce0, its peer, refused an RDMA READ of 64 bytes at "
                                r"0x[0-9a-f]+ with rkey 0x[0-9a-f]+: the memory region does not "
                                r"allow this access, without IBV_ACCESS_REMOTE_READ\.")
+        qkey = self.reports(self.run_case("qkey").stderr)[0][1]
+        self.assertRegex(qkey, r"ibv_post_send on this UD QP to QP 0x[0-9a-f]+ with remote_qkey "
+                               r"0x3333: QP 0x[0-9a-f]+ of uroce0, where these datagrams go, has "
+                               r"Q_Key 0x2222 and they carry 0x3333: it drops every one")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
