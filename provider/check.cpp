@@ -318,6 +318,10 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
         if (mask & IBV_QP_RNR_RETRY) {
             state.rnr_retry = attr.rnr_retry;
         }
+        if (mask & IBV_QP_AV) {
+            std::copy(std::begin(attr.ah_attr.grh.dgid.raw), std::end(attr.ah_attr.grh.dgid.raw),
+                      state.dgid.begin());
+        }
         if (!(mask & IBV_QP_STATE)) {
             return;
         }
@@ -367,6 +371,7 @@ void CheckState::forget_posted(QpState& qp) {
     for (const std::deque<Posted>* queue : {&qp.sends, &qp.receives}) {
         for (const Posted& work : *queue) {
             release_landings(work);
+            release_target(work);
         }
     }
     qp.sends.clear();
@@ -441,6 +446,9 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
     }
     const bool readable =
         inline_data || !reads_locally(wr.opcode) || sample_sources(state, work, "ibv_post_send");
+    if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        claim_target(state, work, wr);
+    }
     state.sends.push_back(std::move(work));
     if (state.sends.back().signaled) {
         add_pending(state.send_cq, 1, state.qpn);
@@ -547,6 +555,7 @@ void CheckState::completed(const ibv_wc& wc) {
 
 void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
     release_landings(work);
+    release_target(work);
     if (!wc || wc->status == IBV_WC_SUCCESS) {
         if (qp) {
             compare_sources(*qp, work);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <array>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -65,11 +66,24 @@ enum KindBit : uint32_t {
     kRnr = 256,
     kBadRemoteKey = 512,
     kQkey = 1024,
+    kWriteRace = 2048,
 };
 
 std::string hex(uint64_t value);
 // "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
 std::string element(int index, uint64_t wr_id, const ibv_sge& sge);
+
+// Bytes of a peer's memory: its device's GID, the rkey, [start, end).
+struct RemoteRange {
+    std::array<uint8_t, 16> gid;
+    uint32_t rkey;
+    uint64_t start;
+    uint64_t end;
+    bool operator<(const RemoteRange& other) const {
+        return std::tie(gid, rkey, start, end) <
+               std::tie(other.gid, other.rkey, other.start, other.end);
+    }
+};
 
 // A work request posted and not yet completed, as a NIC's queue holds it.
 struct Posted {
@@ -90,6 +104,9 @@ struct Posted {
     };
     std::vector<Source> sources;
     uint64_t landing_epoch = 0;
+    // An RDMA WRITE's target, as claimed in CheckState::remote_writes_
+    // (rkey 0 and an empty range: none).
+    RemoteRange target{};
 };
 
 // A QP's part of the state (check.cpp).
@@ -105,6 +122,7 @@ struct QpState {
     ibv_srq* srq = nullptr;            // whose queue takes its receives
     bool signal_all = false;           // sq_sig_all: every send is signaled
     uint8_t rnr_retry = 7;             // as ibv_modify_qp last set it
+    std::array<uint8_t, 16> dgid{};    // its peer's device, as ibv_modify_qp last set it
     std::vector<std::string> history;  // the last transitions, "RESET -> INIT"
     std::string error_cause;           // set when an error completion moved it to ERR
     uint32_t reported = 0;             // bits of the kinds already reported on it
@@ -224,6 +242,10 @@ class CheckState {
     void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
                          const void* posted_at);
     void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
+    // An RDMA WRITE's target, checked against the WRITEs of the context's
+    // other QPs not yet completed, and released (check_races.cpp).
+    void claim_target(QpState& qp, Posted& work, const ibv_send_wr& wr);
+    void release_target(const Posted& work);
     // A UD send's first to its destination: asks the daemon whether that QP
     // takes its Q_Key.
     void check_ud_destination(QpState& qp, const ibv_send_wr& wr);
@@ -244,6 +266,13 @@ class CheckState {
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
     std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
     std::set<ibv_cq*> cqs_;
+    struct Writer {
+        uint32_t count;  // WRITEs with exactly this target
+        uint32_t qpn;    // the QP of one of them, for reports
+        uint64_t wr_id;
+    };
+    std::map<RemoteRange, Writer> remote_writes_;
+    uint64_t longest_write_ = 0;
     // UD destinations (AH handle, remote QPN, remote Q_Key) whose Q_Key the
     // daemon was asked about, at most kUdDestinationsAsked.
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> ud_asked_;

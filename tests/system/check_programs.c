@@ -536,6 +536,38 @@ __attribute__((noinline)) void send_with_the_receivers_qkey(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* write-race: WRITEs of two QPs into overlapping bytes, the second posted
+ * before the first completed (the twin polls in between). */
+static void write_on(struct rig *rig, struct ibv_qp *qp, uint64_t wr_id, size_t offset) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + offset,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
+}
+
+static void write_from_two_qps(struct rig *rig, int wait_between) {
+    struct ibv_qp *other = create_qp(rig, rig->cq);
+    connect_qp(rig, rig->qp, other->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    connect_qp(rig, other, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    write_on(rig, rig->qp, 12, 2048);
+    if (wait_between) poll_completions(rig, 1);
+    write_on(rig, other, 13, 2048 + 32);
+    poll_completions(rig, wait_between ? 1 : 2);
+    if (ibv_destroy_qp(other)) die("ibv_destroy_qp");
+}
+
+__attribute__((noinline)) void write_from_two_qps_at_once(struct rig *rig) {
+    write_from_two_qps(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void write_from_two_qps_in_turn(struct rig *rig) {
+    write_from_two_qps(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -566,6 +598,7 @@ static const struct test_case kCases[] = {
     {"rnr", send_before_the_receive},        {"rnr-twin", send_after_the_receive},
     {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
     {"qkey", send_with_another_qkey},        {"qkey-twin", send_with_the_receivers_qkey},
+    {"race", write_from_two_qps_at_once},    {"race-twin", write_from_two_qps_in_turn},
 };
 
 int main(int argc, char **argv) {

@@ -28,6 +28,7 @@ CASES = [
     ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
     ("peer-mismatch", "qkey", "send_with_another_qkey"),
+    ("write-race", "race", "write_from_two_qps_at_once"),
 ]
 
 
@@ -134,6 +135,11 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertRegex(qkey, r"ibv_post_send on this UD QP to QP 0x[0-9a-f]+ with remote_qkey "
                                r"0x3333: QP 0x[0-9a-f]+ of uroce0, where these datagrams go, has "
                                r"Q_Key 0x2222 and they carry 0x3333: it drops every one")
+        race = self.reports(self.run_case("race").stderr)[0][1]
+        self.assertRegex(race, r"ibv_post_send: an RDMA WRITE \(wr_id 0xd\) of 64 bytes to "
+                               r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
+                               r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ to the same memory that "
+                               r"has not completed")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
