@@ -29,15 +29,18 @@ const char* flag_name(unsigned access) {
 
 // Whether `fault` refuses a remote access; if so, keeps why on the QP for
 // check mode (bad-remote-key), in the program's terms.
-bool refused(Qp& qp, const char* operation, uint32_t rkey, uint64_t va, uint64_t length, int access,
-             AccessFault fault) {
+bool refused(const Device& device, Qp& qp, const char* operation, uint32_t rkey, uint64_t va,
+             uint64_t length, int access, AccessFault fault) {
     if (fault == AccessFault::kNone) {
         return false;
     }
+    // A window's permissions are its own, not its region's.
+    const bool window = fault == AccessFault::kNoPermission && device.find_mw(rkey >> 8);
     char text[256];
     snprintf(text, sizeof(text), "%s of %llu bytes at 0x%llx with rkey 0x%x: %s%s%s", operation,
              static_cast<unsigned long long>(length), static_cast<unsigned long long>(va), rkey,
-             access_fault_text(fault), fault == AccessFault::kNoPermission ? ", without " : "",
+             window ? "the memory window does not allow this access" : access_fault_text(fault),
+             fault == AccessFault::kNoPermission ? ", without " : "",
              fault == AccessFault::kNoPermission ? flag_name(access) : "");
     qp.responder.refused = text;
     return true;
@@ -434,7 +437,7 @@ void Responder::execute_atomic_write(const Incoming& in) {
         return;
     }
     Extent target;
-    if (refused(qp, "an atomic write", reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
+    if (refused(device, qp, "an atomic write", reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
                 resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8,
                                IBV_ACCESS_REMOTE_WRITE, target))) {
         responder_error(in, psn, RequestError::kRemoteAccess);
@@ -468,7 +471,7 @@ void Responder::execute_write(const Incoming& in) {
         m.clear();
         m.active = true;
         if (reth.dma_length &&
-            refused(qp, "an RDMA WRITE", reth.rkey, reth.va, reth.dma_length,
+            refused(device, qp, "an RDMA WRITE", reth.rkey, reth.va, reth.dma_length,
                     IBV_ACCESS_REMOTE_WRITE,
                     resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                                    IBV_ACCESS_REMOTE_WRITE, m.target))) {
@@ -513,7 +516,8 @@ void Responder::execute_read(const Incoming& in, const ResponderResource& reques
     const wire::Reth& reth = request.reth;
     Extent source;
     if (reth.dma_length &&
-        refused(qp, "an RDMA READ", reth.rkey, reth.va, reth.dma_length, IBV_ACCESS_REMOTE_READ,
+        refused(device, qp, "an RDMA READ", reth.rkey, reth.va, reth.dma_length,
+                IBV_ACCESS_REMOTE_READ,
                 resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
                                IBV_ACCESS_REMOTE_READ, source))) {
         responder_error(in, in.packet.hdr.bth.psn, RequestError::kRemoteAccess);
@@ -601,7 +605,7 @@ void Responder::execute_atomic(const Incoming& in) {
         return;
     }
     Extent target;
-    if (refused(qp, "an atomic", a.rkey, a.va, sizeof(uint64_t), IBV_ACCESS_REMOTE_ATOMIC,
+    if (refused(device, qp, "an atomic", a.rkey, a.va, sizeof(uint64_t), IBV_ACCESS_REMOTE_ATOMIC,
                 resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
                                IBV_ACCESS_REMOTE_ATOMIC, target))) {
         responder_error(in, psn, RequestError::kRemoteAccess);
