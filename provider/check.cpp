@@ -438,6 +438,22 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
     Posted work = posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                          inline_data ? nullptr : wr.sg_list, wr.num_sge);
     work.posted_at = caller;
+    switch (wr.opcode) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+        case IBV_WR_RDMA_READ:
+            work.rkey = wr.wr.rdma.rkey;
+            break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            work.rkey = wr.wr.atomic.rkey;
+            break;
+        case IBV_WR_BIND_MW:
+            work.window = wr.bind_mw.mw;
+            break;
+        default:
+            break;
+    }
     if (!inline_data && writes_locally(wr.opcode)) {
         work.lands = claim_landings(state.reported, wr.sg_list, wr.num_sge,
                                     wr.opcode == IBV_WR_RDMA_READ ? "an RDMA READ's destination"
@@ -562,6 +578,29 @@ void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
         }
     } else if (wc->status != IBV_WC_WR_FLUSH_ERR) {
         explain_error(qp, work, *wc);
+    }
+}
+
+void CheckState::deallocating_mw(const ibv_mw* mw) {
+    std::lock_guard lock(lock_);
+    for (const auto& [ibqp, qp] : qps_) {
+        const auto it = std::find_if(qp.sends.begin(), qp.sends.end(), [mw](const Posted& work) {
+            return work.window == mw || (work.rkey && work.rkey == mw->rkey);
+        });
+        if (it == qp.sends.end()) {
+            continue;
+        }
+        report({"dereg-in-use", qp.qpn,
+                "ibv_dealloc_mw of the memory window with rkey " + hex(mw->rkey) +
+                    " while a send work request (wr_id " + hex(it->wr_id) +
+                    ") posted on this QP names it (" +
+                    (it->window == mw ? "a bind of it" : "an RDMA or atomic through its rkey") +
+                    ") and has not completed.",
+                "the window is gone at once: the bind, or the access through it, fails with a "
+                "protection error and the QP goes to ERR",
+                "poll the completions of the work requests that name a window before "
+                "deallocating it"});
+        return;
     }
 }
 

@@ -104,6 +104,10 @@ struct Posted {
     };
     std::vector<Source> sources;
     uint64_t landing_epoch = 0;
+    // The peer's memory an RDMA or atomic work request names, and the
+    // window a bind names (for ibv_dealloc_mw's check).
+    uint32_t rkey = 0;
+    const void* window = nullptr;
     // An RDMA WRITE's target, as claimed in CheckState::remote_writes_
     // (rkey 0 and an empty range: none).
     RemoteRange target{};
@@ -169,6 +173,9 @@ class CheckState {
 
     // Before ibv_dereg_mr: reports posted work that still names its keys.
     void deregistering(const ibv_mr* mr);
+    // Before ibv_dealloc_mw: reports posted sends that name the window (a
+    // bind of it, or an RDMA or atomic through its rkey).
+    void deallocating_mw(const ibv_mw* mw);
     // Before ibv_destroy_cq: reports completion events got and never
     // acknowledged, for which a kernel's destroy waits for ever.
     void destroying_cq(const ibv_cq* cq, uint32_t events_reported);

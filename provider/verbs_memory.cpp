@@ -384,6 +384,9 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
 }
 
 int dealloc_mw(ibv_mw* mw) {
+    if (check::CheckState* check = checking(mw->context)) {
+        check->deallocating_mw(mw);
+    }
     if (int error =
             client_of(mw->context).call_op(rpc::Op::kDeallocMw, rpc::HandleRequest{mw->handle})) {
         return report(mw->context, "dealloc_mw", error);

@@ -568,6 +568,40 @@ __attribute__((noinline)) void write_from_two_qps_in_turn(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* dereg-in-use: a memory window deallocated while its bind (a type 2
+ * window's IBV_WR_BIND_MW) has not completed. */
+static void bind_a_window(struct rig *rig, int poll_first) {
+    connect_self(rig);
+    struct ibv_mr *mr = ibv_reg_mr(rig->pd, rig->buffer, BYTES,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                       IBV_ACCESS_MW_BIND);
+    struct ibv_mw *mw = ibv_alloc_mw(rig->pd, IBV_MW_TYPE_2);
+    if (!mr || !mw) die("ibv_reg_mr/ibv_alloc_mw");
+    struct ibv_send_wr wr = {.wr_id = 14, .opcode = IBV_WR_BIND_MW,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .bind_mw = {.mw = mw, .rkey = ibv_inc_rkey(mw->rkey),
+                                         .bind_info = {.mr = mr, .addr = (uintptr_t)rig->buffer,
+                                                       .length = 1024,
+                                                       .mw_access_flags =
+                                                           IBV_ACCESS_REMOTE_WRITE}}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send bind");
+    if (poll_first) poll_completions(rig, 1);
+    if (ibv_dealloc_mw(mw)) die("ibv_dealloc_mw");
+    struct ibv_wc wc;
+    while (!poll_first && ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
+}
+
+__attribute__((noinline)) void dealloc_a_window_being_bound(struct rig *rig) {
+    bind_a_window(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void dealloc_a_window_once_bound(struct rig *rig) {
+    bind_a_window(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -599,6 +633,8 @@ static const struct test_case kCases[] = {
     {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
     {"qkey", send_with_another_qkey},        {"qkey-twin", send_with_the_receivers_qkey},
     {"race", write_from_two_qps_at_once},    {"race-twin", write_from_two_qps_in_turn},
+    {"mw-in-use", dealloc_a_window_being_bound},
+    {"mw-in-use-twin", dealloc_a_window_once_bound},
 };
 
 int main(int argc, char **argv) {

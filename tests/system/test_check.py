@@ -29,6 +29,7 @@ CASES = [
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
     ("peer-mismatch", "qkey", "send_with_another_qkey"),
     ("write-race", "race", "write_from_two_qps_at_once"),
+    ("dereg-in-use", "mw-in-use", "dealloc_a_window_being_bound"),
 ]
 
 
