@@ -128,7 +128,14 @@ std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
 CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
     : mode_(mode), opener_(getpid()), client_(client), device_(device) {}
 
-CheckState::~CheckState() = default;
+CheckState::~CheckState() {
+    // The process-wide registry of WRITEs must not outlive their QPs' state.
+    for (auto& [ibqp, qp] : qps_) {
+        for (const Posted& work : qp.sends) {
+            release_target(qp, work);
+        }
+    }
+}
 
 void CheckState::report(const Finding& finding) {
     deliver(mode_, client_, device_, finding);
@@ -371,7 +378,7 @@ void CheckState::forget_posted(QpState& qp) {
     for (const std::deque<Posted>* queue : {&qp.sends, &qp.receives}) {
         for (const Posted& work : *queue) {
             release_landings(work);
-            release_target(work);
+            release_target(qp, work);
         }
     }
     qp.sends.clear();
@@ -571,7 +578,9 @@ void CheckState::completed(const ibv_wc& wc) {
 
 void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
     release_landings(work);
-    release_target(work);
+    if (qp) {
+        release_target(*qp, work);
+    }
     if (!wc || wc->status == IBV_WC_SUCCESS) {
         if (qp) {
             compare_sources(*qp, work);

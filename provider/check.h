@@ -108,8 +108,8 @@ struct Posted {
     // window a bind names (for ibv_dealloc_mw's check).
     uint32_t rkey = 0;
     const void* window = nullptr;
-    // An RDMA WRITE's target, as claimed in CheckState::remote_writes_
-    // (rkey 0 and an empty range: none).
+    // An RDMA WRITE's target, as claimed in check_races.cpp's registry
+    // (an empty range: none).
     RemoteRange target{};
 };
 
@@ -249,10 +249,11 @@ class CheckState {
     void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
                          const void* posted_at);
     void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
-    // An RDMA WRITE's target, checked against the WRITEs of the context's
-    // other QPs not yet completed, and released (check_races.cpp).
+    // An RDMA WRITE's target, checked against the WRITEs of the process's
+    // other QPs (of any device) not yet completed, and released
+    // (check_races.cpp).
     void claim_target(QpState& qp, Posted& work, const ibv_send_wr& wr);
-    void release_target(const Posted& work);
+    void release_target(QpState& qp, const Posted& work);
     // A UD send's first to its destination: asks the daemon whether that QP
     // takes its Q_Key.
     void check_ud_destination(QpState& qp, const ibv_send_wr& wr);
@@ -273,13 +274,6 @@ class CheckState {
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
     std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
     std::set<ibv_cq*> cqs_;
-    struct Writer {
-        uint32_t count;  // WRITEs with exactly this target
-        uint32_t qpn;    // the QP of one of them, for reports
-        uint64_t wr_id;
-    };
-    std::map<RemoteRange, Writer> remote_writes_;
-    uint64_t longest_write_ = 0;
     // UD destinations (AH handle, remote QPN, remote Q_Key) whose Q_Key the
     // daemon was asked about, at most kUdDestinationsAsked.
     std::set<std::tuple<uint32_t, uint32_t, uint32_t>> ud_asked_;

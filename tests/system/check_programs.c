@@ -538,6 +538,18 @@ __attribute__((noinline)) void send_with_the_receivers_qkey(struct rig *rig) {
 
 /* write-race: WRITEs of two QPs into overlapping bytes, the second posted
  * before the first completed (the twin polls in between). */
+/* A WRITE on `qp` (of the device of `from`, whose buffer is the source)
+ * into `to`'s buffer at `offset`. */
+static void write_into(struct rig *from, struct ibv_qp *qp, struct rig *to, uint64_t wr_id,
+                       size_t offset) {
+    struct ibv_sge sge = {.addr = (uintptr_t)from->buffer, .length = 64, .lkey = from->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)to->buffer + offset,
+                                         .rkey = to->mr->rkey}}, *bad;
+    if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
+}
+
 static void write_on(struct rig *rig, struct ibv_qp *qp, uint64_t wr_id, size_t offset) {
     struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
@@ -602,6 +614,25 @@ __attribute__((noinline)) void dealloc_a_window_once_bound(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* write-race across devices: a QP of uroce1 and a QP of the rig's device
+ * write into the rig's memory at once. */
+__attribute__((noinline)) void write_from_two_devices_at_once(struct rig *rig) {
+    struct rig far = {0};
+    open_rig("uroce1", &far);
+    struct ibv_qp *near_peer = create_qp(rig, rig->cq), *far_peer = create_qp(rig, rig->cq);
+    const struct end end = {0, IBV_MTU_1024, 1};
+    connect_qp(rig, rig->qp, near_peer->qp_num, end); /* the rig's device to itself */
+    connect_qp(rig, near_peer, rig->qp->qp_num, end);
+    connect_qp(rig, far.qp, far_peer->qp_num, end);   /* uroce1 to the rig's device */
+    connect_qp(&far, far_peer, far.qp->qp_num, end);
+    write_into(rig, rig->qp, rig, 15, 2048);
+    write_into(&far, far.qp, rig, 16, 2048 + 32);
+    poll_completions(rig, 1);
+    poll_completions(&far, 1);
+    if (ibv_destroy_qp(near_peer) || ibv_destroy_qp(far_peer)) die("ibv_destroy_qp");
+    close_rig(&far);
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -633,6 +664,8 @@ static const struct test_case kCases[] = {
     {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
     {"qkey", send_with_another_qkey},        {"qkey-twin", send_with_the_receivers_qkey},
     {"race", write_from_two_qps_at_once},    {"race-twin", write_from_two_qps_in_turn},
+    {"race-devices", write_from_two_devices_at_once},
+    {"race-devices-twin", write_from_two_qps_in_turn},
     {"mw-in-use", dealloc_a_window_being_bound},
     {"mw-in-use-twin", dealloc_a_window_once_bound},
 };

@@ -29,6 +29,7 @@ CASES = [
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
     ("peer-mismatch", "qkey", "send_with_another_qkey"),
     ("write-race", "race", "write_from_two_qps_at_once"),
+    ("write-race", "race-devices", "write_from_two_devices_at_once"),
     ("dereg-in-use", "mw-in-use", "dealloc_a_window_being_bound"),
 ]
 
@@ -139,8 +140,12 @@ class CheckModeTest(harness.DaemonTestCase):
         race = self.reports(self.run_case("race").stderr)[0][1]
         self.assertRegex(race, r"ibv_post_send: an RDMA WRITE \(wr_id 0xd\) of 64 bytes to "
                                r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
-                               r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ to the same memory that "
-                               r"has not completed")
+                               r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ of uroce0 to the same "
+                               r"memory that has not completed")
+        devices = self.reports(self.run_case("race-devices").stderr)[0][1]
+        self.assertRegex(devices, r"write-race on uroce1, QP 0x[0-9a-f]+\n  ibv_post_send: an RDMA "
+                                  r"WRITE \(wr_id 0x10\) .* overlaps 32 bytes of an RDMA WRITE "
+                                  r"\(wr_id 0xf\) from QP 0x[0-9a-f]+ of uroce0")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
