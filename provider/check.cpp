@@ -348,30 +348,6 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
     }
 }
 
-void CheckState::check_peer(ibv_qp* qp) {
-    rpc::CheckPeerReply reply{};
-    if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kAttributes, 0, 0, 0, 0},
-                     &reply) != 0 ||
-        !reply.text[0]) {
-        return;  // no peer of this daemon, both ends agree, or the daemon is gone
-    }
-    {
-        std::lock_guard lock(lock_);
-        QpState& state = qps_[qp];
-        if (state.reported & kPeer) {
-            return;
-        }
-        state.reported |= kPeer;
-    }
-    report({"peer-mismatch", qp->qp_num,
-            "ibv_modify_qp: " + std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
-            "each end does what it was told: the disagreement shows later as retries, NAKs or a "
-            "QP in ERR, far from the ibv_modify_qp that caused it",
-            "set each end from the values the other end sent: sq_psn to the peer's rq_psn, one "
-            "path_mtu on both (the smaller port's active MTU), max_rd_atomic at most the peer's "
-            "max_dest_rd_atomic"});
-}
-
 void CheckState::forget_posted(QpState& qp) {
     add_pending(qp.send_cq, -static_cast<int64_t>(signaled_count(qp.sends)), qp.qpn);
     add_pending(qp.recv_cq, -static_cast<int64_t>(qp.receives.size()), qp.qpn);
@@ -652,33 +628,6 @@ void CheckState::deregistering(const ibv_mr* mr) {
             "or writes memory the program no longer meant",
             "poll the completions of the work requests that use an MR (or move the QP to ERR, or "
             "destroy the SRQ, and drain them) before deregistering it"});
-}
-
-void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
-    constexpr size_t kUdDestinationsAsked = 1024;
-    const auto destination =
-        std::make_tuple(wr.wr.ud.ah->handle, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey);
-    if ((qp.reported & kQkey) || ud_asked_.size() == kUdDestinationsAsked ||
-        !ud_asked_.insert(destination).second) {
-        return;
-    }
-    rpc::CheckPeerReply reply{};
-    if (client_.call(
-            rpc::CheckPeerRequest{qp.handle, rpc::PeerQuestion::kUdQkey, wr.wr.ud.ah->handle,
-                                  wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey, 0},
-            &reply) != 0 ||
-        !reply.text[0]) {
-        return;
-    }
-    report_once(qp, kQkey,
-                {"peer-mismatch", qp.qpn,
-                 "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
-                     " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
-                     std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
-                 "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
-                 "sender's completion is a success, and the receiver waits for ever",
-                 "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
-                 "rdma_cm's), or create both with the same one"});
 }
 
 void CheckState::cq_created(ibv_cq* cq) {

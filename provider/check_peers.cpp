@@ -1,0 +1,62 @@
+// Check mode's questions to the daemon, which sees both ends of a
+// connection between its devices: how a QP and its peer disagree, and
+// whether a UD destination takes a datagram's Q_Key.
+#include <string.h>
+
+#include "check.h"
+#include "protocol/client.h"
+
+namespace uroce::check {
+
+void CheckState::check_peer(ibv_qp* qp) {
+    rpc::CheckPeerReply reply{};
+    if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kAttributes, 0, 0, 0, 0},
+                     &reply) != 0 ||
+        !reply.text[0]) {
+        return;  // no peer of this daemon, both ends agree, or the daemon is gone
+    }
+    {
+        std::lock_guard lock(lock_);
+        QpState& state = qps_[qp];
+        if (state.reported & kPeer) {
+            return;
+        }
+        state.reported |= kPeer;
+    }
+    report({"peer-mismatch", qp->qp_num,
+            "ibv_modify_qp: " + std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
+            "each end does what it was told: the disagreement shows later as retries, NAKs or a "
+            "QP in ERR, far from the ibv_modify_qp that caused it",
+            "set each end from the values the other end sent: sq_psn to the peer's rq_psn, one "
+            "path_mtu on both (the smaller port's active MTU), max_rd_atomic at most the peer's "
+            "max_dest_rd_atomic"});
+}
+
+void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
+    constexpr size_t kUdDestinationsAsked = 1024;
+    const auto destination =
+        std::make_tuple(wr.wr.ud.ah->handle, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey);
+    if ((qp.reported & kQkey) || ud_asked_.size() == kUdDestinationsAsked ||
+        !ud_asked_.insert(destination).second) {
+        return;
+    }
+    rpc::CheckPeerReply reply{};
+    if (client_.call(
+            rpc::CheckPeerRequest{qp.handle, rpc::PeerQuestion::kUdQkey, wr.wr.ud.ah->handle,
+                                  wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey, 0},
+            &reply) != 0 ||
+        !reply.text[0]) {
+        return;
+    }
+    report_once(qp, kQkey,
+                {"peer-mismatch", qp.qpn,
+                 "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
+                     " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
+                     std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
+                 "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
+                 "sender's completion is a success, and the receiver waits for ever",
+                 "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
+                 "rdma_cm's), or create both with the same one"});
+}
+
+}  // namespace uroce::check
