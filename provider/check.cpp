@@ -16,6 +16,15 @@
 namespace uroce::check {
 namespace {
 
+// A count of events acknowledged that libibverbs keeps under the object's
+// mutex (ibv_ack_cq_events, ibv_ack_async_event).
+uint32_t acknowledged_events(pthread_mutex_t* mutex, const uint32_t& count) {
+    pthread_mutex_lock(mutex);
+    const uint32_t acknowledged = count;
+    pthread_mutex_unlock(mutex);
+    return acknowledged;
+}
+
 // The events an object's destroy waits for, by their names in verbs.h.
 const char* event_name(ibv_event_type type) {
     switch (type) {
@@ -298,10 +307,8 @@ void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, 
 }
 
 void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
-    auto* mutex = const_cast<pthread_mutex_t*>(&cq->mutex);  // libibverbs' for the count
-    pthread_mutex_lock(mutex);
-    const uint32_t acknowledged = cq->comp_events_completed;
-    pthread_mutex_unlock(mutex);
+    const uint32_t acknowledged =
+        acknowledged_events(const_cast<pthread_mutex_t*>(&cq->mutex), cq->comp_events_completed);
     if (events_reported == acknowledged) {
         return;
     }
@@ -695,9 +702,7 @@ void CheckState::async_event_got(const ibv_async_event& event) {
 
 void CheckState::destroying(const void* object, const char* verb, const uint32_t* completed,
                             pthread_mutex_t* mutex) {
-    pthread_mutex_lock(mutex);  // libibverbs' for the count
-    const uint32_t acknowledged = *completed;
-    pthread_mutex_unlock(mutex);
+    const uint32_t acknowledged = acknowledged_events(mutex, *completed);
     std::lock_guard lock(lock_);
     const auto it = async_events_.find(object);
     if (it == async_events_.end() || it->second.count == acknowledged) {

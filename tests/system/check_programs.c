@@ -141,6 +141,13 @@ static void post_receive(struct rig *rig, uint64_t wr_id) {
     post_receive_at(rig, wr_id, 0);
 }
 
+/* The next completion, whatever its status. */
+static struct ibv_wc next_completion(struct rig *rig) {
+    struct ibv_wc wc;
+    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    return wc;
+}
+
 /* Polls until `count` completions, each successful. */
 static void poll_completions(struct rig *rig, int count) {
     struct ibv_wc wc;
@@ -225,8 +232,7 @@ __attribute__((noinline)) void write_beyond_the_mr(struct rig *rig) {
                              .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
                                          .rkey = rig->mr->rkey}}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
-    struct ibv_wc wc;
-    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    struct ibv_wc wc = next_completion(rig);
     if (wc.status == IBV_WC_SUCCESS) {
         fprintf(stderr, "a write beyond its MR succeeded\n");
         exit(1);
@@ -396,8 +402,7 @@ static void send_from_a_mapping(struct rig *rig, int unmap_first) {
                              .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
                                          .rkey = rig->mr->rkey}}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
-    struct ibv_wc wc;
-    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    struct ibv_wc wc = next_completion(rig);
     if ((wc.status == IBV_WC_SUCCESS) == unmap_first) {
         fprintf(stderr, "the write completed with %s\n", ibv_wc_status_str(wc.status));
         exit(1);
@@ -450,8 +455,7 @@ static void send_before_or_after_the_receive(struct rig *rig, int receive_first)
     struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
-    struct ibv_wc wc;
-    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    struct ibv_wc wc = next_completion(rig);
     if ((wc.status == IBV_WC_RNR_RETRY_EXC_ERR) == receive_first) {
         fprintf(stderr, "the send completed with %s\n", ibv_wc_status_str(wc.status));
         exit(1);
@@ -482,8 +486,7 @@ __attribute__((noinline)) void read_without_remote_read(struct rig *rig) {
                              .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
                                          .rkey = rig->mr->rkey}}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
-    struct ibv_wc wc;
-    while (ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    struct ibv_wc wc = next_completion(rig);
     if (wc.status != IBV_WC_REM_ACCESS_ERR) {
         fprintf(stderr, "the READ completed with %s\n", ibv_wc_status_str(wc.status));
         exit(1);
@@ -550,22 +553,13 @@ static void write_into(struct rig *from, struct ibv_qp *qp, struct rig *to, uint
     if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
 }
 
-static void write_on(struct rig *rig, struct ibv_qp *qp, uint64_t wr_id, size_t offset) {
-    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
-                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
-                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + offset,
-                                         .rkey = rig->mr->rkey}}, *bad;
-    if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
-}
-
 static void write_from_two_qps(struct rig *rig, int wait_between) {
     struct ibv_qp *other = create_qp(rig, rig->cq);
     connect_qp(rig, rig->qp, other->qp_num, (struct end){0, IBV_MTU_1024, 1});
     connect_qp(rig, other, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1});
-    write_on(rig, rig->qp, 12, 2048);
+    write_into(rig, rig->qp, rig, 12, 2048);
     if (wait_between) poll_completions(rig, 1);
-    write_on(rig, other, 13, 2048 + 32);
+    write_into(rig, other, rig, 13, 2048 + 32);
     poll_completions(rig, wait_between ? 1 : 2);
     if (ibv_destroy_qp(other)) die("ibv_destroy_qp");
 }
@@ -599,8 +593,7 @@ static void bind_a_window(struct rig *rig, int poll_first) {
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send bind");
     if (poll_first) poll_completions(rig, 1);
     if (ibv_dealloc_mw(mw)) die("ibv_dealloc_mw");
-    struct ibv_wc wc;
-    while (!poll_first && ibv_poll_cq(rig->cq, 1, &wc) == 0) continue;
+    if (!poll_first) next_completion(rig); /* the bind's, whatever its status */
     if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
 }
 
