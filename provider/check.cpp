@@ -137,14 +137,7 @@ std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
 CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
     : mode_(mode), opener_(getpid()), client_(client), device_(device) {}
 
-CheckState::~CheckState() {
-    // The process-wide registry of WRITEs must not outlive their QPs' state.
-    for (auto& [ibqp, qp] : qps_) {
-        for (const Posted& work : qp.sends) {
-            release_target(qp, work);
-        }
-    }
-}
+CheckState::~CheckState() = default;
 
 void CheckState::report(const Finding& finding) {
     deliver(mode_, client_, device_, finding);
@@ -184,9 +177,12 @@ void CheckState::destroyed(const void* object) {
     cqs_reported_.erase(object);
 }
 
-void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all) {
+void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all,
+                            queues::RingHeader* ring) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
+    state.ring = ring;
+    state.findings_seen = ring ? ring->check_findings.load(std::memory_order_acquire) : 0;
     state.qpn = qp->qp_num;
     state.handle = qp->handle;
     state.type = qp->qp_type;
@@ -332,10 +328,6 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
         if (mask & IBV_QP_RNR_RETRY) {
             state.rnr_retry = attr.rnr_retry;
         }
-        if (mask & IBV_QP_AV) {
-            std::copy(std::begin(attr.ah_attr.grh.dgid.raw), std::end(attr.ah_attr.grh.dgid.raw),
-                      state.dgid.begin());
-        }
         if (!(mask & IBV_QP_STATE)) {
             return;
         }
@@ -361,11 +353,24 @@ void CheckState::forget_posted(QpState& qp) {
     for (const std::deque<Posted>* queue : {&qp.sends, &qp.receives}) {
         for (const Posted& work : *queue) {
             release_landings(work);
-            release_target(qp, work);
         }
     }
     qp.sends.clear();
     qp.receives.clear();
+    publish_retired(qp);
+}
+
+void CheckState::publish_retired(QpState& qp) {
+    // The sends before the oldest still on the queue.
+    const uint32_t retired = qp.sends.empty() ? qp.sends_posted : qp.sends.front().seq - 1;
+    if (!qp.ring || retired == qp.retired) {
+        return;
+    }
+    qp.retired = retired;
+    const uint32_t next = qp.ring->check_retires.load(std::memory_order_relaxed);
+    qp.ring->check_retired[next % queues::kCheckRetireLog].store(
+        uint64_t{retired} << 32 | queues::check_clock_us(), std::memory_order_release);
+    qp.ring->check_retires.store(next + 1, std::memory_order_release);
 }
 
 void CheckState::qp_destroyed(ibv_qp* qp) {
@@ -412,7 +417,7 @@ void CheckState::posting_recv(ibv_qp* qp) {
     }
 }
 
-bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller) {
+CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     // An atomic write's 8 bytes are read when posted, whatever its flags
@@ -428,6 +433,7 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
     Posted work = posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                          inline_data ? nullptr : wr.sg_list, wr.num_sge);
     work.posted_at = caller;
+    work.seq = ++state.sends_posted;
     switch (wr.opcode) {
         case IBV_WR_RDMA_WRITE:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -452,15 +458,13 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
     }
     const bool readable =
         inline_data || !reads_locally(wr.opcode) || sample_sources(state, work, "ibv_post_send");
-    if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-        claim_target(state, work, wr);
-    }
+    const Posting posting{readable, work.seq, queues::check_clock_us()};
     state.sends.push_back(std::move(work));
     if (state.sends.back().signaled) {
         add_pending(state.send_cq, 1, state.qpn);
     }
     if (state.sends.size() <= state.sq_depth) {
-        return readable;
+        return posting;
     }
     const size_t run = unsignaled_run(state.sends);
     report_once(
@@ -475,7 +479,7 @@ bool CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* call
          "ENOMEM",
          "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll its "
          "completion before the queue fills"});
-    return readable;
+    return posting;
 }
 
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
@@ -537,6 +541,9 @@ void CheckState::completed(const ibv_wc& wc) {
     if (!qp) {
         return;
     }
+    if (qp->ring && qp->ring->check_findings.load(std::memory_order_acquire) != qp->findings_seen) {
+        ask_findings(*qp);
+    }
     std::deque<Posted>& sends = qp->sends;
     if (wc.status != IBV_WC_SUCCESS) {
         // An error or a flush completes one work request, signaled or not.
@@ -544,6 +551,7 @@ void CheckState::completed(const ibv_wc& wc) {
             add_pending(qp->send_cq, sends.front().signaled ? -1 : 0, qp->qpn);
             retire(qp, sends.front(), &wc);
             sends.pop_front();
+            publish_retired(*qp);
         }
         return;
     }
@@ -557,13 +565,11 @@ void CheckState::completed(const ibv_wc& wc) {
             break;
         }
     }
+    publish_retired(*qp);
 }
 
 void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
     release_landings(work);
-    if (qp) {
-        release_target(*qp, work);
-    }
     if (!wc || wc->status == IBV_WC_SUCCESS) {
         if (qp) {
             compare_sources(*qp, work);

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -17,6 +18,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "protocol/queues.h"
 
 namespace uroce {
 
@@ -73,18 +76,6 @@ std::string hex(uint64_t value);
 // "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
 std::string element(int index, uint64_t wr_id, const ibv_sge& sge);
 
-// Bytes of a peer's memory: its device's GID, the rkey, [start, end).
-struct RemoteRange {
-    std::array<uint8_t, 16> gid;
-    uint32_t rkey;
-    uint64_t start;
-    uint64_t end;
-    bool operator<(const RemoteRange& other) const {
-        return std::tie(gid, rkey, start, end) <
-               std::tie(other.gid, other.rkey, other.start, other.end);
-    }
-};
-
 // A work request posted and not yet completed, as a NIC's queue holds it.
 struct Posted {
     uint64_t wr_id;
@@ -108,9 +99,8 @@ struct Posted {
     // window a bind names (for ibv_dealloc_mw's check).
     uint32_t rkey = 0;
     const void* window = nullptr;
-    // An RDMA WRITE's target, as claimed in check_races.cpp's registry
-    // (an empty range: none).
-    RemoteRange target{};
+    // A send's number on its queue, plus one (queues::SendWqe::check_seq).
+    uint32_t seq = 0;
 };
 
 // A QP's part of the state (check.cpp).
@@ -121,12 +111,18 @@ struct QpState {
     uint32_t sq_depth = 0;  // max_send_wr as created
     const ibv_cq* send_cq = nullptr;
     const ibv_cq* recv_cq = nullptr;
-    std::deque<Posted> sends;          // in posting order, until completed
-    std::deque<Posted> receives;       // its own receive queue's
-    ibv_srq* srq = nullptr;            // whose queue takes its receives
-    bool signal_all = false;           // sq_sig_all: every send is signaled
-    uint8_t rnr_retry = 7;             // as ibv_modify_qp last set it
-    std::array<uint8_t, 16> dgid{};    // its peer's device, as ibv_modify_qp last set it
+    std::deque<Posted> sends;     // in posting order, until completed
+    std::deque<Posted> receives;  // its own receive queue's
+    ibv_srq* srq = nullptr;       // whose queue takes its receives
+    bool signal_all = false;      // sq_sig_all: every send is signaled
+    uint8_t rnr_retry = 7;        // as ibv_modify_qp last set it
+    // The send queue ring's check words (queues::RingHeader): the log of
+    // retirements this side writes (the count last written), and the
+    // daemon's findings, of which `findings_seen` were asked for.
+    queues::RingHeader* ring = nullptr;
+    uint32_t retired = 0;
+    uint32_t findings_seen = 0;
+    uint32_t sends_posted = 0;
     std::vector<std::string> history;  // the last transitions, "RESET -> INIT"
     std::string error_cause;           // set when an error completion moved it to ERR
     uint32_t reported = 0;             // bits of the kinds already reported on it
@@ -151,7 +147,8 @@ class CheckState {
     void destroyed(const void* object);
 
     // The depths as created (ibv_qp_cap); `signal_all`: sq_sig_all.
-    void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all);
+    // `ring`: the send queue's, whose check words it writes and reads.
+    void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all, queues::RingHeader* ring);
     // After a successful ibv_modify_qp; `from`: the state before.
     void qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& attr, int mask);
     void qp_destroyed(ibv_qp* qp);
@@ -163,9 +160,15 @@ class CheckState {
     void posting_send(ibv_qp* qp);
     void posting_recv(ibv_qp* qp);
     // As each work request goes on its queue; `caller`: the program's call
-    // of the verb (its return address). False when its source is not all
-    // mapped (reported): the provider leaves reading it to the daemon.
-    bool posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller);
+    // of the verb (its return address). `readable` false when its source
+    // is not all mapped (reported): the provider leaves reading it to the
+    // daemon. `seq` and `posted_us` go in the WQE (queues::SendWqe).
+    struct Posting {
+        bool readable;
+        uint32_t seq;
+        uint32_t posted_us;
+    };
+    Posting posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller);
     void posted_recv(ibv_qp* qp, const ibv_recv_wr& wr);
     void posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr);
     // Each completion polled.
@@ -249,11 +252,12 @@ class CheckState {
     void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
                          const void* posted_at);
     void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
-    // An RDMA WRITE's target, checked against the WRITEs of the process's
-    // other QPs (of any device) not yet completed, and released
-    // (check_races.cpp).
-    void claim_target(QpState& qp, Posted& work, const ibv_send_wr& wr);
-    void release_target(QpState& qp, const Posted& work);
+    // Tells the daemon how many of the QP's sends are retired (after each
+    // change of `sends`).
+    static void publish_retired(QpState& qp);
+    // At a send completion: asks the daemon for the finding about the QP
+    // it has counted in the ring since the last (check_peers.cpp).
+    void ask_findings(QpState& qp);
     // A UD send's first to its destination: asks the daemon whether that QP
     // takes its Q_Key.
     void check_ud_destination(QpState& qp, const ibv_send_wr& wr);

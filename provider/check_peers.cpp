@@ -1,7 +1,10 @@
 // Check mode's questions to the daemon, which sees both ends of a
-// connection between its devices: how a QP and its peer disagree, and
-// whether a UD destination takes a datagram's Q_Key.
+// connection between its devices and every QP's work: how a QP and its
+// peer disagree, whether a UD destination takes a datagram's Q_Key, and
+// what it found about a QP's WRITEs.
 #include <string.h>
+
+#include <algorithm>
 
 #include "check.h"
 #include "protocol/client.h"
@@ -57,6 +60,26 @@ void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
                  "sender's completion is a success, and the receiver waits for ever",
                  "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
                  "rdma_cm's), or create both with the same one"});
+}
+
+void CheckState::ask_findings(QpState& qp) {
+    qp.findings_seen = qp.ring->check_findings.load(std::memory_order_acquire);
+    rpc::CheckPeerReply reply{};
+    if (client_.call(rpc::CheckPeerRequest{qp.handle, rpc::PeerQuestion::kWriteRace, 0, 0, 0, 0},
+                     &reply) != 0 ||
+        !reply.text[0]) {
+        return;
+    }
+    const auto work = std::find_if(qp.sends.begin(), qp.sends.end(),
+                                   [&reply](const Posted& one) { return one.seq == reply.seq; });
+    Finding finding{
+        "write-race", qp.qpn, std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
+        "WRITEs of different QPs are not ordered with each other: the bytes of both land in "
+        "either order, or interleaved, and the memory holds a mix that changes from run to run",
+        "poll one WRITE's completion before posting the other (and tell the other writer), send "
+        "both from one QP (which orders them), or write disjoint ranges"};
+    finding.posted_at = work != qp.sends.end() ? work->posted_at : nullptr;
+    report_once(qp, kWriteRace, finding);
 }
 
 }  // namespace uroce::check

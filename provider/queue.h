@@ -66,6 +66,10 @@ class SharedRing {
     void rewind(uint32_t index) { local_ = index; }
     // Release-stores our index for the daemon.
     void publish();
+    // A send queue in check mode (queues::RingHeader): the words the
+    // provider and the daemon write.
+    queues::RingHeader* check_words() const { return mapped() ? header() : nullptr; }
+
     // Consumer side: removes the published entries `drop` picks, keeping the
     // others in order (they move up to the newest slots, which are still
     // ours to read: the producer writes only past them), and publishes.

@@ -82,12 +82,15 @@ uint32_t prefetch(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, 
 }
 
 // Fills `slot` with a checked send WR: the fixed part, then the gather list
-// or, with IBV_SEND_INLINE, the data itself. `may_prefetch`: whether a small
-// message's bytes may be copied now (not when check mode found them unmapped).
+// or, with IBV_SEND_INLINE, the data itself. `check`: check mode's marks for
+// it (queues::SendWqe::check_seq), and whether a small message's bytes may be
+// copied now (not when check mode found them unmapped).
 void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, std::byte* slot,
-                bool may_prefetch) {
+                const check::CheckState::Posting& check) {
     queues::SendWqe wqe{};
     wqe.wr_id = wr.wr_id;
+    wqe.check_seq = check.seq;
+    wqe.check_posted_us = check.posted_us;
     wqe.opcode = wr.opcode;
     wqe.send_flags = wr.send_flags;
     wqe.imm_data = wr.imm_data;  // or invalidate_rkey, its union member
@@ -137,7 +140,7 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     } else {
         wqe.num_sge = static_cast<uint32_t>(wr.num_sge);
         copy(data, wr.sg_list, wr.num_sge * sizeof(ibv_sge));
-        if (info.inline_allowed && may_prefetch) {
+        if (info.inline_allowed && check.readable) {
             wqe.inline_length = prefetch(qp, wr, length, data + wr.num_sge * sizeof(ibv_sge));
         }
     }
@@ -328,11 +331,11 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
     if (ring.full()) {
         return ENOMEM;
     }
-    bool readable = true;
+    check::CheckState::Posting posting{true, 0, 0};
     if (check::CheckState* check = checking(qp.ibv.qp.context)) {
-        readable = check->posted_send(&qp.ibv.qp, wr, caller);
+        posting = check->posted_send(&qp.ibv.qp, wr, caller);
     }
-    write_send(qp, wr, length, ring.slot(), readable);
+    write_send(qp, wr, length, ring.slot(), posting);
     ring.advance();
     return 0;
 }

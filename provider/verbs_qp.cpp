@@ -145,7 +145,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     fill_qp(context, *attr, reply, *qp);
     attr->cap = reply.cap;
     if (check::CheckState* check = checking(context)) {
-        check->qp_created(&qp->ibv.qp, reply.cap, attr->sq_sig_all);
+        check->qp_created(&qp->ibv.qp, reply.cap, attr->sq_sig_all, qp->sq.ring.check_words());
     }
     return &qp->ibv.qp;
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "memory/process_memory.h"
@@ -142,6 +143,11 @@ struct RequesterState {
     bool retry_started = false;
     Clock::time_point retransmit_at = kNever;
     Clock::time_point rnr_resume_at = kNever;
+    // Check mode's write-race (transport/write_races.h): the QP's first
+    // WRITE found racing another QP's, for its provider to ask for, and
+    // that WRITE's SendWqe::check_seq.
+    std::string write_race;
+    uint32_t write_race_seq = 0;
 };
 
 // A READ or atomic the responder answered: duplicates are answered again

@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 17;
+inline constexpr uint16_t kVersion = 18;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -161,9 +161,11 @@ struct CheckFindingRequest {
 // attributes on which they disagree, as sentences; after a completion with
 // IBV_WC_REM_ACCESS_ERR, why the peer refused the access; at a UD QP's
 // first send to a destination (ah_handle, remote_qpn, remote_qkey), whether
-// that QP of this daemon takes the Q_Key. Empty when they agree, or no such
-// peer (or refusal) is known.
-enum class PeerQuestion : uint32_t { kAttributes, kRefusal, kUdQkey };
+// that QP of this daemon takes the Q_Key; once the ring says the daemon
+// found one (queues::RingHeader::check_findings), the RDMA WRITE of the QP
+// that raced another QP's (transport/write_races.h), and its `seq`. Empty
+// when they agree, or no such peer (or refusal, or race) is known.
+enum class PeerQuestion : uint32_t { kAttributes, kRefusal, kUdQkey, kWriteRace };
 struct CheckPeerRequest {
     uint32_t qp_handle;
     PeerQuestion question;
@@ -173,6 +175,8 @@ struct CheckPeerRequest {
     uint32_t reserved;
 };
 struct CheckPeerReply {
+    uint32_t seq;  // kWriteRace: the WRITE's SendWqe::check_seq
+    uint32_t reserved;
     char text[1024];
 };
 

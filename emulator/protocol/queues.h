@@ -30,7 +30,17 @@ struct RingHeader {
     RingIndex consumer;  // written only by the consumer
     uint32_t entries;    // a power of two
     uint32_t entry_size;
+    // A send queue in check mode (docs/check.md, write-race). The daemon
+    // counts its findings about the QP, which the provider then asks for.
+    // The provider logs its last kCheckRetireLog retirements (written in
+    // turn, check_retires of them so far), each one word: the count of
+    // WQEs the program has retired by polling (those whose
+    // SendWqe::check_seq is at most it) << 32, and check_clock_us() then.
+    std::atomic<uint32_t> check_findings;
+    std::atomic<uint32_t> check_retires;
+    std::atomic<uint64_t> check_retired[4];
 };
+inline constexpr uint32_t kCheckRetireLog = 4;
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 inline constexpr size_t kRingHeaderSize = 3 * kCacheLine;
@@ -66,8 +76,21 @@ struct SendWqe {
     uint64_t bind_addr;
     uint64_t bind_length;
     uint32_t bind_access;
+    // Check mode: 1 + the WQE's number among the QP's sends (0: not
+    // checked), and check_clock_us() when it was posted.
+    uint32_t check_seq;
+    uint32_t check_posted_us;
 };
-inline constexpr size_t kSendWqeFixed = 104;
+inline constexpr size_t kSendWqeFixed = 112;
+
+// Check mode's clock: CLOCK_MONOTONIC in microseconds, wrapping at 2^32
+// (71 minutes): what the provider and the daemon compare are moments a
+// few seconds apart at most.
+inline uint32_t check_clock_us() {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<uint32_t>(static_cast<uint64_t>(now.tv_sec) * 1000000 + now.tv_nsec / 1000);
+}
 static_assert(sizeof(SendWqe) <= kSendWqeFixed);
 
 struct RecvWqe {

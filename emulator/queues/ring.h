@@ -73,6 +73,14 @@ class Ring {
     // The bytes after the slots.
     void* extra() const;
 
+    // A send queue in check mode (queues::RingHeader): the provider's log
+    // of its retirements; one more finding about the QP for the provider
+    // to ask for.
+    uint64_t check_retired(uint32_t i) const {
+        return header()->check_retired[i].load(std::memory_order_acquire);
+    }
+    void add_check_finding() { header()->check_findings.fetch_add(1, std::memory_order_release); }
+
   private:
     queues::RingHeader* header() const { return static_cast<queues::RingHeader*>(memory_.data()); }
     std::byte* slot(uint32_t index) const;

@@ -9,6 +9,7 @@
 #include "keys/regions.h"
 #include "keys/windows.h"
 #include "memory/process_memory.h"
+#include "transport/write_races.h"
 #include "util/log.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
@@ -187,6 +188,7 @@ bool Requester::take_work(const QpOf& at) {
         w.oversize = qp.type == IBV_QPT_UD && w.length > mtu;
         w.packets =
             w.sends_nothing() || atomic ? 1 : std::max<uint32_t>(1, (w.length + mtu - 1) / mtu);
+        claim_write_target(at, w);
         took = true;
     }
     return took;

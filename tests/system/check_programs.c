@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define DEPTH 16
@@ -626,6 +627,76 @@ __attribute__((noinline)) void write_from_two_devices_at_once(struct rig *rig) {
     close_rig(&far);
 }
 
+/* write-race across programs: a child process, with a context of its own,
+ * writes into the rig's memory while the rig's WRITE there has not
+ * completed; the twin polls its WRITE before it tells the child to go.
+ * The daemon sees both; the child, the second writer, is told. */
+static void pipe_io(int fd, void *bytes, size_t length, int writing) {
+    ssize_t n = writing ? write(fd, bytes, length) : read(fd, bytes, length);
+    if (n != (ssize_t)length) _exit(1); /* the other process died: no leak report */
+}
+
+static void write_from_a_child(struct rig *rig, int to_child, int to_parent) {
+    struct rig own = {0};
+    open_rig(ibv_get_device_name(rig->context->device), &own);
+    uint32_t dest, qpn = own.qp->qp_num;
+    char go;
+    pipe_io(to_parent, &qpn, sizeof(qpn), 1);
+    pipe_io(to_child, &dest, sizeof(dest), 0);
+    connect_qp(&own, own.qp, dest, (struct end){0, IBV_MTU_1024, 1});
+    pipe_io(to_child, &go, 1, 0);
+    write_into(&own, own.qp, rig, 18, 2048 + 32); /* the rig's buffer and rkey, as forked */
+    poll_completions(&own, 1);
+    pipe_io(to_parent, &go, 1, 1);
+    close_rig(&own);
+    exit(0);
+}
+
+static void write_from_two_programs(struct rig *rig, int wait_between) {
+    int to_child[2], to_parent[2];
+    if (pipe(to_child) || pipe(to_parent)) die("pipe");
+    struct ibv_qp *near_peer = create_qp(rig, rig->cq), *far_peer = create_qp(rig, rig->cq);
+    const struct end end = {0, IBV_MTU_1024, 1};
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    if (child == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        write_from_a_child(rig, to_child[0], to_parent[1]);
+    }
+    close(to_child[0]); /* each end is one process's: a death reads as EOF */
+    close(to_parent[1]);
+    uint32_t child_qpn;
+    char done = 'g';
+    pipe_io(to_parent[0], &child_qpn, sizeof(child_qpn), 0);
+    pipe_io(to_child[1], &far_peer->qp_num, sizeof(far_peer->qp_num), 1);
+    connect_qp(rig, far_peer, child_qpn, end);
+    connect_qp(rig, rig->qp, near_peer->qp_num, end);
+    connect_qp(rig, near_peer, rig->qp->qp_num, end);
+    write_into(rig, rig->qp, rig, 17, 2048);
+    if (wait_between) poll_completions(rig, 1);
+    pipe_io(to_child[1], &done, 1, 1);
+    pipe_io(to_parent[0], &done, 1, 0);
+    if (!wait_between) poll_completions(rig, 1);
+    int status;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+        _exit(1);
+    close(to_child[1]);
+    close(to_parent[0]);
+    if (ibv_destroy_qp(near_peer) || ibv_destroy_qp(far_peer)) die("ibv_destroy_qp");
+}
+
+__attribute__((noinline)) void write_from_two_programs_at_once(struct rig *rig) {
+    write_from_two_programs(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void write_from_two_programs_in_turn(struct rig *rig) {
+    write_from_two_programs(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -661,6 +732,8 @@ static const struct test_case kCases[] = {
     {"race-devices-twin", write_from_two_qps_in_turn},
     {"mw-in-use", dealloc_a_window_being_bound},
     {"mw-in-use-twin", dealloc_a_window_once_bound},
+    {"race-programs", write_from_two_programs_at_once},
+    {"race-programs-twin", write_from_two_programs_in_turn},
 };
 
 int main(int argc, char **argv) {

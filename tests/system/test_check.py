@@ -31,6 +31,8 @@ CASES = [
     ("write-race", "race", "write_from_two_qps_at_once"),
     ("write-race", "race-devices", "write_from_two_devices_at_once"),
     ("dereg-in-use", "mw-in-use", "dealloc_a_window_being_bound"),
+    # a child process of the program's, found when it polls its WRITE
+    ("write-race", "race-programs", "write_from_two_programs_at_once"),
 ]
 
 
@@ -141,11 +143,19 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertRegex(race, r"ibv_post_send: an RDMA WRITE \(wr_id 0xd\) of 64 bytes to "
                                r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
                                r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ of uroce0 to the same "
-                               r"memory that has not completed")
+                               r"memory that its program has not seen complete")
+        self.assertRegex(race, r"  posted at:\n    #0 0x[0-9a-f]+ (in write_into\+0x[0-9a-f]+ )?"
+                               r"\(\S*check_programs\+0x[0-9a-f]+\)\n",
+                         "the report names the posting call")
         devices = self.reports(self.run_case("race-devices").stderr)[0][1]
         self.assertRegex(devices, r"write-race on uroce1, QP 0x[0-9a-f]+\n  ibv_post_send: an RDMA "
                                   r"WRITE \(wr_id 0x10\) .* overlaps 32 bytes of an RDMA WRITE "
                                   r"\(wr_id 0xf\) from QP 0x[0-9a-f]+ of uroce0")
+        programs = self.reports(self.run_case("race-programs").stderr)[0][1]
+        self.assertRegex(programs, r"ibv_post_send: an RDMA WRITE \(wr_id 0x12\) .* overlaps 32 "
+                                   r"bytes of an RDMA WRITE \(wr_id 0x11\) from QP 0x[0-9a-f]+ of "
+                                   r"uroce0 to the same memory that its program has not seen "
+                                   r"complete")
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
