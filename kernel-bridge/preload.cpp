@@ -1,6 +1,7 @@
 // liburoce-bridge.so, loaded with LD_PRELOAD: the parts of a kernel that a
 // file tree cannot give libibverbs.
 //  - the calls that take a path: path_calls.cpp.
+//  - madvise, munmap, mremap, watched for check mode: memory_calls.cpp.
 //  - socket(AF_NETLINK, *, NETLINK_RDMA) is the daemon's RDMA netlink in a
 //    uroce environment (rdma_netlink_socket.cpp); where SYSFS_PATH is set but
 //    no daemon runs, it fails, so that libibverbs reads that tree even where

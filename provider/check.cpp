@@ -105,6 +105,14 @@ bool names_key(const Posted& work, uint32_t lkey) {
                        [lkey](const ibv_sge& sge) { return sge.lkey == lkey && sge.length; });
 }
 
+constexpr const char* kOverrunNic =
+    "each completion is written into the CQ when its work completes, polled or not; past the "
+    "CQ's size it overruns: IBV_EVENT_CQ_ERR, and its QPs go to ERR";
+constexpr const char* kOverrunFix =
+    "create the CQ with room for every completion that can be due at once (the signaled sends "
+    "and receives the program keeps posted on its queues, SRQ receives included), or poll it "
+    "before posting more";
+
 size_t signaled_count(const std::deque<Posted>& sends) {
     return std::count_if(sends.begin(), sends.end(),
                          [](const Posted& work) { return work.signaled; });
@@ -223,11 +231,7 @@ void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn
                 std::to_string(pending) + " completions before the program polls it: " +
                 std::to_string(sends) + " signaled send(s) and " + std::to_string(receives) +
                 " receive(s) are posted on the queues that complete into it and not polled.",
-            "each completion is written into the CQ when its work completes, polled or not; "
-            "past the CQ's size it overruns: IBV_EVENT_CQ_ERR, and its QPs go to ERR",
-            "create the CQ with room for every completion that can be due at once (the signaled "
-            "sends and receives the program keeps posted on its queues), or poll it before "
-            "posting more"});
+            kOverrunNic, kOverrunFix});
 }
 
 void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access, bool process_memory) {
@@ -255,6 +259,7 @@ void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags
         key.iova = iova;
         key.addr = iova;
         key.length = length;
+        key.given_back.clear();  // it holds the pages mapped there now
     }
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
         key.access = access;
@@ -288,6 +293,7 @@ void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, 
         } else if (writes && !(it->second.access & IBV_ACCESS_LOCAL_WRITE)) {
             wrong = "lacks IBV_ACCESS_LOCAL_WRITE, and the NIC writes into this element";
         } else {
+            check_given_back(qp, it->second, i, sge, verb, wr_id);
             continue;
         }
         report_once(qp, kBadKey,
@@ -704,6 +710,15 @@ void CheckState::async_event_got(const ibv_async_event& event) {
     AsyncEvents& events = async_events_[object];
     ++events.count;
     events.last = event.event_type;
+    if (event.event_type == IBV_EVENT_CQ_ERR && cqs_reported_.insert(object).second) {
+        // An overrun the posted work did not foretell (SRQ receives, say).
+        report({"cq-overrun", 0,
+                "ibv_get_async_event: IBV_EVENT_CQ_ERR: the CQ of " +
+                    std::to_string(event.element.cq->cqe) +
+                    " entries overran: more completions came into it than it holds before the "
+                    "program polled them.",
+                kOverrunNic, kOverrunFix});
+    }
 }
 
 void CheckState::destroying(const void* object, const char* verb, const uint32_t* completed,

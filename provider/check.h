@@ -41,8 +41,10 @@ struct Finding {
     std::string nic;   // what a real NIC does with it
     std::string fix;   // what to change
     // The program's call of the verb that posted the work request the
-    // finding is about, when it was found later (at its completion).
+    // finding is about, when it was found later (at its completion), or
+    // of the call that `earlier` names.
     const void* posted_at = nullptr;
+    const char* earlier = "posted at";
 };
 
 // Bytes of the process, [start, end).
@@ -196,6 +198,11 @@ class CheckState {
     void destroying(const void* object, const char* verb, const uint32_t* completed,
                     pthread_mutex_t* mutex);
 
+    // The program gives back `range` of its memory (`call`: madvise,
+    // munmap, mremap, from `caller`): the MRs over it no longer hold the
+    // program's pages (the bridge's watch, memory_calls.cpp).
+    void memory_given_back(const Range& range, const char* call, const void* caller);
+
     // What is still alive, reported as leaks: at ibv_close_device
     // (`closing`) or at exit (by the process that opened the device only).
     void report_leaks(bool closing);
@@ -209,6 +216,13 @@ class CheckState {
         int access;
         uint64_t addr;        // where iova is in the process
         bool process_memory;  // false: device memory (ibv_alloc_dm)
+        // Memory under it the program gave back (the first few).
+        struct GivenBack {
+            Range range;
+            const char* call;
+            const void* caller;
+        };
+        std::vector<GivenBack> given_back{};
     };
     // An outstanding write of the NIC into the process (Posted::lands).
     struct Landing {
@@ -251,6 +265,9 @@ class CheckState {
     void explain_error(QpState* qp, const Posted& work, const ibv_wc& wc);
     void report_unmapped(uint32_t qpn, const std::string& what, const ibv_sge& sge,
                          const void* posted_at);
+    // At a post: reports an element in memory given back under its MR.
+    void check_given_back(QpState& qp, const MrKey& mr, int index, const ibv_sge& sge,
+                          const char* verb, uint64_t wr_id);
     void retire(QpState* qp, const Posted& work, const ibv_wc* wc);
     // Tells the daemon how many of the QP's sends are retired (after each
     // change of `sends`).

@@ -259,4 +259,57 @@ void CheckState::report_unmapped(uint32_t qpn, const std::string& what, const ib
     report(finding);
 }
 
+void CheckState::memory_given_back(const Range& range, const char* call, const void* caller) {
+    constexpr size_t kGivenBackKept = 4;
+    // madvise drops a shared mapping's pages from the process only: they
+    // come back as they were, the MR's own.
+    const bool dropped_pages = strncmp(call, "madvise", 7) == 0;
+    std::lock_guard lock(lock_);
+    int is_private = -1;  // not looked up yet
+    for (auto& [lkey, mr] : mrs_) {
+        const Range mine{mr.addr, mr.addr + mr.length};
+        if (!mr.process_memory || (mr.access & IBV_ACCESS_ON_DEMAND) || !overlap(mine, range) ||
+            mr.given_back.size() == kGivenBackKept) {
+            continue;  // an ODP MR follows the process's pages, as a NIC's does
+        }
+        const Range part{std::max(mine.start, range.start), std::min(mine.end, range.end)};
+        if (dropped_pages && is_private < 0) {
+            is_private = private_mapping(part);
+        }
+        if (!dropped_pages || is_private) {
+            mr.given_back.push_back({part, call, caller});
+        }
+    }
+}
+
+void CheckState::check_given_back(QpState& qp, const MrKey& mr, int index, const ibv_sge& sge,
+                                  const char* verb, uint64_t wr_id) {
+    if (mr.given_back.empty() || (qp.reported & kUnmapped) || !mr.process_memory) {
+        return;
+    }
+    const Range bytes{mr.addr + (sge.addr - mr.iova), mr.addr + (sge.addr - mr.iova) + sge.length};
+    for (const MrKey::GivenBack& back : mr.given_back) {
+        if (!overlap(back.range, bytes)) {
+            continue;
+        }
+        Finding finding{
+            "memory-unmapped", qp.qpn,
+            std::string(verb) + ": " + element(index, wr_id, sge) +
+                ": the element is in the MR with lkey " + hex(sge.lkey) + " (" +
+                std::to_string(mr.length) + " bytes at " + hex(mr.addr) +
+                "), and the program gave " + std::to_string(back.range.end - back.range.start) +
+                " bytes of it at " + hex(back.range.start) + " back with " + back.call +
+                " while the MR is registered.",
+            "it pinned the MR's pages at ibv_reg_mr and keeps them until ibv_dereg_mr: the "
+            "program's address now maps other pages (zeros, after madvise) or none, and the NIC "
+            "sends the old bytes and writes where the program no longer looks",
+            "deregister the MR before giving its memory back (or register the memory again "
+            "after), or register it with IBV_ACCESS_ON_DEMAND, whose pages follow the process's"};
+        finding.posted_at = back.caller;
+        finding.earlier = "given back at";
+        report_once(qp, kUnmapped, finding);
+        return;
+    }
+}
+
 }  // namespace uroce::check

@@ -2,6 +2,9 @@
 #include "check_memory.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -60,6 +63,47 @@ bool mapped(const Range& range) {
     // nothing else with MS_ASYNC.
     return msync(reinterpret_cast<void*>(start), range.end - start, MS_ASYNC) == 0 ||
            errno != ENOMEM;
+}
+
+bool private_mapping(const Range& range) {
+    // Read a piece at a time, without allocating: it may run inside the
+    // program's munmap or madvise.
+    const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return true;  // cannot tell: as most memory is
+    }
+    char buffer[4096];
+    size_t held = 0;
+    bool found = false;
+    for (;;) {
+        const ssize_t n = read(fd, buffer + held, sizeof(buffer) - 1 - held);
+        if (n <= 0) {
+            break;
+        }
+        held += static_cast<size_t>(n);
+        buffer[held] = 0;
+        char* line = buffer;
+        // "start-end perms offset dev inode path": perms ends in p or s.
+        for (char* end; !found && (end = strchr(line, '\n')); line = end + 1) {
+            uint64_t start = 0;
+            uint64_t stop = 0;
+            char perms[8] = {};
+            if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s", &start, &stop, perms) == 3 &&
+                start < range.end && range.start < stop && perms[3] == 'p') {
+                found = true;
+            }
+        }
+        if (found) {
+            break;
+        }
+        held = static_cast<size_t>(buffer + held - line);
+        memmove(buffer, line, held);
+        if (held == sizeof(buffer) - 1) {
+            held = 0;  // a line longer than the buffer: its path
+        }
+    }
+    close(fd);
+    return found;
 }
 
 }  // namespace uroce::check

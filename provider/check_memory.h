@@ -20,4 +20,8 @@ bool digest(const Range& range, uint64_t& out);
 // Whether every page of `range` is mapped.
 bool mapped(const Range& range);
 
+// Whether part of `range` is mapped privately (its pages the process's
+// own, not a file's or a shared mapping's), as /proc/self/maps says.
+bool private_mapping(const Range& range);
+
 }  // namespace uroce::check

@@ -112,7 +112,7 @@ std::string format(const std::string& device, const Finding& finding) {
     text += "\n  " + finding.what + "\n";
     text += call_stack();
     if (finding.posted_at) {
-        text += "  posted at:\n" + posted_at(finding.posted_at);
+        text += "  " + std::string(finding.earlier) + ":\n" + posted_at(finding.posted_at);
     }
     text += "  A NIC: " + finding.nic + "\n";
     text += "  Fix: " + finding.fix + "\n";

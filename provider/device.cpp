@@ -1,4 +1,5 @@
 // Registration with libibverbs, device and context lifetime.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <stdlib.h>
@@ -139,6 +140,30 @@ void report_leaks_at_exit() {
     }
 }
 
+// The bridge's watch over memory the program gives back (bridge_abi.h):
+// every checking context hears of it.
+void memory_given_back(const void* addr, size_t length, const char* call, const void* caller) {
+    const auto start = reinterpret_cast<uintptr_t>(addr);
+    std::lock_guard lock(open_contexts_lock);
+    for (ProviderContext* c : open_contexts) {
+        if (c->check) {
+            c->check->memory_given_back({start, start + length}, call, caller);
+        }
+    }
+}
+
+decltype(&uroce_bridge_watch_memory) bridge_watch() {
+    return reinterpret_cast<decltype(&uroce_bridge_watch_memory)>(
+        dlsym(RTLD_DEFAULT, "uroce_bridge_watch_memory"));
+}
+
+// Should this library be unloaded, the bridge must not call into it.
+__attribute__((destructor)) void stop_watching_memory() {
+    if (auto watch = bridge_watch()) {
+        watch(nullptr);
+    }
+}
+
 // Check mode for a context the program opened, when asked (provider/check.h).
 void start_checking(ProviderContext& context, const char* device) {
     const check::Mode mode = check::mode_for(context.client->daemon_checks());
@@ -147,7 +172,14 @@ void start_checking(ProviderContext& context, const char* device) {
     }
     context.check = new check::CheckState(mode, *context.client, device);
     static std::once_flag registered;
-    std::call_once(registered, [] { atexit(report_leaks_at_exit); });
+    std::call_once(registered, [] {
+        atexit(report_leaks_at_exit);
+        // The bridge is preloaded wherever uroce runs; without it, memory
+        // given back is found only when a post finds it unmapped.
+        if (auto watch = bridge_watch()) {
+            watch(memory_given_back);
+        }
+    });
 }
 
 // The open context (not an import) whose command fd is cmd_fd or a

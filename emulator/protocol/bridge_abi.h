@@ -2,6 +2,8 @@
 // C-compatible: the provider and the preload library include it.
 #pragma once
 
+#include <stddef.h>
+
 #include "uroce_abi.h"
 
 #ifdef __cplusplus
@@ -44,6 +46,15 @@ void uroce_check_cq_wait(struct ibv_context* ctx, int fd);
 // that ioctl with this: a new descriptor for the async events of the
 // context whose command fd is (a duplicate of) cmd_fd, or -1 with errno set.
 int uroce_import_async_fd(int cmd_fd);
+
+// Exported by the bridge: check mode's watch over memory the program gives
+// back. The provider, in check mode, hands it a function that the bridge's
+// madvise (MADV_DONTNEED, MADV_FREE, MADV_REMOVE), munmap and mremap (the
+// part it moves or drops) call with the range, the call's name and the
+// program's call site, before the call is made.
+typedef void (*uroce_memory_watch)(const void* addr, size_t length, const char* call,
+                                   const void* caller);
+void uroce_bridge_watch_memory(uroce_memory_watch watch);
 
 #ifdef __cplusplus
 }

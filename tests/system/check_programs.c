@@ -388,15 +388,16 @@ __attribute__((noinline)) void rewrite_after_the_completion(struct rig *rig) {
     }
 }
 
-/* memory-unmapped: an MR's memory unmapped, then a send from it. */
+/* memory-unmapped: an MR's memory freed (glibc unmaps a block this large
+ * itself, out of the bridge's sight), then a send from it. */
 static void send_from_a_mapping(struct rig *rig, int unmap_first) {
     connect_self(rig);
     const size_t bytes = 1 << 20;
-    char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (region == MAP_FAILED) die("mmap");
+    char *region = malloc(bytes);
+    if (!region) die("malloc");
     struct ibv_mr *mr = ibv_reg_mr(rig->pd, region, bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!mr) die("ibv_reg_mr");
-    if (unmap_first && munmap(region, bytes)) die("munmap");
+    if (unmap_first) free(region);
     struct ibv_sge sge = {.addr = (uintptr_t)region, .length = 64, .lkey = mr->lkey};
     struct ibv_send_wr wr = {.wr_id = 4, .sg_list = &sge, .num_sge = 1,
                              .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
@@ -409,7 +410,7 @@ static void send_from_a_mapping(struct rig *rig, int unmap_first) {
         exit(1);
     }
     if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
-    if (!unmap_first && munmap(region, bytes)) die("munmap");
+    if (!unmap_first) free(region);
 }
 
 __attribute__((noinline)) void send_from_unmapped_memory(struct rig *rig) {
@@ -419,6 +420,38 @@ __attribute__((noinline)) void send_from_unmapped_memory(struct rig *rig) {
 
 __attribute__((noinline)) void unmap_after_dereg(struct rig *rig) {
     send_from_a_mapping(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* memory-unmapped: an MR's first page given back with madvise, then a
+ * send from it. Pages of a private mapping come back as new zeroed pages,
+ * not the MR's; the twin's, of a shared mapping, come back as they were. */
+static void send_after_madvise(struct rig *rig, int flags) {
+    connect_self(rig);
+    const size_t bytes = 1 << 16;
+    char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) die("mmap");
+    memset(region, 'x', bytes);
+    struct ibv_mr *mr = ibv_reg_mr(rig->pd, region, bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) die("ibv_reg_mr");
+    if (madvise(region, 4096, MADV_DONTNEED)) die("madvise");
+    struct ibv_sge sge = {.addr = (uintptr_t)region + 64, .length = 64, .lkey = mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 19, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    poll_completions(rig, 1);
+    if (ibv_dereg_mr(mr) || munmap(region, bytes)) die("ibv_dereg_mr/munmap");
+}
+
+__attribute__((noinline)) void send_from_memory_given_back(struct rig *rig) {
+    send_after_madvise(rig, MAP_PRIVATE);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void send_from_shared_memory_advised(struct rig *rig) {
+    send_after_madvise(rig, MAP_SHARED);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -697,6 +730,57 @@ __attribute__((noinline)) void write_from_two_programs_in_turn(struct rig *rig) 
     __asm__ volatile("" ::: "memory");
 }
 
+/* cq-overrun, found when it happens: receives of an SRQ (which the posted
+ * work does not count ahead) complete into a CQ smaller than them; the
+ * twin polls each. */
+static void receive_through_an_srq(struct rig *rig, int poll_each) {
+    struct ibv_cq *small = ibv_create_cq(rig->context, 2, NULL, NULL, 0);
+    struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = 32, .max_sge = 1}};
+    struct ibv_srq *srq = ibv_create_srq(rig->pd, &srq_attr);
+    if (!small || !srq || small->cqe >= 32) die("ibv_create_cq/ibv_create_srq");
+    struct ibv_qp_init_attr attr = {
+        .send_cq = rig->cq, .recv_cq = small, .srq = srq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = 32, .max_send_sge = 1}};
+    struct ibv_qp *qp = ibv_create_qp(rig->pd, &attr);
+    if (!qp) die("ibv_create_qp");
+    connect_qp(rig, qp, qp->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    const int messages = 32; /* more than the CQ's ring holds, whatever its rounding */
+    for (int i = 0; i < messages; ++i) {
+        struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 64 * i, .length = 64,
+                              .lkey = rig->mr->lkey};
+        struct ibv_recv_wr wr = {.wr_id = 100 + i, .sg_list = &sge, .num_sge = 1}, *bad;
+        if (ibv_post_srq_recv(srq, &wr, &bad)) die("ibv_post_srq_recv");
+    }
+    struct ibv_wc wc;
+    for (int i = 0; i < messages; ++i) {
+        struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 3072, .length = 64,
+                              .lkey = rig->mr->lkey};
+        struct ibv_send_wr wr = {.wr_id = 200 + i, .sg_list = &sge, .num_sge = 1,
+                                 .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+        if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
+        if (!poll_each) continue;
+        poll_completions(rig, 1);
+        while (ibv_poll_cq(small, 1, &wc) == 0) continue;
+    }
+    if (!poll_each) {
+        struct ibv_async_event event;
+        if (ibv_get_async_event(rig->context, &event)) die("ibv_get_async_event");
+        if (event.event_type != IBV_EVENT_CQ_ERR) die("not IBV_EVENT_CQ_ERR");
+        ibv_ack_async_event(&event);
+    }
+    if (ibv_destroy_qp(qp) || ibv_destroy_srq(srq) || ibv_destroy_cq(small)) die("destroying");
+}
+
+__attribute__((noinline)) void overrun_a_cq_through_an_srq(struct rig *rig) {
+    receive_through_an_srq(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void poll_each_srq_receive(struct rig *rig) {
+    receive_through_an_srq(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -732,6 +816,10 @@ static const struct test_case kCases[] = {
     {"race-devices-twin", write_from_two_qps_in_turn},
     {"mw-in-use", dealloc_a_window_being_bound},
     {"mw-in-use-twin", dealloc_a_window_once_bound},
+    {"cq-overrun", overrun_a_cq_through_an_srq},
+    {"cq-overrun-twin", poll_each_srq_receive},
+    {"given-back", send_from_memory_given_back},
+    {"given-back-twin", send_from_shared_memory_advised},
     {"race-programs", write_from_two_programs_at_once},
     {"race-programs-twin", write_from_two_programs_in_turn},
 };

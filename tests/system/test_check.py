@@ -19,10 +19,12 @@ CASES = [
     ("unacked-events", "unarmed", "wait_without_rearming"),
     ("unacked-events", "async-unacked", "close_rig"),  # where it destroys the QP
     ("cq-overrun", "cq-small", "post_more_than_the_cq_holds"),
+    ("cq-overrun", "cq-overrun", "overrun_a_cq_through_an_srq"),  # at its IBV_EVENT_CQ_ERR
     ("leak", "leak", "exit_without_cleanup"),
     ("overlapping-receives", "overlap", "post_overlapping_receives"),
     ("send-buffer-changed", "changed", "rewrite_before_the_completion"),  # found when polled
     ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
+    ("memory-unmapped", "given-back", "send_from_memory_given_back"),
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
     ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
@@ -112,6 +114,15 @@ class CheckModeTest(harness.DaemonTestCase):
                                    r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the element is in the MR "
                                    r"with lkey 0x[0-9a-f]+ \(1048576 bytes at 0x[0-9a-f]+\), and "
                                    r"part of it is no longer mapped")
+        given_back = self.reports(self.run_case("given-back").stderr)[0][1]
+        self.assertRegex(given_back, r"ibv_post_send: element 0 of wr_id 0x13 \(64 bytes at "
+                                     r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the element is in the MR "
+                                     r"with lkey 0x[0-9a-f]+ \(65536 bytes at 0x[0-9a-f]+\), and "
+                                     r"the program gave 4096 bytes of it at 0x[0-9a-f]+ back with "
+                                     r"madvise\(MADV_DONTNEED\) while the MR is registered\.")
+        self.assertRegex(given_back, r"  given back at:\n    #0 0x[0-9a-f]+ (in send_after_madvise"
+                                     r"\+0x[0-9a-f]+ )?\(\S*check_programs\+0x[0-9a-f]+\)\n",
+                         "the report names the madvise call")
         unarmed = self.reports(self.run_case("unarmed").stderr)[0][1]
         self.assertIn("ibv_get_cq_event has waited a second on a completion channel none of "
                       "whose 1 CQ(s) is armed; they hold 1 completion(s) not polled.", unarmed)
