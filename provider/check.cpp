@@ -488,6 +488,16 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     return posting;
 }
 
+void CheckState::unposted_sends(ibv_qp* qp, uint32_t count) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    for (; count && !state.sends.empty(); --count, --state.sends_posted) {
+        add_pending(state.send_cq, state.sends.back().signaled ? -1 : 0, state.qpn);
+        release_landings(state.sends.back());
+        state.sends.pop_back();
+    }
+}
+
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];

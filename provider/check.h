@@ -171,6 +171,9 @@ class CheckState {
         uint32_t posted_us;
     };
     Posting posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller);
+    // The last `count` sends posted never reach the daemon (a failed
+    // ibv_wr_complete, ibv_wr_abort): forgotten.
+    void unposted_sends(ibv_qp* qp, uint32_t count);
     void posted_recv(ibv_qp* qp, const ibv_recv_wr& wr);
     void posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr);
     // Each completion polled.

@@ -51,12 +51,20 @@ void wr_start(ibv_qp_ex* qpx) {
     qp.batch.caller = __builtin_return_address(0);
 }
 
+// Forgets the batch's work requests.
+void rewind_batch(ProviderQp& qp) {
+    if (check::CheckState* check = checking(qp.ibv.qp.context)) {
+        check->unposted_sends(&qp.ibv.qp, qp.sq.ring.index() - qp.batch.start);
+    }
+    qp.sq.ring.rewind(qp.batch.start);
+}
+
 int wr_complete(ibv_qp_ex* qpx) {
     ProviderQp& qp = qp_of(qpx);
     finish_wr(qp);
     const int error = qp.batch.error;
     if (error) {
-        qp.sq.ring.rewind(qp.batch.start);
+        rewind_batch(qp);
     } else if (qp.sq.ring.index() != qp.batch.start) {
         qp.sq.ring.publish();
         to_context(qpx->qp_base.context)->doorbell.ring(qp.sq.doorbell_slot);
@@ -67,7 +75,7 @@ int wr_complete(ibv_qp_ex* qpx) {
 
 void wr_abort(ibv_qp_ex* qpx) {
     ProviderQp& qp = qp_of(qpx);
-    qp.sq.ring.rewind(qp.batch.start);
+    rewind_batch(qp);
     qp.batch.building = false;
     qp.sq.lock.unlock();
 }

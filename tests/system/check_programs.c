@@ -781,6 +781,36 @@ __attribute__((noinline)) void poll_each_srq_receive(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* No bug: batches of the extended send API that are aborted post nothing,
+ * so twice the send queue's depth of them leaves it empty. */
+__attribute__((noinline)) void abort_batches(struct rig *rig) {
+    struct ibv_qp_init_attr_ex attr = {
+        .send_cq = rig->cq, .recv_cq = rig->cq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = DEPTH, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
+        .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = rig->pd,
+        .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE};
+    struct ibv_qp *qp = ibv_create_qp_ex(rig->context, &attr);
+    if (!qp) die("ibv_create_qp_ex");
+    connect_qp(rig, qp, qp->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+    for (int i = 0; i <= 2 * DEPTH; ++i) {
+        ibv_wr_start(qpx);
+        for (int wr = 0; wr < 2; ++wr) { /* the first is written when the second starts */
+            qpx->wr_id = 30 + i;
+            qpx->wr_flags = i == 2 * DEPTH ? IBV_SEND_SIGNALED : 0;
+            ibv_wr_rdma_write(qpx, rig->mr->rkey, (uintptr_t)rig->buffer + 2048);
+            ibv_wr_set_sge(qpx, rig->mr->lkey, (uintptr_t)rig->buffer, 64);
+        }
+        if (i < 2 * DEPTH) {
+            ibv_wr_abort(qpx);
+        } else if (ibv_wr_complete(qpx)) {
+            die("ibv_wr_complete");
+        }
+    }
+    poll_completions(rig, 2);
+    if (ibv_destroy_qp(qp)) die("ibv_destroy_qp");
+}
+
 /* leak: the program exits with its objects alive. */
 __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     (void)rig;
@@ -818,6 +848,7 @@ static const struct test_case kCases[] = {
     {"mw-in-use-twin", dealloc_a_window_once_bound},
     {"cq-overrun", overrun_a_cq_through_an_srq},
     {"cq-overrun-twin", poll_each_srq_receive},
+    {"aborted-batches", abort_batches},
     {"given-back", send_from_memory_given_back},
     {"given-back-twin", send_from_shared_memory_advised},
     {"race-programs", write_from_two_programs_at_once},
