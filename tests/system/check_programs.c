@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -388,16 +389,17 @@ __attribute__((noinline)) void rewrite_after_the_completion(struct rig *rig) {
     }
 }
 
-/* memory-unmapped: an MR's memory freed (glibc unmaps a block this large
- * itself, out of the bridge's sight), then a send from it. */
+/* memory-unmapped: an MR's memory unmapped out of the bridge's sight (by
+ * the system call, as glibc's free() of a large block does), then a send
+ * from it. */
 static void send_from_a_mapping(struct rig *rig, int unmap_first) {
     connect_self(rig);
     const size_t bytes = 1 << 20;
-    char *region = malloc(bytes);
-    if (!region) die("malloc");
+    char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) die("mmap");
     struct ibv_mr *mr = ibv_reg_mr(rig->pd, region, bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!mr) die("ibv_reg_mr");
-    if (unmap_first) free(region);
+    if (unmap_first && syscall(SYS_munmap, region, bytes)) die("munmap");
     struct ibv_sge sge = {.addr = (uintptr_t)region, .length = 64, .lkey = mr->lkey};
     struct ibv_send_wr wr = {.wr_id = 4, .sg_list = &sge, .num_sge = 1,
                              .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
@@ -410,7 +412,7 @@ static void send_from_a_mapping(struct rig *rig, int unmap_first) {
         exit(1);
     }
     if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
-    if (!unmap_first) free(region);
+    if (!unmap_first && munmap(region, bytes)) die("munmap");
 }
 
 __attribute__((noinline)) void send_from_unmapped_memory(struct rig *rig) {
