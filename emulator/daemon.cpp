@@ -93,6 +93,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });
+    server_->set_device_reset([this](Device& device) { reset_device(device); });
     publish_devices();
     for (const auto& device : devices_) {
         log_ready(*device);
@@ -163,6 +164,17 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     return ok();
 }
 
+// uroce reset, after the server took every client's context on the device:
+// rdma_cm IDs lose it, packets waiting for it or delayed go, and its
+// faults, step mode and counters are as at start.
+void Daemon::reset_device(Device& device) {
+    cm_->remove_device(device);
+    engines_->forget_packets(device);
+    device.faults().configure({});
+    device.step_gate().clear();
+    device.stats() = {};
+}
+
 Result Daemon::delete_link(const Device& device) {
     auto it = std::find_if(devices_.begin(), devices_.end(),
                            [&](const auto& d) { return d.get() == &device; });
@@ -171,7 +183,7 @@ Result Daemon::delete_link(const Device& device) {
     }
     const std::string name = device.name();
     const std::string node_name = device.uverbs_name();
-    server_->remove_device(device);
+    server_->remove_device(device, "the device was removed (rdma link delete)");
     cm_->remove_device(device);
     engines_->remove_device(device);
     devices_.erase(it);

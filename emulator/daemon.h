@@ -37,6 +37,7 @@ class Daemon {
     // rdma link delete: the device's clients, rdma_cm IDs, socket and tree
     // entry go; its index is not given again, as the kernel's are not.
     Result delete_link(const Device& device);
+    void reset_device(Device& device);
     // A port follows its interface (rxe's netdev notifier): its state and
     // MTU change with the link, its clients hear PORT_ACTIVE or PORT_ERR,
     // and the device goes when the interface does.

@@ -36,6 +36,10 @@ void CheckFindings::add(pid_t pid, const std::string& device,
     kept_.push_back(std::move(kept));
 }
 
+void CheckFindings::forget(const std::string& device) {
+    total_ -= std::erase_if(kept_, [&device](const Finding& f) { return f.device == device; });
+}
+
 std::string CheckFindings::json() const {
     nlohmann::json list = nlohmann::json::array();
     for (const Finding& f : kept_) {

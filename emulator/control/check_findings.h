@@ -23,6 +23,8 @@ class CheckFindings {
     bool every_client() const { return every_client_; }
     void set_every_client(bool every_client) { every_client_ = every_client; }
     void add(pid_t pid, const std::string& device, const rpc::CheckFindingRequest& finding);
+    // Forgets the device's findings (uroce reset).
+    void forget(const std::string& device);
     // {"total": N, "kept": [{"time", "pid", "device", "kind", "qpn", "text"}...]}
     std::string json() const;
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
 
@@ -349,7 +350,7 @@ uint32_t Server::netlink_port(pid_t pid) {
     return next_netlink_port_--;
 }
 
-void Server::remove_device(const Device& device) {
+uint32_t Server::remove_device(const Device& device, const char* why) {
     for (auto it = traces_.begin(); it != traces_.end(); ++it) {
         if (it->first == &device) {
             it->first->trace().close();
@@ -358,9 +359,42 @@ void Server::remove_device(const Device& device) {
             break;
         }
     }
+    return drop_contexts(device, why);
+}
+
+uint32_t Server::drop_contexts(const Device& device, const char* why) {
+    uint32_t contexts = 0;
     for (const auto& session : sessions_) {
-        session->device_removed(device);
+        contexts += session->device_removed(device, why) ? 1 : 0;
     }
+    check_findings_.forget(device.name());
+    return contexts;
+}
+
+Result Server::reset(pid_t caller, const std::string& name, rpc::ResetReply& reply) {
+    const auto started = std::chrono::steady_clock::now();
+    reply = {};
+    for (const auto& device : devices_) {
+        if (!name.empty() && device->name() != name) {
+            continue;
+        }
+        reply.contexts += drop_contexts(*device, "the device was reset (uroce reset)");
+        if (reset_device_) {
+            reset_device_(*device);
+        }
+        ++reply.devices;
+    }
+    if (reply.devices == 0) {
+        return fail(ENODEV, "no device named %s", name.c_str());
+    }
+    reply.microseconds =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::steady_clock::now() - started)
+                                  .count());
+    log_info("client pid %d reset %s: %u context(s) lost theirs, in %llu us", caller,
+             name.empty() ? "every device" : name.c_str(), reply.contexts,
+             static_cast<unsigned long long>(reply.microseconds));
+    return ok();
 }
 
 void Server::post_port_event(const Device& device, ibv_event_type type) const {

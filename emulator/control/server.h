@@ -74,8 +74,16 @@ class Server {
         add_link_ = std::move(add);
         delete_link_ = std::move(remove);
     }
-    // Before a device leaves: its clients lose their contexts, its trace stops.
-    void remove_device(const Device& device);
+    // How `uroce reset` returns a device to its state at start (the
+    // daemon's reset_device).
+    void set_device_reset(std::function<void(Device&)> reset) { reset_device_ = std::move(reset); }
+    // Before a device leaves (`why`): its clients lose their contexts, its
+    // trace stops. How many contexts there were.
+    uint32_t remove_device(const Device& device, const char* why);
+    // Its clients lose their contexts, and its check findings go.
+    uint32_t drop_contexts(const Device& device, const char* why);
+    // uroce reset (`device` empty: every device).
+    Result reset(pid_t caller, const std::string& device, rpc::ResetReply& reply);
     // Every context open on `device` hears a port event.
     void post_port_event(const Device& device, ibv_event_type type) const;
 
@@ -128,6 +136,7 @@ class Server {
     uint32_t next_netlink_port_ = static_cast<uint32_t>(-4096);
     std::function<Result(const std::string&, const std::string&)> add_link_;
     std::function<Result(const Device&)> delete_link_;
+    std::function<void(Device&)> reset_device_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
     DescriptorLedger descriptors_;

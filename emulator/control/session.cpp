@@ -34,6 +34,7 @@ bool is_tool_op(rpc::Op op) {
         case rpc::Op::kTraceStart:
         case rpc::Op::kTraceStop:
         case rpc::Op::kTraceQuery:
+        case rpc::Op::kReset:
             return true;
         default:
             return false;
@@ -253,7 +254,7 @@ void Session::handle_verb(const rpc::RequestHeader& header, std::span<const std:
                           std::vector<UniqueFd>& fds) {
     if (!context_) {
         reply(header,
-              device_gone_ ? fail(EIO, "the device was removed (rdma link delete)")
+              device_gone_ ? fail(EIO, "the device's context is gone: %s", device_gone_)
                            : fail(EPROTO, "request op %u before hello", unsigned(header.op)),
               {});
         return;
@@ -386,14 +387,15 @@ void Session::cm_command(const rpc::RequestHeader& header, std::span<const std::
           result ? std::as_bytes(std::span(&reply_body, 1)) : std::span<const std::byte>{});
 }
 
-void Session::device_removed(const Device& device) {
+bool Session::device_removed(const Device& device, const char* why) {
     if (!context_ || &context_->device() != &device) {
-        return;
+        return false;
     }
     context_->post_device_fatal();
     context_.reset();  // its objects go now, while the device exists
-    device_gone_ = true;
-    log_info("client pid %d lost %s: the device was removed", peer_.pid, device.name().c_str());
+    device_gone_ = why;
+    log_info("client pid %d lost %s: %s", peer_.pid, device.name().c_str(), why);
+    return true;
 }
 
 void Session::netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body) {
@@ -588,6 +590,13 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
     }
     rpc::DeviceRequest request;
     if (!(answer.result = decode_tool_request(body, request))) {
+        return answer;
+    }
+    if (op == rpc::Op::kReset) {
+        rpc::ResetReply reply{};
+        if ((answer.result = server_.reset(peer_.pid, request.device, reply))) {
+            answer.body = bytes_of(reply);
+        }
         return answer;
     }
     if (op == rpc::Op::kStats) {

@@ -38,9 +38,10 @@ class Session : public std::enable_shared_from_this<Session> {
     const Context* context() const { return context_.get(); }
     const std::shared_ptr<Context>& shared_context() const { return context_; }
     const cm::Channel* cm_channel() const { return cm_channel_; }
-    // rdma link delete: a context on `device` hears IBV_EVENT_DEVICE_FATAL
-    // and loses every object; its later requests fail with EIO.
-    void device_removed(const Device& device);
+    // rdma link delete or uroce reset (`why`): a context on `device` hears
+    // IBV_EVENT_DEVICE_FATAL and loses every object; its later requests
+    // fail with EIO. Whether it had a context there.
+    bool device_removed(const Device& device, const char* why);
     bool is_netlink() const { return netlink_port_ != 0; }
     uint32_t netlink_port() const { return netlink_port_; }
 
@@ -95,7 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string report_;
     rpc::Op report_op_ = rpc::Op::kStatus;
     bool tool_ = false;
-    bool device_gone_ = false;           // its context's device was removed
+    const char* device_gone_ = nullptr;  // why its context's device went, if it did
     cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager
     uint32_t netlink_port_ = 0;
     // Netlink replies the program has not taken yet. Requests wait while

@@ -153,6 +153,17 @@ void Engine::follow_gids(Device& device) {
 }
 
 void Engine::remove_device(const Device& device) {
+    forget_packets(device);
+    std::erase(own_, &device);
+    for (Socket& socket : sockets_) {
+        if (socket.device == &device) {
+            network_.close(static_cast<size_t>(&socket - sockets_.data()));
+            socket = {};
+        }
+    }
+}
+
+void Engine::forget_packets(const Device& device) {
     const auto to_device = [&](const LocalPacket& p) { return p.to == &device; };
     std::erase_if(local_, to_device);
     {
@@ -162,14 +173,7 @@ void Engine::remove_device(const Device& device) {
     for (auto& outbox : outboxes_) {
         std::erase_if(outbox, to_device);
     }
-    std::erase(own_, &device);
     std::erase_if(held_, [&](const auto& entry) { return entry.second.from == &device; });
-    for (Socket& socket : sockets_) {
-        if (socket.device == &device) {
-            network_.close(static_cast<size_t>(&socket - sockets_.data()));
-            socket = {};
-        }
-    }
 }
 
 size_t Engine::source_socket(const Device& from, uint8_t sgid) const {

@@ -56,6 +56,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // Before a device leaves the devices (rdma link delete): its sockets
     // close and the packets waiting for or from it go.
     void remove_device(const Device& device);
+    // Drops the packets to the device waiting here, and those from it that
+    // faults delay (uroce reset).
+    void forget_packets(const Device& device);
     // After the device's GID table changed: each address in it that is the
     // interface's gets a socket of its own, and those of addresses gone
     // close.

@@ -44,6 +44,12 @@ void Engines::remove_device(const Device& device) {
     }
 }
 
+void Engines::forget_packets(const Device& device) {
+    for (auto& engine : engines_) {
+        engine->forget_packets(device);
+    }
+}
+
 void Engines::set_mad_receiver(const Engine::MadReceiver& receiver) {
     for (auto& engine : engines_) {
         engine->set_mad_receiver(receiver);

@@ -45,6 +45,7 @@ class Engines final : public ControlSection::Pauser {
     // Gives a device its engine, which opens its network.
     Result add_device(Device& device);
     void remove_device(const Device& device);
+    void forget_packets(const Device& device);
     void follow_gids(Device& device) { owner(device).follow_gids(device); }
     // The CM's MADs leave through the engine of their device.
     void send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,

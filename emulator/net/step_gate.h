@@ -38,6 +38,12 @@ class StepGate {
     void pause() { paused_ = true; }
     // The wire runs again: every held packet goes, oldest first.
     void run();
+    // As new: not paused, nothing held or let go (uroce reset).
+    void clear() {
+        paused_ = false;
+        held_.clear();
+        outbox_.clear();
+    }
 
     // Holds a copy of a packet of the paused wire; its id, or 0 when the
     // gate is full.

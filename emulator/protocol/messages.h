@@ -106,6 +106,8 @@ enum class Op : uint16_t {
     kCheckReport,
     // Check mode: how a QP and its peer, a QP of this daemon, disagree.
     kCheckPeer,
+    // The tool's reset of a device (or all): DeviceRequest, ResetReply.
+    kReset,
     kCount,
 };
 
@@ -507,6 +509,14 @@ struct McastRequest {
 // device), kTraceStart, kTraceStop, kTraceQuery.
 struct DeviceRequest {
     char device[kNameLen];
+};
+
+// What `uroce reset` did: the devices reset, the clients (contexts) that
+// lost their context, and how long it took.
+struct ResetReply {
+    uint32_t devices;
+    uint32_t contexts;
+    uint64_t microseconds;
 };
 
 // The counters as text: per device its status header line, then

@@ -150,6 +150,7 @@ IBV_PORT_ACTIVE = 4
 IBV_MTU_4096 = 5
 IBV_LINK_LAYER_ETHERNET = 2
 IBV_QPS_INIT = 1
+IBV_EVENT_DEVICE_FATAL = 8  # enum ibv_event_type
 
 OBJECT_KINDS = ("pd", "mr", "mw", "cq", "qp", "srq", "wq", "rwq_ind_table", "ah", "xrcd",
                 "comp_channel", "dm", "dm_bytes")
@@ -1041,6 +1042,10 @@ def _verbs_client_main():
             qp = last(QP)
             qp.to_init(QPAttr(port_num=1))
             return {"state": qp.query(e.IBV_QP_STATE)[0].qp_state}
+        if command == "async_event":  # waits for the next one and acknowledges it
+            event = ctx.get_async_event()
+            event.ack()
+            return {"event_type": event.event_type}
         if command == "close":
             ctx.close()  # closes every object made on it, in order
             state["objects"].clear()

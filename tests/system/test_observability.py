@@ -96,6 +96,11 @@ class ObservabilityTestCase(harness.DaemonTestCase):
             block.append(line)
         return block
 
+    def faults_line(self, device):
+        lines = [line for line in self.device_lines(device) if line.startswith("  faults ")]
+        self.assertLessEqual(len(lines), 1)
+        return lines[0] if lines else None
+
     def stats(self):
         with self.daemon.raw_client() as client:
             reply = client.call(Op.STATS, harness.device_body(""))
@@ -196,11 +201,6 @@ class FaultTest(ObservabilityTestCase):
         with self.daemon.raw_client() as client:
             for device in harness.DEFAULT_DEVICES:
                 client.call(Op.SET_FAULTS, harness.set_faults_body(device))
-
-    def faults_line(self, device):
-        lines = [line for line in self.device_lines(device) if line.startswith("  faults ")]
-        self.assertLessEqual(len(lines), 1)
-        return lines[0] if lines else None
 
     def test_settings_show_in_status_and_clear_removes_them(self):
         result = self.uroce("fault", "uroce0", "--drop", "5%", "--duplicate", "0.01", "--reorder",
@@ -474,6 +474,58 @@ class NotRunningTest(unittest.TestCase):
                                  result.stdout + result.stderr)
                 self.assertIn("uroce start", result.stderr)
         self.assertFalse(os.path.exists(pcap))
+
+
+class ResetTest(ObservabilityTestCase):
+    """uroce reset (docs/uroce.md): every client's objects on the device go,
+    its clients hear IBV_EVENT_DEVICE_FATAL and get EIO after, its faults
+    and counters are as at start; the other device is untouched, and a new
+    client opens the reset device at once."""
+
+    def test_reset_returns_the_device_to_its_start(self):
+        harness.require_pyverbs()
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 64,
+                                              log=self.daemon.log)
+        self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
+        victim = harness.VerbsClient(self.daemon)
+        self.addCleanup(victim.close)
+        for command in (("open", "uroce0"), ("pd",), ("mr",), ("cq",), ("qp",), ("qp_to_init",)):
+            victim.must(*command)
+        bystander = harness.VerbsClient(self.daemon)
+        self.addCleanup(bystander.close)
+        bystander.must("open", "uroce1")
+        bystander.must("pd")
+        self.assert_exit(self.uroce("fault", "uroce0", "--drop", "5%"), 0)
+        self.assertGreater(self.stats()["uroce0"]["sent_pkts"], 0)
+
+        result = self.uroce("reset", "uroce0")
+        self.assert_exit(result, 0)
+        self.assertRegex(result.stdout, r"^reset uroce0: 1 context\(s\) lost, \d+\.\d{3} ms\n$")
+
+        self.assertEqual(victim.must("async_event")["event_type"], harness.IBV_EVENT_DEVICE_FATAL)
+        refused = victim.call("pd")
+        self.assertFalse(refused["ok"], refused)
+        self.assertEqual(refused["errno"], errno.EIO, refused)
+        status = self.daemon.status()
+        self.assertEqual(status.devices["uroce0"].objects, harness.zero_counts(), status.text)
+        self.assertEqual(status.devices["uroce1"].objects, harness.counts(pd=1), status.text)
+        self.assertIsNone(self.faults_line("uroce0"))
+        counters = self.stats()
+        self.assertEqual(set(counters["uroce0"].values()), {0}, counters["uroce0"])
+        self.assertGreater(counters["uroce1"]["sent_pkts"], 0)
+
+        fresh = harness.VerbsClient(self.daemon)
+        self.addCleanup(fresh.close)
+        fresh.must("open", "uroce0")
+        fresh.must("pd")
+        self.assertEqual(self.daemon.status().devices["uroce0"].objects, harness.counts(pd=1))
+
+    def test_reset_of_every_device_and_of_none(self):
+        result = self.uroce("reset")
+        self.assert_exit(result, 0)
+        self.assertRegex(result.stdout, r"^reset every device: 0 context\(s\) lost")
+        self.assert_exit(self.uroce("reset", "nosuch"), EXIT_FAILURE, "no device named nosuch")
+        self.assert_exit(self.uroce("reset", "uroce0", "uroce1"), EXIT_USAGE)
 
 
 class TrafficTest(ObservabilityTestCase):

@@ -23,6 +23,7 @@ const char* const kUsage =
     "       uroce status\n"
     "       uroce env\n"
     "       uroce exec [--check] -- COMMAND [ARGS...]\n"
+    "       uroce reset [DEVICE]\n"
     "       uroce stats [DEVICE]\n"
     "       uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US]\n"
     "       uroce fault DEVICE --clear\n"
@@ -33,6 +34,10 @@ const char* const kUsage =
     "       uroce check [--json]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
+    "reset: destroys every client's objects on DEVICE (every device): each\n"
+    "  context hears IBV_EVENT_DEVICE_FATAL and its verbs fail with EIO; clears\n"
+    "  faults, step mode, counters and check findings. For harnesses that run\n"
+    "  many programs against one daemon.\n"
     "stats: the devices' packet and error counters.\n"
     "fault: faults on DEVICE's outgoing packets. P is a probability (0.05) or a\n"
     "  percentage (5%), US a delay in microseconds; options not given become 0.\n"
@@ -72,6 +77,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "check") {
         return check(paths, rest);
+    }
+    if (command == "reset") {
+        return reset(paths, rest);
     }
     if (command == "stats") {
         return stats(paths, rest);

@@ -61,6 +61,9 @@ int print_env(const RuntimePaths& paths);
 // `checking`: the command runs in check mode (UROCE_CHECK=report, unless
 // the environment says otherwise).
 int exec(const RuntimePaths& paths, Args command, bool checking);
+// Every client's objects on the device (or every device) destroyed, its
+// faults, step mode and counters as at start.
+int reset(const RuntimePaths& paths, const Args& args);
 int stats(const RuntimePaths& paths, const Args& args);
 int fault(const RuntimePaths& paths, const Args& args);
 int trace(const RuntimePaths& paths, const Args& args);
