@@ -166,13 +166,18 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
 
 // uroce reset, after the server took every client's context on the device:
 // rdma_cm IDs lose it, packets waiting for it or delayed go, and its
-// faults, step mode and counters are as at start.
+// faults, step mode, counters and the numbers it hands out (QPNs, keys)
+// are as at start.
 void Daemon::reset_device(Device& device) {
     cm_->remove_device(device);
     engines_->forget_packets(device);
     device.faults().configure({});
     device.step_gate().clear();
     device.stats() = {};
+    device.qps().restart();
+    device.wqs().restart();
+    device.srqs().restart();
+    device.keys().restart();
 }
 
 Result Daemon::delete_link(const Device& device) {

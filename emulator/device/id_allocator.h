@@ -29,6 +29,13 @@ class IdAllocator {
         return id;
     }
     void release(uint32_t id) { used_.erase(id); }
+    // Hands out numbers from the first again, as at start, when none is in
+    // use (uroce reset: the same program then gets the same numbers).
+    void restart() {
+        if (used_.empty()) {
+            next_ = first_;
+        }
+    }
     size_t in_use() const { return used_.size(); }
 
   private:

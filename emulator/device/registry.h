@@ -43,6 +43,7 @@ class Registry {
     auto begin() const { return table_.begin(); }
     auto end() const { return table_.end(); }
     size_t size() const { return table_.size(); }
+    void restart() { numbers_.restart(); }
 
   private:
     IdAllocator numbers_;

@@ -514,11 +514,22 @@ class ResetTest(ObservabilityTestCase):
         self.assertEqual(set(counters["uroce0"].values()), {0}, counters["uroce0"])
         self.assertGreater(counters["uroce1"]["sent_pkts"], 0)
 
-        fresh = harness.VerbsClient(self.daemon)
-        self.addCleanup(fresh.close)
-        fresh.must("open", "uroce0")
-        fresh.must("pd")
-        self.assertEqual(self.daemon.status().devices["uroce0"].objects, harness.counts(pd=1))
+        # A new client at once, and after each reset the same numbers for
+        # the same objects (QPN, keys), as from a daemon just started.
+        first = None
+        for _ in range(2):
+            fresh = harness.VerbsClient(self.daemon)
+            self.addCleanup(fresh.close)
+            fresh.must("open", "uroce0")
+            fresh.must("pd")
+            lkey = fresh.must("mr")["lkey"]
+            fresh.must("cq")
+            numbers = (lkey, fresh.must("qp")["qp_num"])
+            self.assertEqual(self.daemon.status().devices["uroce0"].objects,
+                             harness.counts(pd=1, mr=1, cq=1, qp=1))
+            self.assertEqual(numbers, first or numbers)
+            first = numbers
+            self.assert_exit(self.uroce("reset", "uroce0"), 0)
 
     def test_reset_of_every_device_and_of_none(self):
         result = self.uroce("reset")
