@@ -80,6 +80,9 @@ std::string faults_text(const FaultSettings& faults) {
     std::ostringstream out;
     out << "drop " << faults.drop << " duplicate " << faults.duplicate << " reorder "
         << faults.reorder << " delay " << faults.delay.count() << "us";
+    if (faults.seed) {
+        out << " seed " << *faults.seed;
+    }
     return out.str();
 }
 
@@ -486,6 +489,9 @@ Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request) {
     settings.duplicate = request.duplicate;
     settings.reorder = request.reorder;
     settings.delay = std::chrono::microseconds(request.delay_us);
+    if (request.seeded) {
+        settings.seed = request.seed;
+    }
     device->faults().configure(settings);
     if (device->faults().active()) {
         log_info("client pid %d set faults on %s: %s", caller, device->name().c_str(),

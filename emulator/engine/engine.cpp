@@ -336,10 +336,48 @@ void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip
     send_on(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
 }
 
+namespace {
+
+// What seeded faults decide by (net/fault_injector.h): the BTH's opcode,
+// destination QP and PSN (counted from the sending QP's first PSN of that
+// direction, which programs often choose at random), and a MAD's
+// transaction.
+PacketIdentity identity_of(const Device& from, uint32_t src_qpn, std::span<const uint8_t> bytes) {
+    constexpr size_t kBth = 12;
+    constexpr size_t kMadTid = kBth + 8 + 8;  // after the BTH and DETH, 8 bytes into the MAD
+    PacketIdentity id;
+    id.src_qpn = src_qpn;
+    if (bytes.size() < kBth) {
+        return id;
+    }
+    const auto be24 = [&bytes](size_t at) {
+        return uint32_t{bytes[at]} << 16 | uint32_t{bytes[at + 1]} << 8 | bytes[at + 2];
+    };
+    id.opcode = bytes[0];
+    id.dest_qpn = be24(5);
+    uint32_t first_psn = 0;
+    if (const Qp* qp = from.qps().find(src_qpn)) {
+        const wire::OpcodeInfo* info = wire::opcode_info(id.opcode);
+        const bool response = info && info->direction() == wire::Direction::kResponse;
+        first_psn = response ? qp->attr.rq_psn : qp->attr.sq_psn;
+    }
+    id.psn_offset = (be24(9) - first_psn) & wire::kPsnMask;
+    if (id.dest_qpn == 1 && bytes.size() >= kMadTid + 8) {
+        for (size_t i = 0; i < 8; ++i) {
+            id.mad_tid = id.mad_tid << 8 | bytes[kMadTid + i];
+        }
+    }
+    return id;
+}
+
+}  // namespace
+
 // The faults a device has: loss, duplication, reordering, delay.
 void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                           uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    const FaultVerdict verdict = from.faults().decide();
+    const FaultVerdict verdict = from.faults().settings().seed
+                                     ? from.faults().decide(identity_of(from, src_qpn, bytes))
+                                     : from.faults().decide();
     if (verdict.drop) {
         ++from.stats().fault_dropped;
         if (packet_log_.enabled()) {

@@ -534,6 +534,11 @@ struct SetFaultsRequest {
     double duplicate;
     double reorder;
     int64_t delay_us;  // 0..kMaxFaultDelayUs
+    // Non-zero `seeded`: each decision follows from `seed` and the packet
+    // (net/fault_injector.h), the same in every run.
+    uint64_t seed;
+    uint32_t seeded;
+    uint32_t reserved;
 };
 
 // Step mode (net/step_gate.h): kPause holds the device's outgoing packets;

@@ -86,7 +86,7 @@ REQUEST_HEADER = struct.Struct("<IHHII")  # magic, version, op, length, seq
 REPLY_HEADER = struct.Struct("<IHHIIi%ds" % _CONSTANTS["kMaxErrorText"])  # ..., error, message
 MAX_STATS_TEXT = _CONSTANTS["kMaxStatsText"]  # StatsReply.text
 MAX_FAULT_DELAY_US = _CONSTANTS["kMaxFaultDelayUs"]
-SET_FAULTS_REQUEST = struct.Struct("<%dsdddq" % NAME_LEN)  # device, drop, duplicate, reorder, delay
+SET_FAULTS_REQUEST = struct.Struct("<%dsdddqQII" % NAME_LEN)  # device, drop, duplicate, reorder, delay, seed, seeded, reserved
 TRACE_REPLY = struct.Struct("<QII")  # packets, write_failed, reserved
 
 
@@ -422,8 +422,9 @@ def hello_body(device):
     return device_body(device)
 
 
-def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0):
-    return SET_FAULTS_REQUEST.pack(device.encode(), drop, duplicate, reorder, delay_us)
+def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, seed=None):
+    return SET_FAULTS_REQUEST.pack(device.encode(), drop, duplicate, reorder, delay_us, seed or 0,
+                                   seed is not None, 0)
 
 
 # What a sanitizer build of the daemon may hold beyond a plain one's memory

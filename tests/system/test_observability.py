@@ -531,6 +531,32 @@ class ResetTest(ObservabilityTestCase):
             first = numbers
             self.assert_exit(self.uroce("reset", "uroce0"), 0)
 
+    def test_a_seed_gives_the_same_program_the_same_faults(self):
+        """uroce fault --seed: after a reset, ibv_rc_pingpong meets exactly
+        the same drops and duplicates under the same seed (so sends the
+        same packets), and others under another seed."""
+        runs = []
+        for seed in ("5", "5", "6"):
+            self.assert_exit(self.uroce("reset"), 0)
+            for device in ("uroce0", "uroce1"):
+                result = self.uroce("fault", device, "--drop", "10%", "--duplicate", "5%",
+                                    "--reorder", "5%", "--seed", seed)
+                self.assert_exit(result, 0)
+                self.assertIn(", seed %s" % seed, result.stdout)
+            self.assertIn(" seed %s" % seed, self.faults_line("uroce0"))
+            server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 50, 64,
+                                                  log=self.daemon.log)
+            self.assertEqual((server.returncode, client.returncode), (0, 0),
+                             server.output + client.output)
+            counters = self.stats()
+            runs.append({device: {name: counters[device][name] for name in
+                                  ("fault_dropped", "fault_duplicated", "sent_pkts")}
+                         for device in ("uroce0", "uroce1")})
+        self.assertGreater(runs[0]["uroce0"]["fault_dropped"], 0, runs)
+        self.assertEqual(runs[0], runs[1])
+        self.assertNotEqual(runs[0], runs[2])
+        self.assert_exit(self.uroce("reset"), 0)
+
     def test_reset_of_every_device_and_of_none(self):
         result = self.uroce("reset")
         self.assert_exit(result, 0)

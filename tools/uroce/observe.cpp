@@ -105,6 +105,14 @@ int fault(const RuntimePaths& paths, const Args& args) {
                 return usage_error("fault: --delay takes microseconds, not '" + value + "'");
             }
             request.delay_us = *us;
+        } else if (option == "--seed") {
+            const auto seed = parse_integer(value);
+            if (!seed || *seed < 0) {
+                return usage_error("fault: --seed takes a number, not '" + value + "'");
+            }
+            request.seed = static_cast<uint64_t>(*seed);
+            request.seeded = 1;
+            continue;  // a seed alone sets no fault
         } else {
             return usage_error("fault: unknown option " + option);
         }
@@ -129,7 +137,11 @@ int fault(const RuntimePaths& paths, const Args& args) {
     } else {
         std::cout << args.front() << ": drop " << percent(request.drop) << ", duplicate "
                   << percent(request.duplicate) << ", reorder " << percent(request.reorder)
-                  << ", delay " << request.delay_us << " us\n";
+                  << ", delay " << request.delay_us << " us";
+        if (request.seeded) {
+            std::cout << ", seed " << request.seed;
+        }
+        std::cout << "\n";
     }
     return 0;
 }
