@@ -84,6 +84,23 @@ int refused(const ControlClient& client) {
     return kExitFailure;
 }
 
+int ask_about_device(const RuntimePaths& paths, const Args& args, const std::string& command,
+                     rpc::Op op, void* reply, size_t reply_size) {
+    if (args.size() > 1) {
+        return usage_error(command + " takes at most one device");
+    }
+    rpc::DeviceRequest request{};
+    if (!args.empty() && !set_device_name(request.device, args.front())) {
+        return kExitFailure;
+    }
+    int exit_code;
+    auto client = connect_tool(paths, exit_code);
+    if (!client) {
+        return exit_code;
+    }
+    return client->call(op, &request, sizeof(request), reply, reply_size) ? refused(*client) : 0;
+}
+
 bool set_device_name(char (&field)[rpc::kNameLen], const std::string& name) {
     if (name.size() >= sizeof(field)) {
         std::cerr << "uroce: no device named " << name << "\n";

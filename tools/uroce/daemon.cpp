@@ -160,21 +160,10 @@ int status(const RuntimePaths& paths) {
 }
 
 int reset(const RuntimePaths& paths, const Args& args) {
-    if (args.size() > 1) {
-        return usage_error("reset takes at most one device");
-    }
-    rpc::DeviceRequest request{};
-    if (!args.empty() && !set_device_name(request.device, args.front())) {
-        return kExitFailure;
-    }
-    int exit_code;
-    auto client = connect_tool(paths, exit_code);
-    if (!client) {
-        return exit_code;
-    }
     rpc::ResetReply reply{};
-    if (client->call(rpc::Op::kReset, &request, sizeof(request), &reply, sizeof(reply))) {
-        return refused(*client);
+    if (int exit_code =
+            ask_about_device(paths, args, "reset", rpc::Op::kReset, &reply, sizeof(reply))) {
+        return exit_code;
     }
     printf("reset %s: %u context(s) lost, %.3f ms\n",
            args.empty() ? "every device" : args.front().c_str(), reply.contexts,

@@ -45,21 +45,10 @@ std::string percent(double p) {
 }  // namespace
 
 int stats(const RuntimePaths& paths, const Args& args) {
-    if (args.size() > 1) {
-        return usage_error("stats takes at most one device");
-    }
-    rpc::DeviceRequest request{};
-    if (!args.empty() && !set_device_name(request.device, args.front())) {
-        return kExitFailure;
-    }
-    int exit_code;
-    auto client = connect_tool(paths, exit_code);
-    if (!client) {
-        return exit_code;
-    }
     auto reply = std::make_unique<rpc::StatsReply>();
-    if (client->call(rpc::Op::kStats, &request, sizeof(request), reply.get(), sizeof(*reply))) {
-        return refused(*client);
+    if (int exit_code =
+            ask_about_device(paths, args, "stats", rpc::Op::kStats, reply.get(), sizeof(*reply))) {
+        return exit_code;
     }
     reply->text[sizeof(reply->text) - 1] = '\0';
     std::cout << reply->text;

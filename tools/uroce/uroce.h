@@ -53,6 +53,11 @@ int refused(const ControlClient& client);
 // Copies a device name into a request; false (after saying so) when no
 // device can have that name.
 bool set_device_name(char (&field)[rpc::kNameLen], const std::string& name);
+// `command`'s request `op` about the device `args` names (every device when
+// none), its reply in `reply`: 0, or the exit status (usage, no daemon,
+// refused).
+int ask_about_device(const RuntimePaths& paths, const Args& args, const std::string& command,
+                     rpc::Op op, void* reply, size_t reply_size);
 
 int start(const RuntimePaths& paths, const Args& daemon_args);
 int stop(const RuntimePaths& paths);
