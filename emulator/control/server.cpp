@@ -76,27 +76,6 @@ void add_counters(std::ostringstream& out, const DeviceStats& stats) {
 #undef UROCE_COUNTER_LINE
 }
 
-std::string faults_text(const FaultSettings& faults) {
-    std::ostringstream out;
-    out << "drop " << faults.drop << " duplicate " << faults.duplicate << " reorder "
-        << faults.reorder << " delay " << faults.delay.count() << "us";
-    if (faults.seed) {
-        out << " seed " << *faults.seed;
-    }
-    return out.str();
-}
-
-bool is_probability(double p) {
-    return p >= 0 && p <= 1;  // false for NaN
-}
-
-// The name of what `fd` refers to, as /proc shows it.
-std::string fd_target(int fd) {
-    std::error_code error;
-    const auto target = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
-    return error ? "descriptor " + std::to_string(fd) : target.native();
-}
-
 void add_counts(std::ostringstream& out, const ObjectCounts& c) {
     out << "pd " << c.pd << ", mr " << c.mr << ", mw " << c.mw << ", cq " << c.cq << ", qp " << c.qp
         << ", srq " << c.srq << ", wq " << c.wq << ", rwq_ind_table " << c.rwq_ind_table << ", ah "
@@ -284,7 +263,7 @@ std::string Server::status_text() const {
         add_counts(out, device->counts());
         out << "\n";
         if (device->faults().active()) {
-            out << "  faults " << faults_text(device->faults().settings()) << "\n";
+            out << "  faults " << device->faults().text() << "\n";
         }
         if (!device->groups().empty()) {
             out << "  multicast groups " << device->groups().size();
@@ -300,10 +279,11 @@ std::string Server::status_text() const {
             out << "\n";
         }
         if (auto it = traces_.find(device.get()); it != traces_.end()) {
-            out << (device->trace().is_open() ? "  tracing ("
-                                              : "  trace stopped by a write error (")
-                << device->trace().packets() << " packets) to " << it->second.file
-                << " for client pid " << it->second.owner_pid << "\n";
+            const Trace& trace = it->second;
+            out << (trace_failed(*device, trace) ? "  trace stopped by a write error ("
+                                                 : "  tracing (")
+                << trace_counts(*device, trace) << ") to " << trace.files << " for client pid "
+                << trace.owner_pid << "\n";
         }
     }
     size_t tools = 0;
@@ -356,7 +336,7 @@ uint32_t Server::netlink_port(pid_t pid) {
 uint32_t Server::remove_device(const Device& device, const char* why) {
     for (auto it = traces_.begin(); it != traces_.end(); ++it) {
         if (it->first == &device) {
-            it->first->trace().close();
+            close_trace(*it->first);
             log_info("stopped tracing %s: the device was removed", device.name().c_str());
             traces_.erase(it);
             break;
@@ -465,166 +445,6 @@ Result Server::stats_text(const std::string& name, std::string& text) const {
                     devices_.size());
     }
     return ok();
-}
-
-Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request) {
-    Device* device;
-    if (Result r = find(request.device, device); !r) {
-        return r;
-    }
-    for (const auto& [what, p] : {std::pair{"drop", request.drop},
-                                  {"duplicate", request.duplicate},
-                                  {"reorder", request.reorder}}) {
-        if (!is_probability(p)) {
-            return fail(EINVAL, "%s probability %.10g is not between 0 and 1", what, p);
-        }
-    }
-    if (request.delay_us < 0 || request.delay_us > rpc::kMaxFaultDelayUs) {
-        return fail(EINVAL, "delay %lld us is not between 0 and %lld us (10 s)",
-                    static_cast<long long>(request.delay_us),
-                    static_cast<long long>(rpc::kMaxFaultDelayUs));
-    }
-    FaultSettings settings;
-    settings.drop = request.drop;
-    settings.duplicate = request.duplicate;
-    settings.reorder = request.reorder;
-    settings.delay = std::chrono::microseconds(request.delay_us);
-    if (request.seeded) {
-        settings.seed = request.seed;
-    }
-    device->faults().configure(settings);
-    if (device->faults().active()) {
-        log_info("client pid %d set faults on %s: %s", caller, device->name().c_str(),
-                 faults_text(settings).c_str());
-    } else {
-        log_info("client pid %d cleared the faults on %s", caller, device->name().c_str());
-    }
-    return ok();
-}
-
-Result Server::step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply) {
-    Device* device;
-    if (Result r = find(request.device, device); !r) {
-        return r;
-    }
-    StepGate& gate = device->step_gate();
-    const auto action = request.action;
-    if (action == rpc::StepAction::kPause || action == rpc::StepAction::kRun) {
-        if (action == rpc::StepAction::kPause) {
-            gate.pause();
-        } else {
-            gate.run();
-        }
-        log_info("client pid %d %s %s's wire", caller,
-                 action == rpc::StepAction::kPause ? "paused" : "ran", device->name().c_str());
-    } else if (action == rpc::StepAction::kNext || action == rpc::StepAction::kDrop ||
-               action == rpc::StepAction::kDuplicate) {
-        const StepGate::Packet* packet = gate.find(request.packet);
-        if (!packet) {
-            return request.packet ? fail(ENOENT, "%s holds no packet %llu", device->name().c_str(),
-                                         static_cast<unsigned long long>(request.packet))
-                                  : fail(ENOENT, "%s holds no packet%s", device->name().c_str(),
-                                         gate.paused() ? "" : ": its wire is not paused");
-        }
-        snprintf(reply.summary, sizeof(reply.summary), "%s",
-                 packet_summary(packet_json(packet->bytes)).c_str());
-        if (action == rpc::StepAction::kNext) {
-            reply.packet = gate.release(request.packet);
-        } else if (action == rpc::StepAction::kDrop) {
-            const StepGate::Packet& held = *packet;
-            if (packet_log_.enabled()) {
-                packet_log_.record(device->index(), device->config().address, held.dest_ip,
-                                   held.src_port, held.src_qpn, PacketLog::Fate::kLost, held.id,
-                                   held.bytes);
-            }
-            reply.packet = gate.drop(request.packet);
-            ++device->stats().fault_dropped;
-        } else {
-            reply.packet = gate.duplicate(request.packet);
-            ++device->stats().fault_duplicated;
-        }
-    } else {
-        return fail(EINVAL, "step action %u is not pause, next, drop, duplicate or run",
-                    static_cast<unsigned>(action));
-    }
-    reply.paused = gate.paused() ? 1 : 0;
-    reply.held = static_cast<uint32_t>(gate.held().size());
-    return ok();
-}
-
-Result Server::start_trace(const Session& session, const std::string& name, UniqueFd file) {
-    Device* device;
-    if (Result r = find(name, device); !r) {
-        return r;
-    }
-    if (auto it = traces_.find(device); it != traces_.end()) {
-        return fail(EBUSY, "%s is already being traced to %s by client pid %d", name.c_str(),
-                    it->second.file.c_str(), it->second.owner_pid);
-    }
-    if (!file) {
-        return fail(EBADF, "trace start for %s carries no file descriptor", name.c_str());
-    }
-    const int flags = fcntl(file.get(), F_GETFL);
-    if (flags < 0 || ((flags & O_ACCMODE) != O_WRONLY && (flags & O_ACCMODE) != O_RDWR)) {
-        return fail(EBADF, "the trace file for %s is not open for writing", name.c_str());
-    }
-    // Writes happen on the data path: a pipe or device that blocks would stall it.
-    struct stat st;
-    if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        return fail(EINVAL, "the trace file for %s is not a regular file", name.c_str());
-    }
-    const std::string path = fd_target(file.get());
-    if (!device->trace().open(std::move(file))) {
-        return fail(EIO, "cannot write the pcap header to %s: %s", path.c_str(), strerror(errno));
-    }
-    traces_[device] = {&session, session.peer().pid, path};
-    log_info("client pid %d started tracing %s to %s", session.peer().pid, name.c_str(),
-             path.c_str());
-    return ok();
-}
-
-Result Server::stop_trace(const Session& session, const std::string& name, rpc::TraceReply& reply) {
-    if (Result r = query_trace(name, reply); !r) {
-        return r;
-    }
-    Device* device = find_device(name);
-    const Trace& trace = traces_.at(device);
-    if (trace.owner != &session) {
-        return fail(EPERM, "the trace of %s belongs to client pid %d", name.c_str(),
-                    trace.owner_pid);
-    }
-    device->trace().close();
-    log_info("client pid %d stopped tracing %s: %llu packets recorded to %s", trace.owner_pid,
-             name.c_str(), static_cast<unsigned long long>(reply.packets), trace.file.c_str());
-    traces_.erase(device);
-    return ok();
-}
-
-Result Server::query_trace(const std::string& name, rpc::TraceReply& reply) const {
-    Device* device;
-    if (Result r = find(name, device); !r) {
-        return r;
-    }
-    if (!traces_.contains(device)) {
-        return fail(EINVAL, "%s is not being traced", name.c_str());
-    }
-    reply.packets = device->trace().packets();
-    reply.write_failed = device->trace().is_open() ? 0 : 1;
-    return ok();
-}
-
-void Server::end_traces_of(const Session& session) {
-    std::erase_if(traces_, [&](const auto& entry) {
-        const auto& [device, trace] = entry;
-        if (trace.owner != &session) {
-            return false;
-        }
-        device->trace().close();
-        log_info("client pid %d disconnected: stopped tracing %s, %llu packets recorded to %s",
-                 trace.owner_pid, device->name().c_str(),
-                 static_cast<unsigned long long>(device->trace().packets()), trace.file.c_str());
-        return true;
-    });
 }
 
 }  // namespace uroce

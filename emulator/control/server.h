@@ -89,8 +89,10 @@ class Server {
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
-    // `caller`: the pid the log names.
-    Result set_faults(pid_t caller, const rpc::SetFaultsRequest& request);
+    // `caller`: the pid the log names; `fds`: a replayed schedule's file
+    // (server_wire.cpp, as step mode and traces).
+    Result set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
+                      std::vector<UniqueFd>& fds);
     Result step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply);
     // The web console, which closes when `session` ends (server_console.cpp).
     Result start_console(const Session& session, const rpc::ConsoleStartRequest& request,
@@ -99,7 +101,8 @@ class Server {
     Result wire_snapshot(const std::string& device, std::string& json_text) const;
     // A trace belongs to the session that started it: only it stops the
     // trace, and its end stops the trace too.
-    Result start_trace(const Session& session, const std::string& device, UniqueFd file);
+    Result start_trace(const Session& session, const rpc::TraceStartRequest& request,
+                       std::vector<UniqueFd>& fds);
     Result stop_trace(const Session& session, const std::string& device, rpc::TraceReply& reply);
     Result query_trace(const std::string& device, rpc::TraceReply& reply) const;
 
@@ -107,7 +110,9 @@ class Server {
     struct Trace {
         const Session* owner;  // compared, never followed
         pid_t owner_pid;
-        std::string file;  // as the daemon sees it, for status and the log
+        std::string files;  // as the daemon sees them, for status and the log
+        bool packets = false;
+        bool faults = false;
     };
 
     void accept();
@@ -117,6 +122,11 @@ class Server {
     void admit(int fd, const ucred& peer);
     Result find(const std::string& name, Device*& device) const;
     void end_traces_of(const Session& session);
+    // Whether writing a file of the trace failed, which stopped it.
+    static bool trace_failed(Device& device, const Trace& trace);
+    // "N packets", "N fault decisions" or both, as recorded so far.
+    static std::string trace_counts(Device& device, const Trace& trace);
+    static void close_trace(Device& device);
     // What the console shows and does (server_console.cpp).
     console::Source console_source();
     nlohmann::json console_snapshot() const;

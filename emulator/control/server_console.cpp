@@ -212,7 +212,8 @@ Result Server::console_command(pid_t caller, const json& command) {
         request.duplicate = *duplicate;
         request.reorder = *reorder;
         request.delay_us = static_cast<int64_t>(*delay);
-        return set_faults(caller, request);
+        std::vector<UniqueFd> no_schedule;
+        return set_faults(caller, request, no_schedule);
     }
     return fail(EINVAL, "unknown command \"%s\": step or fault", what.c_str());
 }

@@ -565,7 +565,7 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
     if (op == rpc::Op::kSetFaults) {
         rpc::SetFaultsRequest request;
         if ((answer.result = decode_tool_request(body, request)) &&
-            (answer.result = server_.set_faults(peer_.pid, request))) {
+            (answer.result = server_.set_faults(peer_.pid, request, fds))) {
             answer.body = bytes_of(rpc::Empty{});
         }
         return answer;
@@ -588,6 +588,14 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         }
         return answer;
     }
+    if (op == rpc::Op::kTraceStart) {
+        rpc::TraceStartRequest request;
+        if ((answer.result = decode_tool_request(body, request)) &&
+            (answer.result = server_.start_trace(*this, request, fds))) {
+            answer.body = bytes_of(rpc::Empty{});
+        }
+        return answer;
+    }
     rpc::DeviceRequest request;
     if (!(answer.result = decode_tool_request(body, request))) {
         return answer;
@@ -604,13 +612,6 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         if ((answer.result = server_.stats_text(request.device, text))) {
             answer.body.resize(sizeof(rpc::StatsReply));
             memcpy(answer.body.data(), text.c_str(), text.size() + 1);
-        }
-        return answer;
-    }
-    if (op == rpc::Op::kTraceStart) {
-        UniqueFd file = fds.empty() ? UniqueFd() : std::move(fds.front());
-        if ((answer.result = server_.start_trace(*this, request.device, std::move(file)))) {
-            answer.body = bytes_of(rpc::Empty{});
         }
         return answer;
     }

@@ -338,10 +338,10 @@ void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip
 
 namespace {
 
-// What seeded faults decide by (net/fault_injector.h): the BTH's opcode,
-// destination QP and PSN (counted from the sending QP's first PSN of that
-// direction, which programs often choose at random), and a MAD's
-// transaction.
+// What seeded and replayed faults decide by, and their records name
+// (net/fault_injector.h): the BTH's opcode, destination QP and PSN (counted
+// from the sending QP's first PSN of that direction, which programs often
+// choose at random), and a MAD's transaction.
 PacketIdentity identity_of(const Device& from, uint32_t src_qpn, std::span<const uint8_t> bytes) {
     constexpr size_t kBth = 12;
     constexpr size_t kMadTid = kBth + 8 + 8;  // after the BTH and DETH, 8 bytes into the MAD
@@ -375,7 +375,7 @@ PacketIdentity identity_of(const Device& from, uint32_t src_qpn, std::span<const
 // The faults a device has: loss, duplication, reordering, delay.
 void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                           uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    const FaultVerdict verdict = from.faults().settings().seed
+    const FaultVerdict verdict = from.faults().wants_identity()
                                      ? from.faults().decide(identity_of(from, src_qpn, bytes))
                                      : from.faults().decide();
     if (verdict.drop) {

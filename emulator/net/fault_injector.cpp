@@ -1,5 +1,7 @@
 #include "net/fault_injector.h"
 
+#include <sstream>
+
 namespace uroce {
 namespace {
 
@@ -37,20 +39,76 @@ FaultVerdict FaultInjector::decide() {
     return verdict([this](double probability) { return this->chance(probability); });
 }
 
+size_t FaultInjector::ScheduledHash::operator()(const Scheduled& s) const {
+    return mix(key_of(s.packet) ^ s.attempt);
+}
+
+std::string FaultInjector::text() const {
+    if (!schedule_.empty()) {
+        return "replaying " + std::to_string(schedule_.size()) + " decisions";
+    }
+    std::ostringstream out;
+    out << "drop " << settings_.drop << " duplicate " << settings_.duplicate << " reorder "
+        << settings_.reorder << " delay " << settings_.delay.count() << "us";
+    if (settings_.seed) {
+        out << " seed " << *settings_.seed;
+    }
+    return out.str();
+}
+
+void FaultInjector::configure(const FaultSettings& settings) {
+    settings_ = settings;
+    attempts_.clear();
+    schedule_.clear();
+    log_.settings(settings_, 0);
+}
+
+void FaultInjector::replay(const std::vector<ScheduledFault>& schedule) {
+    settings_ = {};
+    attempts_.clear();
+    schedule_.clear();
+    for (const ScheduledFault& fault : schedule) {
+        if (schedule_.size() == kMaxScheduled) {
+            break;
+        }
+        schedule_[{fault.packet, fault.attempt}] = fault.verdict;
+    }
+    log_.settings(settings_, schedule_.size());
+}
+
+void FaultInjector::record_to(UniqueFd file) {
+    log_.open(std::move(file));
+    log_.settings(settings_, schedule_.size());
+}
+
 FaultVerdict FaultInjector::decide(const PacketIdentity& packet) {
-    if (!settings_.seed) {
+    if (!wants_identity()) {
         return decide();
     }
     const uint64_t key = key_of(packet);
     if (attempts_.size() == kRemembered && !attempts_.count(key)) {
         attempts_.clear();
     }
-    uint64_t state = mix(*settings_.seed ^ mix(key ^ attempts_[key]++));
-    return verdict([&state](double probability) {
-        state = mix(state);
-        // The top 53 bits as a fraction in [0, 1).
-        return probability > 0 && static_cast<double>(state >> 11) * 0x1.0p-53 < probability;
-    });
+    const uint32_t attempt = attempts_[key]++;
+    FaultVerdict fate;
+    if (!schedule_.empty()) {
+        if (auto it = schedule_.find({packet, attempt}); it != schedule_.end()) {
+            fate = it->second;
+        }
+    } else if (settings_.seed) {
+        uint64_t state = mix(*settings_.seed ^ mix(key ^ attempt));
+        fate = verdict([&state](double probability) {
+            state = mix(state);
+            // The top 53 bits as a fraction in [0, 1).
+            return probability > 0 && static_cast<double>(state >> 11) * 0x1.0p-53 < probability;
+        });
+    } else {
+        fate = decide();
+    }
+    if (fate.acts()) {
+        log_.decision(packet, attempt, fate);
+    }
+    return fate;
 }
 
 }  // namespace uroce

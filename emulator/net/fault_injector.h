@@ -3,7 +3,9 @@
 // With a seed, each packet's fate follows from the seed and the packet's
 // identity (PacketIdentity) and how often it was sent before, not from
 // time or arrival order: the same program meets the same faults in every
-// run (after uroce reset, which restarts QP numbering).
+// run (after uroce reset, which restarts QP numbering). A replayed
+// schedule (`uroce fault --replay`) gives the packets it names, by identity
+// and attempt, the fates recorded for them and lets the others pass.
 #pragma once
 
 #include <stdint.h>
@@ -11,7 +13,11 @@
 #include <chrono>
 #include <optional>
 #include <random>
+#include <string>
 #include <unordered_map>
+#include <vector>
+
+#include "net/fault_log.h"
 
 namespace uroce {
 
@@ -31,6 +37,7 @@ struct PacketIdentity {
     uint8_t opcode = 0;
     uint32_t psn_offset = 0;  // from the sending QP's first PSN of that direction
     uint64_t mad_tid = 0;     // a MAD's transaction (QP 1's datagrams)
+    bool operator==(const PacketIdentity&) const = default;
 };
 
 // What happens to one packet.
@@ -38,6 +45,15 @@ struct FaultVerdict {
     bool drop = false;
     int copies = 1;
     std::chrono::microseconds delay{0};
+    // Whether a decision log records it: anything but passing untouched.
+    bool acts() const { return drop || copies > 1 || delay.count() > 0; }
+};
+
+// One decision of a replayed schedule.
+struct ScheduledFault {
+    PacketIdentity packet;
+    uint32_t attempt = 0;
+    FaultVerdict verdict;
 };
 
 class FaultInjector {
@@ -45,21 +61,43 @@ class FaultInjector {
     // How long a reordered packet is held back (later packets overtake it).
     static constexpr std::chrono::microseconds kReorderHold{200};
 
-    void configure(const FaultSettings& settings) {
-        settings_ = settings;
-        attempts_.clear();
-    }
+    // At most this many decisions in a replayed schedule.
+    static constexpr size_t kMaxScheduled = 1 << 18;
+
+    // New settings; a schedule being replayed ends.
+    void configure(const FaultSettings& settings);
+    // Replaces the settings with the schedule (at most kMaxScheduled entries).
+    void replay(const std::vector<ScheduledFault>& schedule);
     const FaultSettings& settings() const { return settings_; }
+    // "drop 0.1 duplicate 0 reorder 0 delay 0us seed 5", or "replaying N decisions".
+    std::string text() const;
+    size_t replaying() const { return schedule_.size(); }
     bool active() const {
         return settings_.drop > 0 || settings_.duplicate > 0 || settings_.reorder > 0 ||
-               settings_.delay.count() > 0;
+               settings_.delay.count() > 0 || !schedule_.empty();
     }
+    // Whether decide(packet) needs the packet's identity: seeded, replaying
+    // or recording.
+    bool wants_identity() const { return settings_.seed || !schedule_.empty() || log_.is_open(); }
     FaultVerdict decide();
-    // Seeded: from the seed, `packet` and its attempt (the times a packet
-    // with this identity was decided before); unseeded: decide().
+    // By the packet and its attempt (the times a packet with this identity
+    // was decided before): from the schedule being replayed, else from the
+    // seed, else by chance. The log records each decision that acts.
     FaultVerdict decide(const PacketIdentity& packet);
+    // The record `uroce trace --faults` keeps; opening it records the settings.
+    void record_to(UniqueFd file);
+    FaultLog& log() { return log_; }
 
   private:
+    struct Scheduled {
+        PacketIdentity packet;
+        uint32_t attempt;
+        bool operator==(const Scheduled&) const = default;
+    };
+    struct ScheduledHash {
+        size_t operator()(const Scheduled& s) const;
+    };
+
     bool chance(double probability) { return probability > 0 && uniform_(random_) < probability; }
     template <class Draw>
     FaultVerdict verdict(Draw&& chance) const;
@@ -67,6 +105,8 @@ class FaultInjector {
     // Attempts by identity; forgotten all at once past kRemembered.
     static constexpr size_t kRemembered = 1 << 16;
     std::unordered_map<uint64_t, uint32_t> attempts_;
+    std::unordered_map<Scheduled, FaultVerdict, ScheduledHash> schedule_;
+    FaultLog log_;
 
     FaultSettings settings_;
     std::mt19937_64 random_{std::random_device{}()};

@@ -19,7 +19,7 @@
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 18;
+inline constexpr uint16_t kVersion = 19;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
 inline constexpr size_t kMaxErrorText = 200;
@@ -506,7 +506,7 @@ struct McastRequest {
 };
 
 // The tool's requests about one device: kStats (an empty name means every
-// device), kTraceStart, kTraceStop, kTraceQuery.
+// device), kTraceStop, kTraceQuery, kReset.
 struct DeviceRequest {
     char device[kNameLen];
 };
@@ -538,8 +538,26 @@ struct SetFaultsRequest {
     // (net/fault_injector.h), the same in every run.
     uint64_t seed;
     uint32_t seeded;
-    uint32_t reserved;
+    // Non-zero: replay the `replayed` ReplayedFaults in fd[0] (a memfd or
+    // regular file) instead; every other field is zero.
+    uint32_t replayed;
 };
+
+// One decision of a schedule `uroce fault --replay` loads: the packet by
+// identity and attempt (net/fault_injector.h), and its fate.
+struct ReplayedFault {
+    uint32_t src_qpn;
+    uint32_t dest_qpn;
+    uint32_t psn_offset;
+    uint32_t attempt;
+    uint64_t mad_tid;
+    uint8_t opcode;
+    uint8_t drop;    // 0 or 1
+    uint8_t copies;  // 1 or 2
+    uint8_t reserved;
+    uint32_t delay_us;  // up to kMaxFaultDelayUs
+};
+inline constexpr uint32_t kMaxReplayedFaults = 1 << 18;
 
 // Step mode (net/step_gate.h): kPause holds the device's outgoing packets;
 // kNext lets one go, kDrop loses one, kDuplicate sends a copy of one and
@@ -571,14 +589,24 @@ struct ConsoleStartReply {
     char token[64];  // NUL-terminated
 };
 
-// kTraceStart: fd[0] is the pcap file, opened for writing by the tool, so
-// that it belongs to the user; the daemon never opens a path. The trace ends
-// with kTraceStop or when the connection that started it closes.
-// kTraceStop and kTraceQuery reply with the trace's state.
+// kTraceStart: the files are opened for writing by the tool, so that they
+// belong to the user; the daemon never opens a path. fd[0] is the pcap file
+// if `files` has kTracePackets, the next the fault decisions'
+// (net/fault_log.h) if it has kTraceFaults. The trace ends with kTraceStop
+// or when the connection that started it closes. kTraceStop and kTraceQuery
+// reply with the trace's state.
+inline constexpr uint32_t kTracePackets = 1;
+inline constexpr uint32_t kTraceFaults = 2;
+struct TraceStartRequest {
+    char device[kNameLen];
+    uint32_t files;
+    uint32_t reserved;
+};
 struct TraceReply {
     uint64_t packets;       // recorded so far
-    uint32_t write_failed;  // 1: writing the file failed and recording stopped
+    uint32_t write_failed;  // 1: writing a file failed and recording to it stopped
     uint32_t reserved;
+    uint64_t decisions;  // fault decisions recorded so far
 };
 
 // ibv_create_flow: the attribute and its specs as the application laid them out.

@@ -86,8 +86,10 @@ REQUEST_HEADER = struct.Struct("<IHHII")  # magic, version, op, length, seq
 REPLY_HEADER = struct.Struct("<IHHIIi%ds" % _CONSTANTS["kMaxErrorText"])  # ..., error, message
 MAX_STATS_TEXT = _CONSTANTS["kMaxStatsText"]  # StatsReply.text
 MAX_FAULT_DELAY_US = _CONSTANTS["kMaxFaultDelayUs"]
-SET_FAULTS_REQUEST = struct.Struct("<%dsdddqQII" % NAME_LEN)  # device, drop, duplicate, reorder, delay, seed, seeded, reserved
-TRACE_REPLY = struct.Struct("<QII")  # packets, write_failed, reserved
+SET_FAULTS_REQUEST = struct.Struct("<%dsdddqQII" % NAME_LEN)  # device, drop, duplicate, reorder, delay, seed, seeded, replayed
+TRACE_START_REQUEST = struct.Struct("<%dsII" % NAME_LEN)  # device, files, reserved
+TRACE_PACKETS, TRACE_FAULTS = _CONSTANTS["kTracePackets"], _CONSTANTS["kTraceFaults"]
+TRACE_REPLY = struct.Struct("<QIIQ")  # packets, write_failed, reserved, decisions
 
 
 class Op:
@@ -418,13 +420,19 @@ def device_body(device):
     return device.encode().ljust(NAME_LEN, b"\0")
 
 
+def trace_start_body(device, files=None):
+    """kTraceStart's body: the device and which files its descriptors are."""
+    return TRACE_START_REQUEST.pack(device.encode(), TRACE_PACKETS if files is None else files, 0)
+
+
 def hello_body(device):
     return device_body(device)
 
 
-def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, seed=None):
+def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, seed=None,
+                    replayed=0):
     return SET_FAULTS_REQUEST.pack(device.encode(), drop, duplicate, reorder, delay_us, seed or 0,
-                                   seed is not None, 0)
+                                   seed is not None, replayed)
 
 
 # What a sanitizer build of the daemon may hold beyond a plain one's memory

@@ -166,7 +166,7 @@ class ForgedCmMadFuzzTest(harness.DaemonTestCase):
         path = os.path.join(self.daemon.base, "cm.pcap")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            reply = client.call(harness.Op.TRACE_START, harness.device_body("uroce0"), fds=[fd])
+            reply = client.call(harness.Op.TRACE_START, harness.trace_start_body("uroce0"), fds=[fd])
         finally:
             os.close(fd)
         self.assertEqual(reply.error, 0, reply.message)

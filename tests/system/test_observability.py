@@ -48,7 +48,7 @@ def require_tool(test):
 
 
 def read_trace_reply(reply):
-    packets, write_failed, _ = harness.TRACE_REPLY.unpack(reply.body)
+    packets, write_failed, _, _ = harness.TRACE_REPLY.unpack(reply.body)
     return packets, write_failed
 
 
@@ -298,7 +298,7 @@ class TraceTest(ObservabilityTestCase):
     def start_trace(self, client, device, name):
         fd = self.open_for_writing(name)
         try:
-            return client.call(Op.TRACE_START, harness.device_body(device), fds=[fd])
+            return client.call(Op.TRACE_START, harness.trace_start_body(device), fds=[fd])
         finally:
             os.close(fd)
 
@@ -311,18 +311,33 @@ class TraceTest(ObservabilityTestCase):
 
     def test_trace_start_refusals(self):
         body = harness.device_body("uroce0")
+        start = harness.trace_start_body("uroce0")
         with self.daemon.raw_client() as client:
-            self.assert_refused(client.call(Op.TRACE_START, body), errno.EBADF,
-                                "no file descriptor")
+            self.assert_refused(client.call(Op.TRACE_START, start), errno.EBADF,
+                                "carries 0 file descriptors, not 1")
+            both = harness.trace_start_body("uroce0", harness.TRACE_PACKETS | harness.TRACE_FAULTS)
+            fd = self.open_for_writing("one.pcap")
+            try:
+                self.assert_refused(client.call(Op.TRACE_START, both, fds=[fd]), errno.EBADF,
+                                    "carries 1 file descriptors, not 2")
+                for files in (0, 4, 7):
+                    self.assert_refused(
+                        client.call(Op.TRACE_START, harness.trace_start_body("uroce0", files),
+                                    fds=[fd]), errno.EINVAL, "are not packets (1), faults (2)")
+            finally:
+                os.close(fd)
             read_only = os.open(self.path("ro.pcap"), os.O_RDONLY | os.O_CREAT, 0o644)
             try:
-                self.assert_refused(client.call(Op.TRACE_START, body, fds=[read_only]),
-                                    errno.EBADF, "not open for writing")
+                self.assert_refused(client.call(Op.TRACE_START, start, fds=[read_only]),
+                                    errno.EBADF, "trace file for uroce0 is not open for writing")
+                faults = harness.trace_start_body("uroce0", harness.TRACE_FAULTS)
+                self.assert_refused(client.call(Op.TRACE_START, faults, fds=[read_only]),
+                                    errno.EBADF, "fault record file for uroce0 is not open")
             finally:
                 os.close(read_only)
             read_end, write_end = os.pipe()
             try:
-                self.assert_refused(client.call(Op.TRACE_START, body, fds=[write_end]),
+                self.assert_refused(client.call(Op.TRACE_START, start, fds=[write_end]),
                                     errno.EINVAL, "not a regular file")
             finally:
                 os.close(read_end)
@@ -474,95 +489,6 @@ class NotRunningTest(unittest.TestCase):
                                  result.stdout + result.stderr)
                 self.assertIn("uroce start", result.stderr)
         self.assertFalse(os.path.exists(pcap))
-
-
-class ResetTest(ObservabilityTestCase):
-    """uroce reset (docs/uroce.md): every client's objects on the device go,
-    its clients hear IBV_EVENT_DEVICE_FATAL and get EIO after, its faults
-    and counters are as at start; the other device is untouched, and a new
-    client opens the reset device at once."""
-
-    def test_reset_returns_the_device_to_its_start(self):
-        harness.require_pyverbs()
-        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 64,
-                                              log=self.daemon.log)
-        self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
-        victim = harness.VerbsClient(self.daemon)
-        self.addCleanup(victim.close)
-        for command in (("open", "uroce0"), ("pd",), ("mr",), ("cq",), ("qp",), ("qp_to_init",)):
-            victim.must(*command)
-        bystander = harness.VerbsClient(self.daemon)
-        self.addCleanup(bystander.close)
-        bystander.must("open", "uroce1")
-        bystander.must("pd")
-        self.assert_exit(self.uroce("fault", "uroce0", "--drop", "5%"), 0)
-        self.assertGreater(self.stats()["uroce0"]["sent_pkts"], 0)
-
-        result = self.uroce("reset", "uroce0")
-        self.assert_exit(result, 0)
-        self.assertRegex(result.stdout, r"^reset uroce0: 1 context\(s\) lost, \d+\.\d{3} ms\n$")
-
-        self.assertEqual(victim.must("async_event")["event_type"], harness.IBV_EVENT_DEVICE_FATAL)
-        refused = victim.call("pd")
-        self.assertFalse(refused["ok"], refused)
-        self.assertEqual(refused["errno"], errno.EIO, refused)
-        status = self.daemon.status()
-        self.assertEqual(status.devices["uroce0"].objects, harness.zero_counts(), status.text)
-        self.assertEqual(status.devices["uroce1"].objects, harness.counts(pd=1), status.text)
-        self.assertIsNone(self.faults_line("uroce0"))
-        counters = self.stats()
-        self.assertEqual(set(counters["uroce0"].values()), {0}, counters["uroce0"])
-        self.assertGreater(counters["uroce1"]["sent_pkts"], 0)
-
-        # A new client at once, and after each reset the same numbers for
-        # the same objects (QPN, keys), as from a daemon just started.
-        first = None
-        for _ in range(2):
-            fresh = harness.VerbsClient(self.daemon)
-            self.addCleanup(fresh.close)
-            fresh.must("open", "uroce0")
-            fresh.must("pd")
-            lkey = fresh.must("mr")["lkey"]
-            fresh.must("cq")
-            numbers = (lkey, fresh.must("qp")["qp_num"])
-            self.assertEqual(self.daemon.status().devices["uroce0"].objects,
-                             harness.counts(pd=1, mr=1, cq=1, qp=1))
-            self.assertEqual(numbers, first or numbers)
-            first = numbers
-            self.assert_exit(self.uroce("reset", "uroce0"), 0)
-
-    def test_a_seed_gives_the_same_program_the_same_faults(self):
-        """uroce fault --seed: after a reset, ibv_rc_pingpong meets exactly
-        the same drops and duplicates under the same seed (so sends the
-        same packets), and others under another seed."""
-        runs = []
-        for seed in ("5", "5", "6"):
-            self.assert_exit(self.uroce("reset"), 0)
-            for device in ("uroce0", "uroce1"):
-                result = self.uroce("fault", device, "--drop", "10%", "--duplicate", "5%",
-                                    "--reorder", "5%", "--seed", seed)
-                self.assert_exit(result, 0)
-                self.assertIn(", seed %s" % seed, result.stdout)
-            self.assertIn(" seed %s" % seed, self.faults_line("uroce0"))
-            server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 50, 64,
-                                                  log=self.daemon.log)
-            self.assertEqual((server.returncode, client.returncode), (0, 0),
-                             server.output + client.output)
-            counters = self.stats()
-            runs.append({device: {name: counters[device][name] for name in
-                                  ("fault_dropped", "fault_duplicated", "sent_pkts")}
-                         for device in ("uroce0", "uroce1")})
-        self.assertGreater(runs[0]["uroce0"]["fault_dropped"], 0, runs)
-        self.assertEqual(runs[0], runs[1])
-        self.assertNotEqual(runs[0], runs[2])
-        self.assert_exit(self.uroce("reset"), 0)
-
-    def test_reset_of_every_device_and_of_none(self):
-        result = self.uroce("reset")
-        self.assert_exit(result, 0)
-        self.assertRegex(result.stdout, r"^reset every device: 0 context\(s\) lost")
-        self.assert_exit(self.uroce("reset", "nosuch"), EXIT_FAILURE, "no device named nosuch")
-        self.assert_exit(self.uroce("reset", "uroce0", "uroce1"), EXIT_USAGE)
 
 
 class TrafficTest(ObservabilityTestCase):

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -162,6 +165,58 @@ TEST(FaultInjector, SeededFatesDependOnSeedAttemptAndPacket) {
         dropped += d.decide(PacketIdentity{i, 1, 0x04, i, 0}).drop;
     }
     EXPECT_NEAR(static_cast<double>(dropped) / kDecisions, 0.3, kTolerance);
+}
+
+TEST(FaultInjector, AReplayedScheduleGivesItsPacketsTheirFatesByAttempt) {
+    const PacketIdentity packet{0x11, 0x12, 0x04, 5, 0};
+    const PacketIdentity other{0x11, 0x12, 0x04, 6, 0};
+    FaultInjector faults;
+    faults.replay({{packet, 1, {true, 1, microseconds(0)}},
+                   {other, 0, {false, 2, FaultInjector::kReorderHold}}});
+    EXPECT_TRUE(faults.active());
+    EXPECT_EQ(faults.replaying(), 2u);
+    EXPECT_EQ(faults.text(), "replaying 2 decisions");
+    // packet: passes at attempt 0, dropped at attempt 1, passes after.
+    EXPECT_FALSE(faults.decide(packet).acts());
+    EXPECT_TRUE(faults.decide(packet).drop);
+    EXPECT_FALSE(faults.decide(packet).acts());
+    const FaultVerdict v = faults.decide(other);
+    EXPECT_EQ(v.copies, 2);
+    EXPECT_EQ(v.delay, FaultInjector::kReorderHold);
+    // Packets the schedule does not name pass; configure() ends the replay.
+    EXPECT_FALSE(faults.decide(PacketIdentity{0x11, 0x12, 0x04, 7, 0}).acts());
+    faults.configure({});
+    EXPECT_FALSE(faults.active());
+    EXPECT_EQ(faults.replaying(), 0u);
+}
+
+TEST(FaultInjector, TheLogRecordsSettingsAndEveryDecisionThatActs) {
+    char path[] = "/tmp/uroce-fault-log-XXXXXX";
+    UniqueFd file(mkstemp(path));
+    ASSERT_TRUE(file);
+    unlink(path);
+    const int reader = dup(file.get());
+    FaultInjector faults;
+    faults.configure({0, 1, 0, microseconds(0), 42});
+    faults.record_to(std::move(file));
+    EXPECT_TRUE(faults.wants_identity());
+    faults.decide(PacketIdentity{0x11, 0x12, 0x04, 3, 0});
+    faults.decide(PacketIdentity{0x11, 0x12, 0x04, 3, 0});
+    EXPECT_EQ(faults.log().decisions(), 2u);
+    faults.configure({});  // nothing acts now: settings recorded, no decision
+    faults.decide(PacketIdentity{0x11, 0x12, 0x04, 4, 0});
+    char text[1024] = {};
+    ASSERT_GT(pread(reader, text, sizeof(text) - 1, 0), 0);
+    close(reader);
+    EXPECT_STREQ(text,
+                 "{\"faults\":{\"drop\":0,\"duplicate\":1,\"reorder\":0,\"delay_us\":0,"
+                 "\"seed\":42,\"replay\":0}}\n"
+                 "{\"src_qpn\":17,\"dest_qpn\":18,\"opcode\":4,\"psn_offset\":3,\"mad_tid\":0,"
+                 "\"attempt\":0,\"drop\":false,\"copies\":2,\"delay_us\":0}\n"
+                 "{\"src_qpn\":17,\"dest_qpn\":18,\"opcode\":4,\"psn_offset\":3,\"mad_tid\":0,"
+                 "\"attempt\":1,\"drop\":false,\"copies\":2,\"delay_us\":0}\n"
+                 "{\"faults\":{\"drop\":0,\"duplicate\":0,\"reorder\":0,\"delay_us\":0,"
+                 "\"seed\":null,\"replay\":0}}\n");
 }
 
 }  // namespace

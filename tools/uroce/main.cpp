@@ -4,8 +4,9 @@
 //   uroce stop | status | env
 //   uroce exec [--check] -- COMMAND [ARGS...]
 //   uroce stats [DEVICE]
-//   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] | --clear
-//   uroce trace DEVICE --pcap FILE [--seconds N] [--count N]
+//   uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US] [--seed N]
+//   uroce fault DEVICE --replay FILE | --clear
+//   uroce trace DEVICE [--pcap FILE] [--faults FILE] [--seconds N] [--count N]
 //   uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]
 //   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
 //   uroce console [--read-only] [--port N]
@@ -27,8 +28,9 @@ const char* const kUsage =
     "       uroce stats [DEVICE]\n"
     "       uroce fault DEVICE [--drop P] [--duplicate P] [--reorder P] [--delay US]\n"
     "                   [--seed N]\n"
+    "       uroce fault DEVICE --replay FILE\n"
     "       uroce fault DEVICE --clear\n"
-    "       uroce trace DEVICE --pcap FILE [--seconds N] [--count N]\n"
+    "       uroce trace DEVICE [--pcap FILE] [--faults FILE] [--seconds N] [--count N]\n"
     "       uroce qp [DEVICE [QPN]] [--json | --watch [--interval S]]\n"
     "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
     "       uroce console [--read-only] [--port N]\n"
@@ -43,9 +45,10 @@ const char* const kUsage =
     "fault: faults on DEVICE's outgoing packets. P is a probability (0.05) or a\n"
     "  percentage (5%), US a delay in microseconds; options not given become 0.\n"
     "  --seed N: each packet's fate follows from N and the packet, the same in\n"
-    "  every run of the same program (after uroce reset).\n"
-    "trace: records DEVICE's packets to FILE (pcap) until Ctrl-C, N seconds or\n"
-    "  N packets.\n"
+    "  every run of the same program (after uroce reset). --replay FILE: the\n"
+    "  fates a trace's --faults FILE recorded, for the packets it names.\n"
+    "trace: records DEVICE's packets (pcap) and its fault decisions (JSON lines)\n"
+    "  until Ctrl-C, N seconds or N packets.\n"
     "qp: every QP's state, PSNs, queues, timers and last NAK; with a QPN,\n"
     "  everything about that QP and the transitions it took. --json prints the\n"
     "  daemon's snapshot; --watch redraws it every S seconds (0.5) until q.\n"

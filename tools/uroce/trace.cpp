@@ -1,4 +1,5 @@
-// uroce trace: records a device's packets to a pcap file, like tcpdump -w.
+// uroce trace: records a device's packets to a pcap file, like tcpdump -w,
+// and its fault decisions (one JSON object per line) for `uroce fault --replay`.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -24,6 +25,7 @@ constexpr auto kPollInterval = std::chrono::milliseconds(20);
 struct TraceOptions {
     std::string device;
     std::string file;
+    std::string faults;  // the fault decisions' file
     double seconds = 0;  // 0: no limit
     uint64_t count = 0;  // 0: no limit
 };
@@ -43,6 +45,8 @@ int parse(const Args& args, TraceOptions& options) {
         char* end = nullptr;
         if (option == "--pcap") {
             options.file = value;
+        } else if (option == "--faults") {
+            options.faults = value;
         } else if (option == "--seconds") {
             options.seconds = strtod(value.c_str(), &end);
             if (value.empty() || *end || !(options.seconds > 0) || std::isinf(options.seconds)) {
@@ -58,8 +62,11 @@ int parse(const Args& args, TraceOptions& options) {
             return usage_error("trace: unknown option " + option);
         }
     }
-    if (options.file.empty()) {
-        return usage_error("trace needs --pcap FILE");
+    if (options.file.empty() && options.faults.empty()) {
+        return usage_error("trace needs --pcap FILE, --faults FILE or both");
+    }
+    if (options.count && options.file.empty()) {
+        return usage_error("trace: --count counts the packets of --pcap FILE");
     }
     return 0;
 }
@@ -98,6 +105,58 @@ int wait_for_end(ControlClient& client, const rpc::DeviceRequest& request,
     }
 }
 
+sigset_t stop_signal_set() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    return signals;
+}
+
+// Opens the files (they are the user's: the tool opens them and hands the
+// daemon the descriptors) and starts the trace with SIGINT and SIGTERM
+// blocked, so that an early Ctrl-C still stops it cleanly. 0 or an exit status.
+int start_trace(ControlClient& client, const rpc::DeviceRequest& request,
+                const TraceOptions& options) {
+    std::vector<std::string> files;
+    rpc::TraceStartRequest start{};
+    memcpy(start.device, request.device, sizeof(start.device));
+    if (!options.file.empty()) {
+        files.push_back(options.file);
+        start.files |= rpc::kTracePackets;
+    }
+    if (!options.faults.empty()) {
+        files.push_back(options.faults);
+        start.files |= rpc::kTraceFaults;
+    }
+    std::vector<bool> existed;
+    std::vector<int> fds;
+    for (const std::string& file : files) {
+        existed.push_back(access(file.c_str(), F_OK) == 0);
+        const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            std::cerr << "uroce: cannot open " << file << ": " << strerror(errno) << "\n";
+            for (int opened : fds) {
+                close(opened);
+            }
+            return kExitFailure;
+        }
+        fds.push_back(fd);
+    }
+    const sigset_t stop_signals = stop_signal_set();
+    sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+    rpc::Empty none;
+    const int started =
+        client.call(rpc::Op::kTraceStart, &start, sizeof(start), &none, sizeof(none), fds);
+    for (size_t i = 0; i < fds.size(); ++i) {
+        close(fds[i]);
+        if (started && !existed[i]) {
+            unlink(files[i].c_str());
+        }
+    }
+    return started ? refused(client) : 0;
+}
+
 }  // namespace
 
 int trace(const RuntimePaths& paths, const Args& args) {
@@ -114,42 +173,29 @@ int trace(const RuntimePaths& paths, const Args& args) {
     if (!client) {
         return exit_code;
     }
-    // The file is the user's: the tool opens it and hands the daemon the descriptor.
-    const bool existed = access(options.file.c_str(), F_OK) == 0;
-    const int file = open(options.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (file < 0) {
-        std::cerr << "uroce: cannot open " << options.file << ": " << strerror(errno) << "\n";
-        return kExitFailure;
+    if (int failed = start_trace(*client, request, options)) {
+        return failed;
     }
-    // Blocked before the trace starts, so that an early Ctrl-C still stops it cleanly.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
-
-    rpc::Empty none;
-    const int started = client->call(rpc::Op::kTraceStart, &request, sizeof(request), &none,
-                                     sizeof(none), std::span(&file, 1));
-    close(file);
-    if (started) {
-        if (!existed) {
-            unlink(options.file.c_str());
-        }
-        return refused(*client);
+    std::string what = options.file;
+    if (!options.faults.empty()) {
+        what += (what.empty() ? "fault decisions to " : ", fault decisions to ") + options.faults;
     }
-    std::cerr << "uroce: tracing " << options.device << " to " << options.file
-              << "; stop with Ctrl-C\n";
-    if (wait_for_end(*client, request, options, stop_signals)) {
+    std::cerr << "uroce: tracing " << options.device << " to " << what << "; stop with Ctrl-C\n";
+    if (wait_for_end(*client, request, options, stop_signal_set())) {
         return refused(*client);
     }
     rpc::TraceReply result;
     if (trace_call(*client, rpc::Op::kTraceStop, request, result)) {
         return refused(*client);
     }
-    std::cout << result.packets << " packets recorded to " << options.file << "\n";
+    if (!options.file.empty()) {
+        std::cout << result.packets << " packets recorded to " << options.file << "\n";
+    }
+    if (!options.faults.empty()) {
+        std::cout << result.decisions << " fault decisions recorded to " << options.faults << "\n";
+    }
     if (result.write_failed) {
-        std::cerr << "uroce: writing " << options.file << " failed; the trace stopped early\n";
+        std::cerr << "uroce: writing " << what << " failed; the trace stopped early\n";
         return kExitFailure;
     }
     return 0;

@@ -71,6 +71,10 @@ int exec(const RuntimePaths& paths, Args command, bool checking);
 int reset(const RuntimePaths& paths, const Args& args);
 int stats(const RuntimePaths& paths, const Args& args);
 int fault(const RuntimePaths& paths, const Args& args);
+// The decisions of a `uroce trace --faults` record (schedule.cpp); false
+// with `error` set when the file cannot be read or a line is not one.
+bool read_fault_schedule(const std::string& path, std::vector<rpc::ReplayedFault>& schedule,
+                         std::string& error);
 int trace(const RuntimePaths& paths, const Args& args);
 int qp(const RuntimePaths& paths, const Args& args);
 int step(const RuntimePaths& paths, const Args& args);

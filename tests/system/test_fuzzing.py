@@ -1,0 +1,266 @@
+"""What a fuzzer drives uroce with (docs/fuzzing.md): `uroce reset`
+between cases, seeded faults, fault decisions recorded by `uroce trace
+--faults` and replayed by `uroce fault --replay`."""
+
+import errno
+import json
+import os
+import re
+import signal
+import struct
+import unittest
+
+import harness
+from harness import Op
+import test_observability as observability
+
+EXIT_FAILURE = observability.EXIT_FAILURE
+EXIT_USAGE = observability.EXIT_USAGE
+# rpc::ReplayedFault: src_qpn, dest_qpn, psn_offset, attempt, mad_tid,
+# opcode, drop, copies, reserved, delay_us.
+REPLAYED_FAULT = struct.Struct("<IIIIQBBBBI")
+DEVICES = ("uroce0", "uroce1")
+
+
+class ResetTest(observability.ObservabilityTestCase):
+    """uroce reset (docs/uroce.md): every client's objects on the device go,
+    its clients hear IBV_EVENT_DEVICE_FATAL and get EIO after, its faults
+    and counters are as at start; the other device is untouched, and a new
+    client opens the reset device at once."""
+
+    def test_reset_returns_the_device_to_its_start(self):
+        harness.require_pyverbs()
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 64,
+                                              log=self.daemon.log)
+        self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
+        victim = harness.VerbsClient(self.daemon)
+        self.addCleanup(victim.close)
+        for command in (("open", "uroce0"), ("pd",), ("mr",), ("cq",), ("qp",), ("qp_to_init",)):
+            victim.must(*command)
+        bystander = harness.VerbsClient(self.daemon)
+        self.addCleanup(bystander.close)
+        bystander.must("open", "uroce1")
+        bystander.must("pd")
+        self.assert_exit(self.uroce("fault", "uroce0", "--drop", "5%"), 0)
+        self.assertGreater(self.stats()["uroce0"]["sent_pkts"], 0)
+
+        result = self.uroce("reset", "uroce0")
+        self.assert_exit(result, 0)
+        self.assertRegex(result.stdout, r"^reset uroce0: 1 context\(s\) lost, \d+\.\d{3} ms\n$")
+
+        self.assertEqual(victim.must("async_event")["event_type"], harness.IBV_EVENT_DEVICE_FATAL)
+        refused = victim.call("pd")
+        self.assertFalse(refused["ok"], refused)
+        self.assertEqual(refused["errno"], errno.EIO, refused)
+        status = self.daemon.status()
+        self.assertEqual(status.devices["uroce0"].objects, harness.zero_counts(), status.text)
+        self.assertEqual(status.devices["uroce1"].objects, harness.counts(pd=1), status.text)
+        self.assertIsNone(self.faults_line("uroce0"))
+        counters = self.stats()
+        self.assertEqual(set(counters["uroce0"].values()), {0}, counters["uroce0"])
+        self.assertGreater(counters["uroce1"]["sent_pkts"], 0)
+
+        # A new client at once, and after each reset the same numbers for
+        # the same objects (QPN, keys), as from a daemon just started.
+        first = None
+        for _ in range(2):
+            fresh = harness.VerbsClient(self.daemon)
+            self.addCleanup(fresh.close)
+            fresh.must("open", "uroce0")
+            fresh.must("pd")
+            lkey = fresh.must("mr")["lkey"]
+            fresh.must("cq")
+            numbers = (lkey, fresh.must("qp")["qp_num"])
+            self.assertEqual(self.daemon.status().devices["uroce0"].objects,
+                             harness.counts(pd=1, mr=1, cq=1, qp=1))
+            self.assertEqual(numbers, first or numbers)
+            first = numbers
+            self.assert_exit(self.uroce("reset", "uroce0"), 0)
+
+    def test_reset_of_every_device_and_of_none(self):
+        result = self.uroce("reset")
+        self.assert_exit(result, 0)
+        self.assertRegex(result.stdout, r"^reset every device: 0 context\(s\) lost")
+        self.assert_exit(self.uroce("reset", "nosuch"), EXIT_FAILURE, "no device named nosuch")
+        self.assert_exit(self.uroce("reset", "uroce0", "uroce1"), EXIT_USAGE)
+
+
+class FaultScheduleTest(observability.ObservabilityTestCase):
+    """uroce trace --faults records each device's fault decisions, by
+    packet identity and attempt; the same seed gives the same decisions, and
+    uroce fault --replay gives a recorded run's packets the same fates."""
+
+    def recorded_run(self, name, set_faults):
+        """After a reset and set_faults(device) on both devices, 50 pings of
+        ibv_rc_pingpong while `uroce trace --faults` records both devices.
+        Returns ({device: (settings lines, sorted decision lines)}, counters
+        and the programs' exit statuses). A lost last ACK fails the side
+        that waits for it after the other has exited ("transport retry
+        counter exceeded"), as on any RC device: a run's outcome is part of
+        what its faults decide."""
+        self.assert_exit(self.uroce("reset"), 0)
+        for device in DEVICES:
+            set_faults(device)
+        traces = {}
+        for device in DEVICES:
+            path = self.path("%s-%s.jsonl" % (name, device))
+            trace = self.uroce_popen("trace", device, "--faults", path)
+            self.addCleanup(lambda t=trace: t.poll() is not None or (t.kill(), t.communicate()))
+            traces[device] = (path, trace)
+        for device in DEVICES:
+            self.wait_for_tracing(device)
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 50, 64,
+                                              log=self.daemon.log)
+        counters = self.stats()
+        outcome = {"exit statuses": (server.returncode, client.returncode)}
+        records = {}
+        for device, (path, trace) in traces.items():
+            trace.send_signal(signal.SIGINT)
+            out, err = trace.communicate(timeout=10)
+            self.assertEqual(trace.returncode, 0, out + err)
+            recorded = re.fullmatch(r"(\d+) fault decisions recorded to (.*)\n", out)
+            self.assertIsNotNone(recorded, out)
+            self.assertEqual(recorded.group(2), path)
+            with open(path) as f:
+                lines = [json.loads(line) for line in f]
+            settings = [line["faults"] for line in lines if "faults" in line]
+            decisions = sorted(json.dumps(line, sort_keys=True) for line in lines
+                               if "faults" not in line)
+            self.assertEqual(int(recorded.group(1)), len(decisions))
+            records[device] = (settings, decisions)
+        for device in DEVICES:
+            outcome[device] = {name: counters[device][name]
+                               for name in ("fault_dropped", "fault_duplicated", "sent_pkts")}
+        return records, outcome
+
+    def faults(self, *args):
+        return lambda device: self.assert_exit(self.uroce("fault", device, *args), 0)
+
+    def decisions(self, records):
+        return {device: decisions for device, (_, decisions) in records.items()}
+
+    def assert_every_fate(self, records):
+        """The run met drops, duplicates and reorders (held 200 us)."""
+        fates = [json.loads(line) for _, decisions in records.values() for line in decisions]
+        self.assertTrue(any(fate["drop"] for fate in fates), fates)
+        self.assertTrue(any(fate["copies"] == 2 for fate in fates), fates)
+        self.assertTrue(any(fate["delay_us"] == 200 for fate in fates), fates)
+
+    def test_the_same_seed_meets_the_same_fault_decisions(self):
+        rates = ("--drop", "10%", "--duplicate", "5%", "--reorder", "5%")
+        runs = [self.recorded_run("seed%d-%d" % (seed, i), self.faults(*rates, "--seed", str(seed)))
+                for i, seed in enumerate((5, 5, 6))]
+        (first, first_outcome), (second, second_outcome), (other, _) = runs
+        self.assert_every_fate(first)
+        for device in DEVICES:
+            self.assertEqual(first[device][0], [{"drop": 0.1, "duplicate": 0.05, "reorder": 0.05,
+                                                 "delay_us": 0, "seed": 5, "replay": 0}])
+        self.assertEqual(self.decisions(first), self.decisions(second))
+        self.assertEqual(first_outcome, second_outcome)
+        self.assertNotEqual(self.decisions(first), self.decisions(other))
+
+    def test_a_recorded_schedule_replays_a_run_without_a_seed(self):
+        """Decisions made by chance, recorded, then replayed: the program's
+        packets meet exactly the recorded fates, and only those."""
+        recorded, outcome = self.recorded_run(
+            "chance", self.faults("--drop", "10%", "--duplicate", "5%", "--reorder", "5%"))
+        self.assert_every_fate(recorded)
+
+        def replay(device):
+            path = self.path("chance-%s.jsonl" % device)
+            result = self.uroce("fault", device, "--replay", path)
+            self.assert_exit(result, 0)
+            count = len(recorded[device][1])
+            self.assertEqual(result.stdout, "%s: replaying %d fault decisions from %s\n" % (
+                device, count, path))
+            self.assertEqual(self.faults_line(device), "  faults replaying %d decisions" % count)
+
+        replayed, replayed_outcome = self.recorded_run("replayed", replay)
+        self.assertEqual(self.decisions(replayed), self.decisions(recorded))
+        self.assertEqual(replayed_outcome, outcome)
+        for device in DEVICES:
+            self.assertEqual(replayed[device][0][-1]["replay"], len(recorded[device][1]))
+        self.assert_exit(self.uroce("fault", "uroce0", "--clear"), 0)
+        self.assertIsNone(self.faults_line("uroce0"))
+        self.assert_exit(self.uroce("reset"), 0)
+
+    def schedule_file(self, *records):
+        path = self.path("schedule.bin")
+        with open(path, "wb") as f:
+            for record in records:
+                f.write(REPLAYED_FAULT.pack(*record))
+        return path
+
+    def test_bad_schedules_are_refused_and_change_nothing(self):
+        self.assert_exit(self.uroce("reset"), 0)
+        drop_one = (17, 18, 0, 0, 0, 4, 1, 1, 0, 0)
+        cases = [
+            # (replayed, records, errno, message)
+            (1, None, errno.EBADF, "one file descriptor, not 0"),
+            (2, [drop_one], errno.EINVAL, "not a regular file of 64 bytes (2 decisions)"),
+            (1, [(17, 18, 0, 0, 0, 4, 1, 3, 0, 0)], errno.EINVAL,
+             "decision 1 of the schedule is not one a device makes"),
+            (1, [(1 << 24, 18, 0, 0, 0, 4, 1, 1, 0, 0)], errno.EINVAL, "decision 1"),
+            (1, [(17, 18, 0, 0, 0, 4, 0, 1, 0, harness.MAX_FAULT_DELAY_US + 1)], errno.EINVAL,
+             "decision 1"),
+            (2, [drop_one, drop_one], errno.EINVAL,
+             "decision 2 of the schedule decides a packet decided before"),
+            ((1 << 18) + 1, [drop_one], errno.E2BIG, "more than the 262144 a device replays"),
+        ]
+        with self.daemon.raw_client() as client:
+            for replayed, records, error, message in cases:
+                with self.subTest(message=message):
+                    fds = []
+                    if records is not None:
+                        fds = [os.open(self.schedule_file(*records), os.O_RDONLY)]
+                    try:
+                        reply = client.call(Op.SET_FAULTS, harness.set_faults_body(
+                            "uroce0", replayed=replayed), fds=fds)
+                    finally:
+                        for fd in fds:
+                            os.close(fd)
+                    self.assert_refused(reply, error, message)
+            fd = os.open(self.schedule_file(drop_one), os.O_RDONLY)
+            try:
+                reply = client.call(Op.SET_FAULTS, harness.set_faults_body(
+                    "uroce0", drop=0.1, replayed=1), fds=[fd])
+            finally:
+                os.close(fd)
+            self.assert_refused(reply, errno.EINVAL, "goes alone")
+            read_end, write_end = os.pipe()
+            try:
+                reply = client.call(Op.SET_FAULTS, harness.set_faults_body(
+                    "uroce0", replayed=1), fds=[read_end])
+            finally:
+                os.close(read_end)
+                os.close(write_end)
+            self.assert_refused(reply, errno.EINVAL, "not a regular file")
+        self.assertIsNone(self.faults_line("uroce0"))
+
+    def test_the_tool_names_the_bad_line_of_a_record(self):
+        self.assert_exit(self.uroce("reset"), 0)
+        good = json.dumps({"src_qpn": 17, "dest_qpn": 18, "opcode": 4, "psn_offset": 0,
+                           "mad_tid": 0, "attempt": 0, "drop": True, "copies": 1,
+                           "delay_us": 0})
+        settings = json.dumps({"faults": {"drop": 0.1}})
+        for lines, message in (
+                ([settings, good, "{not json"], "bad.jsonl:3: not a fault decision"),
+                ([good, good.replace('"copies": 1', '"copies": 3')], "bad.jsonl:2:"),
+                ([good.replace('"drop": true', '"drop": 1')], "bad.jsonl:1:"),
+                ([good.replace('"src_qpn": 17, ', '')], "bad.jsonl:1:"),
+                ([settings], "records no fault decision to replay")):
+            with self.subTest(lines=lines):
+                path = self.path("bad.jsonl")
+                with open(path, "w") as f:
+                    f.write("\n".join(lines) + "\n")
+                self.assert_exit(self.uroce("fault", "uroce0", "--replay", path), EXIT_FAILURE,
+                                 message)
+        self.assert_exit(self.uroce("fault", "uroce0", "--replay", self.path("nosuch")),
+                         EXIT_FAILURE, "cannot read")
+        self.assert_exit(self.uroce("fault", "uroce0", "--replay", path, "--drop", "1%"),
+                         EXIT_USAGE, "--replay FILE goes alone")
+        self.assertIsNone(self.faults_line("uroce0"))
+
+
+if __name__ == "__main__":
+    unittest.main()
