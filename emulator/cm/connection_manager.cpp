@@ -85,10 +85,10 @@ void ConnectionManager::remove_device(const Device& device) {
         abandon_connection(*id);  // the peer hears the connection end
         stop_retransmitting(*id);
         ids_.forget_connection(*id);
-        id->cm = CmState::kIdle;
+        set_cm(*id, CmState::kIdle);
         id->has_cm = false;
         report(*id, RDMA_CM_EVENT_DEVICE_REMOVAL);
-        id->state = IdState::kDeviceRemoval;
+        set_state(*id, IdState::kDeviceRemoval);
         id->device = nullptr;
     }
 }

@@ -45,7 +45,7 @@ Result ConnectionManager::listen(Id& id, uint32_t backlog) {
     // A listener's port is its own from now on (rdma_listen clears reuseaddr).
     id.reuseaddr = false;
     id.backlog = backlog;
-    id.state = IdState::kListen;
+    set_state(id, IdState::kListen);
     ids_.index_listener(id);
     return ok();
 }
@@ -75,8 +75,8 @@ Result ConnectionManager::connect(Id& id, const ConnParam& param) {
         req.service_id = service;
         req.private_data = private_data<216>(param.private_data, kUserPrivateOffset);
         std::copy(ip_header.begin(), ip_header.end(), req.private_data.begin());
-        id.cm = CmState::kSidrReqSent;
-        id.state = IdState::kConnect;
+        set_cm(id, CmState::kSidrReqSent);
+        set_state(id, IdState::kConnect);
         id.retry_interval = iba_time(kCmResponseTimeout);
         send(id, req, true);
         return ok();
@@ -119,8 +119,8 @@ Result ConnectionManager::connect(Id& id, const ConnParam& param) {
     req.private_data = private_data<92>(param.private_data, kUserPrivateOffset);
     std::copy(ip_header.begin(), ip_header.end(), req.private_data.begin());
     id.has_cm = true;
-    id.cm = CmState::kReqSent;
-    id.state = IdState::kConnect;
+    set_cm(id, CmState::kReqSent);
+    set_state(id, IdState::kConnect);
     // cm.c: twice the packet lifetime and the peer's CM response time.
     id.retry_interval = 2 * iba_time(kPacketLifeTime) + iba_time(kCmResponseTimeout);
     send(id, req, true);
@@ -148,7 +148,7 @@ Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
         rep.private_data = private_data<136>(param->private_data);
         id.uid = uid;
         id.reporting = true;
-        id.cm = CmState::kIdle;
+        set_cm(id, CmState::kIdle);
         send(id, rep, false);
         return ok();
     }
@@ -179,7 +179,7 @@ Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
         rep.private_data = private_data<196>(param->private_data);
         id.uid = uid;
         id.reporting = true;
-        id.cm = CmState::kRepSent;
+        set_cm(id, CmState::kRepSent);
         id.retry_interval = iba_time(kCmResponseTimeout);
         send(id, rep, true);
         return ok();
@@ -189,7 +189,7 @@ Result ConnectionManager::accept(Id& id, uint64_t uid, const ConnParam* param) {
         Rtu rtu;
         rtu.local_comm_id = id.local_comm_id;
         rtu.remote_comm_id = id.remote_comm_id;
-        id.cm = CmState::kEstablished;
+        set_cm(id, CmState::kEstablished);
         send(id, rtu, false);
         return ok();
     }
@@ -212,7 +212,7 @@ Result ConnectionManager::reject(Id& id, std::span<const uint8_t> data, uint8_t 
         rep.status = SidrStatus::kReject;
         rep.service_id = service_id(port_space(id.ps), port_of(id.src));
         rep.private_data = private_data<136>(data);
-        id.cm = CmState::kIdle;
+        set_cm(id, CmState::kIdle);
         send(id, rep, false);
         return ok();
     }
@@ -227,7 +227,7 @@ Result ConnectionManager::reject(Id& id, std::span<const uint8_t> data, uint8_t 
     }
     Rej rej = rej_of(id, why);
     rej.private_data = private_data<148>(data);
-    id.cm = CmState::kIdle;
+    set_cm(id, CmState::kIdle);
     id.has_cm = false;
     send(id, rej, false);
     return ok();
@@ -242,7 +242,7 @@ Result ConnectionManager::disconnect(Id& id) {
         dreq.local_comm_id = id.local_comm_id;
         dreq.remote_comm_id = id.remote_comm_id;
         dreq.remote_qpn_eecn = id.remote_qpn;
-        id.cm = CmState::kDreqSent;
+        set_cm(id, CmState::kDreqSent);
         id.retry_interval = iba_time(kCmResponseTimeout);
         send(id, dreq, true);
     } else if (id.cm == CmState::kDreqRcvd) {

@@ -54,7 +54,7 @@ Id& ConnectionManager::requested_id(const Id& listener, Device& to, const IpCmHe
     Id& id = new_id(*listener.channel, 0, listener.ps, listener.qp_type);
     const sa_family_t family = listener.src.ss_family;
     id.reporting = false;
-    id.state = IdState::kConnect;
+    set_state(id, IdState::kConnect);
     id.device = &to;
     id.src = make_address(family, header.dst_ip, port_of(listener.src));
     id.dst = make_address(family, header.src_ip, header.src_port);
@@ -100,7 +100,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
         return;
     }
     if (id->cm == CmState::kTimewait) {
-        id->cm = CmState::kIdle;
+        set_cm(*id, CmState::kIdle);
         ids_.forget_connection(*id);
         report(*id, RDMA_CM_EVENT_TIMEWAIT_EXIT);
         return;
@@ -124,13 +124,13 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
         case CmState::kReqSent:
         case CmState::kRepSent:
         case CmState::kSidrReqSent:
-            id->cm = CmState::kIdle;
+            set_cm(*id, CmState::kIdle);
             id->has_cm = false;
             report(*id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
             break;
         case CmState::kDreqSent:
             report(*id, RDMA_CM_EVENT_DISCONNECTED);
-            id->state = IdState::kDisconnect;
+            set_state(*id, IdState::kDisconnect);
             enter_timewait(*id);
             break;
         default:
@@ -139,7 +139,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
 }
 
 void ConnectionManager::enter_timewait(Id& id) {
-    id.cm = CmState::kTimewait;
+    set_cm(id, CmState::kTimewait);
     id.pending_mad.reset();
     start_timer(id, iba_time(kAckTimeout));
 }
@@ -195,7 +195,7 @@ void ConnectionManager::abandon_connection(Id& id) {
         default:
             break;
     }
-    id.cm = CmState::kIdle;
+    set_cm(id, CmState::kIdle);
 }
 
 void ConnectionManager::receive_mad(Device& to, const wire::IpAddress& src_ip,
@@ -406,7 +406,7 @@ void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint8_
     }
     Id& id = requested_id(*listener, to, *header);
     id.has_cm = true;
-    id.cm = CmState::kReqRcvd;
+    set_cm(id, CmState::kReqRcvd);
     ids_.assign_comm_id(id);
     id.transaction_id |= id.local_comm_id;
     id.remote_comm_id = req.local_comm_id;
@@ -430,7 +430,7 @@ void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint8_
     --listener->backlog;
     // rdma_cm's MRA waits (IB_CM_MRA_FLAG_DELAY): it goes only in answer to
     // the REQ sent again while the program still decides.
-    id.cm = CmState::kMraReqSent;
+    set_cm(id, CmState::kMraReqSent);
 }
 
 void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, uint8_t at,
@@ -462,7 +462,7 @@ void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, u
         return;
     }
     Id& id = requested_id(*listener, to, *header);
-    id.cm = CmState::kSidrReqRcvd;
+    set_cm(id, CmState::kSidrReqRcvd);
     id.remote_comm_id = req.request_id;
     id.peer_ip = src_ip;
     ids_.index_sidr_request(id);
@@ -523,7 +523,7 @@ void ConnectionManager::on_rep(Id& id, const Rep& rep) {
     id.rnr_retry_count = rep.rnr_retry_count;
     stop_retransmitting(id);
     // The program answers with ACCEPT; an MRA goes only if the REP comes again.
-    id.cm = CmState::kMraRepSent;
+    set_cm(id, CmState::kMraRepSent);
     report(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, [&](rdma_ucm_event_resp& resp) {
         rdma_ucm_conn_param& conn = resp.param.conn;
         copy_conn_private(conn, rep.private_data);
@@ -542,7 +542,7 @@ void ConnectionManager::on_rtu(Id& id) {
         return;
     }
     stop_retransmitting(id);
-    id.cm = CmState::kEstablished;
+    set_cm(id, CmState::kEstablished);
     report(id, RDMA_CM_EVENT_ESTABLISHED);
 }
 
@@ -559,7 +559,7 @@ void ConnectionManager::on_rej(Id& id, const Rej& rej) {
             if (rej.reason == RejectReason::kStaleConnection) {
                 enter_timewait(id);
             } else {
-                id.cm = CmState::kIdle;
+                set_cm(id, CmState::kIdle);
                 id.has_cm = false;
             }
             break;
@@ -604,8 +604,8 @@ void ConnectionManager::on_dreq(Id& id, const Dreq& dreq) {
             // cm_dreq_handler; both sides disconnecting at once included: the
             // DREP goes when this side's program disconnects or goes.
             stop_retransmitting(id);
-            id.cm = CmState::kDreqRcvd;
-            id.state = IdState::kDisconnect;
+            set_cm(id, CmState::kDreqRcvd);
+            set_state(id, IdState::kDisconnect);
             report(id, RDMA_CM_EVENT_DISCONNECTED);
             break;
         case CmState::kTimewait:
@@ -623,7 +623,7 @@ void ConnectionManager::on_drep(Id& id) {
         ++id.device->stats().cm_mads_dropped;
         return;
     }
-    id.state = IdState::kDisconnect;
+    set_state(id, IdState::kDisconnect);
     report(id, RDMA_CM_EVENT_DISCONNECTED);
     enter_timewait(id);
 }
@@ -634,7 +634,7 @@ void ConnectionManager::on_sidr_rep(Id& id, const SidrRep& rep) {
         return;
     }
     stop_retransmitting(id);
-    id.cm = CmState::kIdle;
+    set_cm(id, CmState::kIdle);
     if (rep.status != SidrStatus::kSuccess) {
         report(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(rep.status),
                [&](rdma_ucm_event_resp& resp) {

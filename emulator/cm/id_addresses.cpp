@@ -99,7 +99,7 @@ Result ConnectionManager::bind(Id& id, const Address& address) {
         id.device = nullptr;
         return r;
     }
-    id.state = IdState::kAddrBound;
+    set_state(id, IdState::kAddrBound);
     return ok();
 }
 
@@ -233,7 +233,7 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
             return r;  // no route at all: the command fails, as rdma_resolve_ip's does
         } else if (!r) {
             id.dst = dst;
-            id.state = IdState::kAddrBound;
+            set_state(id, IdState::kAddrBound);
             log_info("rdma_cm ID %u: address resolution failed: %s", id.handle, r.message.c_str());
             report(id, RDMA_CM_EVENT_ADDR_ERROR, -r.error);
             return ok();
@@ -253,7 +253,7 @@ Result ConnectionManager::resolve_addr(Id& id, const Address* src, const Address
     }
     id.peer_ip = destination;
     id.path_mtu = path_mtu_of(*device);
-    id.state = IdState::kAddrResolved;
+    set_state(id, IdState::kAddrResolved);
     report(id, RDMA_CM_EVENT_ADDR_RESOLVED);
     return ok();
 }
@@ -274,7 +274,7 @@ Result ConnectionManager::resolve_ib_addr(Id& id, const Address& dst) {
     id.device = device;
     id.dst = dst;
     id.path_mtu = path_mtu_of(*device);
-    id.state = IdState::kAddrResolved;
+    set_state(id, IdState::kAddrResolved);
     report(id, RDMA_CM_EVENT_ADDR_RESOLVED);
     return ok();
 }
@@ -289,7 +289,7 @@ Result ConnectionManager::resolve_route(Id& id) {
         return fail(ENODEV, "RESOLVE_ROUTE: AF_IB destination %s names no network device",
                     to_string(id.dst).c_str());
     }
-    id.state = IdState::kRouteResolved;
+    set_state(id, IdState::kRouteResolved);
     report(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
     return ok();
 }
@@ -461,7 +461,7 @@ Result ConnectionManager::set_option(Id& id, uint32_t level, uint32_t option,
         if (id.state != IdState::kAddrResolved) {
             return fail(EINVAL, "RDMA_OPTION_IB_PATH on an ID in state %s", name(id.state));
         }
-        id.state = IdState::kRouteResolved;
+        set_state(id, IdState::kRouteResolved);
         report(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
         return ok();
     }

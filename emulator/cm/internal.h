@@ -12,10 +12,24 @@
 #include <span>
 
 #include "cm/connection_manager.h"
+#include "util/coverage.h"
 
 namespace uroce::cm::internal {
 
 using std::chrono::milliseconds;
+
+// Every change of an ID's rdma_cm state and of its IB CM state goes through
+// these, so the coverage map sees each transition.
+static_assert(static_cast<uint32_t>(IdState::kDeviceRemoval) + 1 == coverage::kCmIdStates);
+static_assert(static_cast<uint32_t>(CmState::kSidrReqRcvd) + 1 == coverage::kCmStates);
+inline void set_state(Id& id, IdState state) {
+    coverage::cm_id_state(static_cast<uint32_t>(id.state), static_cast<uint32_t>(state));
+    id.state = state;
+}
+inline void set_cm(Id& id, CmState state) {
+    coverage::cm_state(static_cast<uint32_t>(id.cm), static_cast<uint32_t>(state));
+    id.cm = state;
+}
 
 // Starting PSNs, transaction IDs and ephemeral ports: not to be guessed
 // from what another connection showed.

@@ -22,5 +22,7 @@ struct Answer {
 // Ops the dispatcher does not know (Hello, Status) are the session's.
 Answer dispatch(Context& context, rpc::Op op, std::span<const std::byte> body,
                 std::vector<UniqueFd>& fds);
+// The verb `op` runs ("create_qp"), null for an op that is not a verb.
+const char* verb_name(rpc::Op op);
 
 }  // namespace uroce

@@ -20,6 +20,7 @@
 #include "net/interfaces.h"
 #include "protocol/socket.h"
 #include "util/control_section.h"
+#include "util/coverage.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -369,6 +370,9 @@ Result Server::reset(pid_t caller, const std::string& name, rpc::ResetReply& rep
     }
     if (reply.devices == 0) {
         return fail(ENODEV, "no device named %s", name.c_str());
+    }
+    if (name.empty()) {
+        coverage::counts().clear();  // the daemon's, as at its start
     }
     reply.microseconds =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

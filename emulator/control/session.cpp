@@ -4,12 +4,14 @@
 
 #include "cm/ucma.h"
 #include "control/check_peer.h"
+#include "control/coverage_map.h"
 #include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
 #include "netlink/nldev.h"
 #include "protocol/socket.h"
 #include "util/control_section.h"
+#include "util/coverage.h"
 #include "util/log.h"
 
 namespace uroce {
@@ -35,6 +37,7 @@ bool is_tool_op(rpc::Op op) {
         case rpc::Op::kTraceStop:
         case rpc::Op::kTraceQuery:
         case rpc::Op::kReset:
+        case rpc::Op::kCoverage:
             return true;
         default:
             return false;
@@ -176,6 +179,7 @@ bool Session::handle_session_op(const rpc::RequestHeader& header, std::span<cons
         case rpc::Op::kQpSnapshot:
         case rpc::Op::kWireSnapshot:
         case rpc::Op::kCheckReport:
+        case rpc::Op::kCoverageMap:
             report_page(header, body);
             return true;
         case rpc::Op::kCheckFinding:
@@ -269,9 +273,15 @@ void Session::handle_verb(const rpc::RequestHeader& header, std::span<const std:
     }
     Answer answer = dispatch(*context_, header.op, body, fds);
     if (!answer.result) {
+        coverage::refusal(static_cast<uint32_t>(header.op), answer.result.error);
         char what[120];
-        snprintf(what, sizeof(what), "on %s: op %u", context_->device().name().c_str(),
-                 unsigned(header.op));
+        const char* verb = verb_name(header.op);
+        if (verb) {
+            snprintf(what, sizeof(what), "on %s: %s", context_->device().name().c_str(), verb);
+        } else {
+            snprintf(what, sizeof(what), "on %s: op %u", context_->device().name().c_str(),
+                     unsigned(header.op));
+        }
         log_refusal(what, answer.result);
     }
     std::vector<int> fds_out;
@@ -462,6 +472,8 @@ void Session::report_page(const rpc::RequestHeader& header, std::span<const std:
             report_ = server_.status_text();
         } else if (header.op == rpc::Op::kCheckReport) {
             report_ = server_.check_findings().json();
+        } else if (header.op == rpc::Op::kCoverageMap) {
+            report_ = coverage_map_json();
         } else if (header.op == rpc::Op::kWireSnapshot) {
             if (Result r = server_.wire_snapshot(request.device, report_); !r) {
                 reply(header, r, {});
@@ -576,6 +588,15 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         if ((answer.result = decode_tool_request(body, request)) &&
             (answer.result = server_.step(peer_.pid, request, reply))) {
             answer.body = bytes_of(reply);
+        }
+        return answer;
+    }
+    if (op == rpc::Op::kCoverage) {
+        rpc::CoverageRequest request;
+        if ((answer.result = decode(body, request))) {
+            auto reply = std::make_unique<rpc::CoverageReply>();
+            read_coverage(request.clear != 0, *reply);
+            answer.body = bytes_of(*reply);
         }
         return answer;
     }

@@ -19,6 +19,7 @@
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
 #include "util/control_section.h"
+#include "util/coverage.h"
 #include "util/log.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
@@ -201,6 +202,7 @@ void Engine::send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddres
 
 void Engine::send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                       std::span<const std::byte> mad) {
+    coverage::cm_message(true, std::span(reinterpret_cast<const uint8_t*>(mad.data()), mad.size()));
     wire::PacketHeaders headers;
     headers.bth.opcode = wire::make_opcode(wire::Service::kUd, wire::Operation::kSendOnly);
     headers.bth.dest_qp = wire::kGsiQpn;
@@ -321,6 +323,9 @@ void Engine::send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
 void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
                       uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
     from.trace().record(bytes, source_ip(from, sgid), dest_ip, src_port, network_.port());
+    if (!bytes.empty()) {
+        coverage::packet(true, bytes[0]);
+    }
     if (from.step_gate().paused()) [[unlikely]] {
         const uint64_t id = from.step_gate().hold(dest_ip, src_port, src_qpn, bytes, sgid);
         if (id == 0) {
@@ -425,6 +430,7 @@ void Engine::finish_placements() {
 
 void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                          std::span<const uint8_t> mad) {
+    coverage::cm_message(false, mad);
     if (!mad_receiver_) {
         ++to.stats().rcvd_unknown_qp;
     } else if (engines_.size() == 1) {

@@ -19,6 +19,7 @@
 #include "queues/ring.h"
 #include "steering/flow_rule.h"
 #include "util/client_pipe.h"
+#include "util/coverage.h"
 #include "util/unique_fd.h"
 
 namespace uroce {
@@ -221,6 +222,7 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
 
     // Every change of state goes through here, so that the journal has it.
     void move_to(ibv_qp_state next, int attr_mask, std::string cause) {
+        coverage::qp_transition(type, attr.qp_state, next, coverage::QpOutcome::kAccepted);
         journal.add({transport::Clock::now(), attr.qp_state, next, attr_mask, std::move(cause)});
         attr.qp_state = next;
         attr.cur_qp_state = next;

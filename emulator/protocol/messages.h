@@ -108,6 +108,10 @@ enum class Op : uint16_t {
     kCheckPeer,
     // The tool's reset of a device (or all): DeviceRequest, ResetReply.
     kReset,
+    // The device's coverage (docs/fuzzing.md): the counts by id, and the
+    // map of ids and names (a JSON report).
+    kCoverage,
+    kCoverageMap,
     kCount,
 };
 
@@ -519,6 +523,20 @@ struct ResetReply {
     uint64_t microseconds;
 };
 
+// kCoverage: the daemon's coverage counts by id (util/coverage.h), read
+// and, when `clear`, set to 0 as they are read. kCoverageMap is a report
+// (ReportRequest) of the map: {"ids": N, "entries": [{"id", "area", "name"}]}.
+struct CoverageRequest {
+    uint32_t clear;
+    uint32_t reserved;
+};
+inline constexpr uint32_t kMaxCoverageIds = 12288;
+struct CoverageReply {
+    uint32_t ids;  // how many of `counts` the map uses
+    uint32_t reserved;
+    uint32_t counts[kMaxCoverageIds];
+};
+
 // The counters as text: per device its status header line, then
 // "  <counter> <value>" lines in the order of device/stats.h. Fixed size,
 // as every reply to a request with a body is (ControlClient::call).
@@ -712,6 +730,7 @@ UROCE_RPC(kCreateAh, CreateAhRequest, CreateAhReply)
 UROCE_RPC(kOpenXrcd, OpenXrcdRequest, OpenXrcdReply)
 UROCE_RPC(kCreateFlow, CreateFlowRequest, CreateFlowReply)
 UROCE_RPC(kSetFaults, SetFaultsRequest, Empty)
+UROCE_RPC(kCoverage, CoverageRequest, CoverageReply)
 UROCE_RPC(kStep, StepRequest, StepReply)
 UROCE_RPC(kConsoleStart, ConsoleStartRequest, ConsoleStartReply)
 UROCE_RPC(kCmOpen, CmOpenRequest, CmOpenReply)

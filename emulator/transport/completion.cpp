@@ -1,4 +1,5 @@
 #include "transport/completion.h"
+#include "util/coverage.h"
 
 #include <rdma/ib_user_verbs.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 namespace uroce {
 
 void EventPipe::post(uint64_t element, uint32_t event_type) {
+    coverage::async_event(event_type);
     ib_uverbs_async_event_desc desc{};
     desc.element = element;
     desc.event_type = event_type;
@@ -53,6 +55,7 @@ std::optional<CarriedData> carried_data(const Cq& cq, const Extent& target,
 
 void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
                      const std::optional<CarriedData>& data) {
+    coverage::completion(wc.opcode, wc.status);
     std::array<std::byte, queues::kCqeSize> entry;
     queues::Cqe cqe{};
     cqe.wc = wc;

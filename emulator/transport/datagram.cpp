@@ -7,6 +7,7 @@
 #include "transport/completion.h"
 #include "transport/receive_queue.h"
 #include "transport/responder.h"
+#include "util/coverage.h"
 #include "wire/grh.h"
 
 namespace uroce::transport {
@@ -30,6 +31,7 @@ void Responder::on_datagram(const Incoming& in) {
     TakenReceive receive;
     if (!take_receive(qp, receive)) {
         ++device.stats().rcvd_msg_dropped;
+        coverage::responder(coverage::ResponderOutcome::kDatagramDropped);
         return;
     }
     ibv_wc wc{};
@@ -66,6 +68,7 @@ void Responder::on_datagram(const Incoming& in) {
     }
     if (wc.status == IBV_WC_SUCCESS) {
         ++device.stats().rdma_recvs;
+        coverage::responder(coverage::ResponderOutcome::kDatagramDelivered);
     }
     post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited, carried);
 }

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include "transport/transport.h"
+#include "util/coverage.h"
 
 namespace uroce::transport {
 namespace {
@@ -31,6 +32,9 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
                         ReceiveSink& sink) {
     // 1. Every packet is counted and traced as it arrived.
     ++to.stats().rcvd_pkts;
+    if (!bytes.empty()) {
+        coverage::packet(false, bytes[0]);
+    }
     to.trace().record(bytes, arrival.src_ip, arrival.dest_ip, arrival.src_port, arrival.dest_port);
     // 2. Headers, and the ICRC of what came over UDP (a local delivery has none).
     wire::ParsedPacket packet;

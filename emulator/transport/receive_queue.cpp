@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "transport/completion.h"
+#include "util/coverage.h"
 
 namespace uroce::transport {
 namespace {
@@ -52,6 +53,7 @@ bool take_receive(Qp& qp, TakenReceive& out) {
     if (!pop_receive(srq ? srq->ring : qp.recv_queue, out)) {
         return false;
     }
+    coverage::work_request(qp.type, coverage::kWrReceive);
     if (srq) {
         check_srq_limit(*srq);
     }

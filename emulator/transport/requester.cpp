@@ -10,6 +10,7 @@
 #include "keys/windows.h"
 #include "memory/process_memory.h"
 #include "transport/write_races.h"
+#include "util/coverage.h"
 #include "util/log.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
@@ -149,6 +150,7 @@ bool Requester::take_work(const QpOf& at) {
         qp.send_queue.take(entry);  // the slot is released when the WQE completes
         SendWork& w = qp.requester.window.emplace_back();
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
+        coverage::work_request(qp.type, w.wqe.opcode);
         if (const wr::OpcodeInfo* row = wr::opcode_info(w.wqe.opcode)) {
             w.row = row;
         }

@@ -12,6 +12,7 @@
 #include "transport/completion.h"
 #include "transport/placements.h"
 #include "transport/receive_queue.h"
+#include "util/coverage.h"
 #include "util/log.h"
 #include "wire/psn.h"
 
@@ -77,6 +78,7 @@ void drop_message(Device& device, Qp& qp) {
     s.message.clear();
     s.dropping = true;
     ++device.stats().rcvd_msg_dropped;
+    coverage::responder(coverage::ResponderOutcome::kUnreliableMessageDropped);
 }
 
 // UC keeps no retransmission state: a packet is taken when it continues the
@@ -178,6 +180,13 @@ void Responder::acknowledge(const QpOf& at, uint32_t psn, wire::Aeth aeth) {
     if (!is_reliable(qp.type) || !placed(qp)) {
         return;  // UC answers nothing; a write that failed answered in its place
     }
+    using coverage::ResponderOutcome;
+    coverage::responder(
+        aeth.type() == wire::AethType::kAck      ? ResponderOutcome::kAck
+        : aeth.type() == wire::AethType::kRnrNak ? ResponderOutcome::kRnrNak
+        : aeth.value() <= uint8_t(wire::NakCode::kInvalidRdRequest)
+            ? ResponderOutcome(uint8_t(ResponderOutcome::kNakPsnSequenceError) + aeth.value())
+            : ResponderOutcome::kCount);
     if (aeth.type() != wire::AethType::kAck) {
         qp.journal.last_nak = {Clock::now(), true, aeth.type() == wire::AethType::kRnrNak,
                                aeth.value(), psn};
@@ -193,6 +202,7 @@ void Responder::acknowledge(const QpOf& at, uint32_t psn, wire::Aeth aeth) {
 // An atomic's answer: the value before the operation, with the MSN now.
 void Responder::atomic_acknowledge(const QpOf& at, uint32_t psn, uint64_t original) {
     const Qp& qp = at.qp;
+    coverage::responder(coverage::ResponderOutcome::kAtomicAck);
     wire::PacketHeaders h{};
     h.bth.opcode = answer_opcode(qp, Operation::kAtomicAck);
     h.bth.dest_qp = qp.attr.dest_qp_num;
@@ -233,6 +243,8 @@ bool Responder::memory_failed(const QpOf& at, int error, uint32_t psn, RequestEr
 // effect, as kRequestErrors says.
 void Responder::responder_error(const QpOf& at, uint32_t psn, RequestError error) {
     Qp& qp = at.qp;
+    coverage::responder(coverage::ResponderOutcome(
+        uint8_t(coverage::ResponderOutcome::kInvalidRequestError) + uint8_t(error)));
     if (!is_reliable(qp.type)) {
         drop_message(at.device, qp);  // UC: the message is lost, the QP stays (IBA class E)
         return;
@@ -533,6 +545,7 @@ void Responder::execute_read(const Incoming& in, const ResponderResource& reques
         s.msn = wire::psn_add(s.msn, 1);
     }
     s.reply = ReadReply{request, std::move(source), 0};
+    coverage::responder(coverage::ResponderOutcome::kReadResponse);
     send_read_responses(in);
 }
 
@@ -640,6 +653,7 @@ void Responder::execute_atomic(const Incoming& in) {
 
 // A request seen before: answer again without executing it again.
 void Responder::answer_duplicate(const Incoming& in) {
+    coverage::responder(coverage::ResponderOutcome::kDuplicate);
     Device& device = in.device;
     Qp& qp = in.qp;
     const wire::ParsedPacket& packet = in.packet;

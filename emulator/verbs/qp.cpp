@@ -11,6 +11,7 @@
 #include "qp/qp_transitions.h"
 #include "transport/transport.h"
 #include "util/capabilities.h"
+#include "util/coverage.h"
 #include "verbs/context.h"
 #include "wire/headers.h"
 #include "wire/ip_address.h"
@@ -338,6 +339,62 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
     return ok();
 }
 
+// Whether ibv_modify_qp may take `qp` from `cur` to `next` with these
+// attributes, as the kernel decides; a refusal counts in the coverage map
+// with its kind.
+Result Context::check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask, ibv_qp_state cur,
+                                ibv_qp_state next) const {
+    using coverage::QpOutcome;
+    auto refuse = [&](QpOutcome outcome, Result why) {
+        coverage::qp_transition(qp.type, cur, next, outcome);
+        return why;
+    };
+    if (mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)) {
+        return refuse(QpOutcome::kExtraAttribute,
+                      fail(EINVAL, "unknown QP attribute mask bits 0x%x",
+                           mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)));
+    }
+    const ibv_device_attr& caps = device_.attr().orig_attr;
+    const QpAttrLimits limits{Device::kPortCount,
+                              device_.port_attr().max_mtu,
+                              device_.port_attr().pkey_tbl_len,
+                              static_cast<uint32_t>(GidTable::kLength),
+                              static_cast<uint32_t>(caps.max_qp_rd_atom),
+                              static_cast<uint32_t>(caps.max_qp_init_rd_atom)};
+    if (std::string why = check_qp_attr_values(attr, mask, qp.type, limits); !why.empty()) {
+        return refuse(QpOutcome::kBadValue, fail(EINVAL, "%s", why.c_str()));
+    }
+    if (std::string why = check_qp_transition(cur, next, qp.type, mask); !why.empty()) {
+        const QpTransitionRule rule = qp_transition_rule(cur, next, qp.type);
+        return refuse(!rule.valid                    ? QpOutcome::kNotAllowed
+                      : (rule.required & ~mask) != 0 ? QpOutcome::kMissingAttribute
+                                                     : QpOutcome::kExtraAttribute,
+                      fail(EINVAL, "%s", why.c_str()));
+    }
+    if (mask & IBV_QP_AV) {
+        if (Result r = device_.check_source_gid(attr.ah_attr.grh.sgid_index); !r) {
+            return refuse(QpOutcome::kBadValue, r);
+        }
+    }
+    // As the kernel core: automatic path migration exists only on InfiniBand.
+    if (mask & IBV_QP_ALT_PATH) {
+        return refuse(QpOutcome::kRefused,
+                      fail(EINVAL, "alternate paths are not supported on RoCE ports"));
+    }
+    if (mask & IBV_QP_RATE_LIMIT) {
+        return refuse(QpOutcome::kRefused, fail(EOPNOTSUPP, "QP rate limits are not supported"));
+    }
+    // A Q_Key with the high bit set is a controlled one (IBA 10.2.4.2): as
+    // in the kernel's modify_qp, only a process with CAP_NET_RAW sets it.
+    if ((mask & IBV_QP_QKEY) && (attr.qkey & wire::kControlledQkey) &&
+        !has_capability(pid_, CAP_NET_RAW)) {
+        return refuse(
+            QpOutcome::kRefused,
+            fail(EPERM, "Q_Key 0x%x has the high bit set: only CAP_NET_RAW may set it", attr.qkey));
+    }
+    return ok();
+}
+
 Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     auto qp = qps_.find(req.handle);
     if (!qp) {
@@ -347,45 +404,13 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
         return fail(EOPNOTSUPP, "RSS QP 0x%x has no state to change: its WQs have", qp->qpn);
     }
     const int mask = drop_ignored_qp_attrs(qp->type, req.attr_mask);
-    if (mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT)) {
-        return fail(EINVAL, "unknown QP attribute mask bits 0x%x",
-                    mask & ~(kAllQpAttrs | IBV_QP_RATE_LIMIT));
-    }
-    const ibv_device_attr& caps = device_.attr().orig_attr;
-    const QpAttrLimits limits{Device::kPortCount,
-                              device_.port_attr().max_mtu,
-                              device_.port_attr().pkey_tbl_len,
-                              static_cast<uint32_t>(GidTable::kLength),
-                              static_cast<uint32_t>(caps.max_qp_rd_atom),
-                              static_cast<uint32_t>(caps.max_qp_init_rd_atom)};
-    if (std::string why = check_qp_attr_values(req.attr, mask, qp->type, limits); !why.empty()) {
-        return fail(EINVAL, "%s", why.c_str());
-    }
     // As in the kernel, an explicit cur_qp_state is what the transition is
     // checked from.
     const auto cur = (mask & IBV_QP_CUR_STATE) ? req.attr.cur_qp_state : qp->attr.qp_state;
     const auto next = (mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
-    if (std::string why = check_qp_transition(cur, next, qp->type, mask); !why.empty()) {
-        return fail(EINVAL, "%s", why.c_str());
-    }
-    if (mask & IBV_QP_AV) {
-        if (Result r = device_.check_source_gid(req.attr.ah_attr.grh.sgid_index); !r) {
-            return r;
-        }
-    }
-    // As the kernel core: automatic path migration exists only on InfiniBand.
-    if (mask & IBV_QP_ALT_PATH) {
-        return fail(EINVAL, "alternate paths are not supported on RoCE ports");
-    }
-    if (mask & IBV_QP_RATE_LIMIT) {
-        return fail(EOPNOTSUPP, "QP rate limits are not supported");
-    }
-    // A Q_Key with the high bit set is a controlled one (IBA 10.2.4.2): as
-    // in the kernel's modify_qp, only a process with CAP_NET_RAW sets it.
-    if ((mask & IBV_QP_QKEY) && (req.attr.qkey & wire::kControlledQkey) &&
-        !has_capability(pid_, CAP_NET_RAW)) {
-        return fail(EPERM, "Q_Key 0x%x has the high bit set: only CAP_NET_RAW may set it",
-                    req.attr.qkey);
+    Result checked = check_modify_qp(*qp, req.attr, mask, cur, next);
+    if (!checked) {
+        return checked;
     }
     const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);

@@ -2,6 +2,7 @@
 between cases, seeded faults, fault decisions recorded by `uroce trace
 --faults` and replayed by `uroce fault --replay`."""
 
+import ctypes
 import errno
 import json
 import os
@@ -260,6 +261,153 @@ class FaultScheduleTest(observability.ObservabilityTestCase):
         self.assert_exit(self.uroce("fault", "uroce0", "--replay", path, "--drop", "1%"),
                          EXIT_USAGE, "--replay FILE goes alone")
         self.assertIsNone(self.faults_line("uroce0"))
+
+
+class CoverageTest(observability.ObservabilityTestCase):
+    """uroce coverage: the device's map of behaviours, lit exactly by what a
+    known program does, cleared on demand, and added to an AFL++ map by
+    uroce exec when __AFL_SHM_ID names one."""
+
+    def coverage(self, *args):
+        result = self.uroce("coverage", "--json", *args)
+        self.assert_exit(result, 0)
+        return json.loads(result.stdout)
+
+    def lit(self, report):
+        return {(entry["area"], entry["name"]): entry["count"]
+                for entry in report["entries"] if entry["count"]}
+
+    def test_the_map_is_fixed_and_named(self):
+        report = self.coverage()
+        entries = report["entries"]
+        ids = [entry["id"] for entry in entries]
+        self.assertEqual(ids, sorted(set(ids)), "ids are unique and in order")
+        self.assertLess(ids[-1], report["ids"])
+        names = {(entry["area"], entry["name"]) for entry in entries}
+        self.assertEqual(len(names), len(entries), "names are unique within an area")
+        self.assertEqual({entry["area"] for entry in entries},
+                         {"qp_transition", "work_request", "packet_sent", "packet_received",
+                          "responder", "completion", "async_event", "cm_message_sent",
+                          "cm_message_received", "cm_state", "cm_id_state", "refusal"})
+        for expected in (("qp_transition", "UD RTR->RTS refused: missing attribute"),
+                         ("work_request", "XRC_INI ATOMIC_WRITE"),
+                         ("packet_received", "RC_RDMA_READ_REQUEST (0x0c)"),
+                         ("responder", "NAK remote access error"),
+                         ("completion", "RECV WR_FLUSH_ERR"),
+                         ("async_event", "SRQ_LIMIT_REACHED"),
+                         ("cm_message_sent", "DREQ"),
+                         ("cm_state", "req-sent->established"),
+                         ("cm_id_state", "route-resolved->connect"),
+                         ("refusal", "create_qp EINVAL")):
+            self.assertIn(expected, names)
+        self.assertEqual(self.coverage()["ids"], report["ids"])
+
+    def test_a_known_program_lights_exactly_its_entries(self):
+        """ibv_rc_pingpong, 5 iterations of 4096 bytes at MTU 1024 between
+        uroce0 and uroce1: each side's QP goes RESET->INIT->RTR->RTS; each
+        side sends 5 messages of 4 packets (first, two middle, last), each
+        acknowledged once at its end; each takes 5 receives; every work
+        request completes. Nothing else (no refusal, no event, no CM)."""
+        self.assert_exit(self.uroce("reset"), 0)
+        self.coverage("--reset")
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 4096,
+                                              log=self.daemon.log, extra_args=("-m", "1024"))
+        self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
+        messages = 2 * 5
+        packets = {"RC_SEND_FIRST (0x00)": messages, "RC_SEND_MIDDLE (0x01)": 2 * messages,
+                   "RC_SEND_LAST (0x02)": messages, "RC_ACKNOWLEDGE (0x11)": messages}
+        expected = {("qp_transition", "RC %s accepted" % move): 2
+                    for move in ("RESET->INIT", "INIT->RTR", "RTR->RTS")}
+        expected.update({("work_request", "RC SEND"): messages,
+                         ("work_request", "RC RECV"): messages,
+                         ("responder", "ACK"): messages,
+                         ("completion", "SEND SUCCESS"): messages,
+                         ("completion", "RECV SUCCESS"): messages})
+        for area in ("packet_sent", "packet_received"):
+            expected.update({(area, name): count for name, count in packets.items()})
+        self.assertEqual(self.lit(self.coverage("--reset")), expected)
+        self.assertEqual(self.lit(self.coverage()), {}, "--reset cleared the counts")
+        result = self.uroce("coverage")
+        self.assert_exit(result, 0)
+        self.assertRegex(result.stdout, r"^0 of \d+ entries lit\n$")
+
+    def run_known_script(self, env_extra=None):
+        harness.require_pyverbs()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyverbs_scripts",
+                              "coverage_known.py")
+        env = dict(self.env, **(env_extra or {}))
+        result = harness.run_program([self.tool, "exec", "--", harness.PYTHON, script], env=env,
+                                     log=self.daemon.log)
+        self.assert_exit(result, 0)
+
+    KNOWN_SCRIPT = {("qp_transition", "RC RESET->INIT accepted"): 1,
+                    ("qp_transition", "RC INIT->RTR refused: missing attribute"): 1,
+                    ("qp_transition", "RC INIT->RTS refused: not allowed"): 1,
+                    ("refusal", "modify_qp EINVAL"): 2}
+
+    def test_refusals_and_reset(self):
+        self.coverage("--reset")
+        self.run_known_script()
+        self.assertEqual(self.lit(self.coverage()), self.KNOWN_SCRIPT)
+        self.assert_exit(self.uroce("reset", "uroce1"), 0)
+        self.assertEqual(self.lit(self.coverage()), self.KNOWN_SCRIPT,
+                         "a reset of one device keeps the daemon's map")
+        self.assert_exit(self.uroce("reset"), 0)
+        self.assertEqual(self.lit(self.coverage()), {}, "a reset of every device clears it")
+        self.assert_exit(self.uroce("coverage", "--bogus"), EXIT_USAGE, "usage:")
+
+    def test_uroce_exec_adds_the_device_coverage_to_an_afl_map(self):
+        """With __AFL_SHM_ID, `uroce exec` adds what the device did while its
+        command ran into that System V shared memory: entry id i at byte
+        size - ids + i of a map of at least `ids` bytes, at id mod size in a
+        smaller one, each count saturating at 255."""
+        for size in (65536, 1024):
+            with self.subTest(size=size):
+                self.coverage("--reset")
+                shm = SharedMemory(size)
+                self.addCleanup(shm.remove)
+                self.run_known_script({"__AFL_SHM_ID": str(shm.id)})
+                report = self.coverage()
+                self.assertEqual(self.lit(report), self.KNOWN_SCRIPT)
+                expected = bytearray(size)
+                for entry in report["entries"]:
+                    if entry["count"]:
+                        index = (size - report["ids"] + entry["id"] if size >= report["ids"]
+                                 else entry["id"] % size)
+                        expected[index] = min(255, expected[index] + entry["count"])
+                self.assertEqual(shm.read(), bytes(expected))
+        bad = self.uroce("exec", "--", "true")
+        env = dict(self.env, __AFL_SHM_ID="x")
+        result = harness.run_program([self.tool, "exec", "--", "true"], env=env,
+                                     log=self.daemon.log)
+        self.assert_exit(bad, 0)
+        self.assert_exit(result, EXIT_FAILURE, "is not a shared memory id")
+
+
+class SharedMemory:
+    """A System V shared memory segment, as AFL++ makes its map."""
+
+    IPC_PRIVATE, IPC_CREAT, IPC_RMID = 0, 0o1000, 0
+
+    def __init__(self, size):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.shmat.restype = ctypes.c_void_p
+        self.size = size
+        self.id = self.libc.shmget(self.IPC_PRIVATE, size, self.IPC_CREAT | 0o600)
+        if self.id < 0:
+            raise OSError(ctypes.get_errno(), "shmget")
+
+    def read(self):
+        address = self.libc.shmat(self.id, None, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "shmat")
+        try:
+            return ctypes.string_at(address, self.size)
+        finally:
+            self.libc.shmdt(ctypes.c_void_p(address))
+
+    def remove(self):
+        self.libc.shmctl(self.id, self.IPC_RMID, None)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,15 @@ int exec(const RuntimePaths& paths, Args command, bool checking) {
         argv.push_back(arg.data());
     }
     argv.push_back(nullptr);
+    if (const char* shm = getenv("__AFL_SHM_ID")) {
+        char* end = nullptr;
+        const long id = strtol(shm, &end, 10);
+        if (*shm && !*end && id >= 0 && id <= INT32_MAX) {
+            return exec_with_afl_map(paths, argv.data(), static_cast<int>(id));
+        }
+        std::cerr << "uroce: __AFL_SHM_ID '" << shm << "' is not a shared memory id\n";
+        return kExitFailure;
+    }
     execvp(argv[0], argv.data());
     std::cerr << "uroce: cannot run " << argv[0] << ": " << strerror(errno) << "\n";
     return kExitCommandNotFound;

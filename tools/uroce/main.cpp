@@ -11,6 +11,7 @@
 //   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
 //   uroce console [--read-only] [--port N]
 //   uroce check [--json]
+//   uroce coverage [--json] [--reset]
 #include <iostream>
 
 #include "uroce.h"
@@ -35,6 +36,7 @@ const char* const kUsage =
     "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
     "       uroce console [--read-only] [--port N]\n"
     "       uroce check [--json]\n"
+    "       uroce coverage [--json] [--reset]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "reset: destroys every client's objects on DEVICE (every device): each\n"
@@ -58,6 +60,10 @@ const char* const kUsage =
     "exec --check: COMMAND checks its use of the verbs (UROCE_CHECK=report) and\n"
     "  reports its bugs on stderr; start --check does so for every program.\n"
     "check: the findings of check mode the daemon kept.\n"
+    "coverage: the device behaviours the daemon exercised (QP transitions,\n"
+    "  opcodes, responder outcomes, completions, events, CM, refusals) and how\n"
+    "  often; --reset clears them. uroce exec adds them to an AFL++ map\n"
+    "  (__AFL_SHM_ID).\n"
     "console: a web console on 127.0.0.1 (devices, QPs, a ladder of the packets,\n"
     "  faults, step mode) until Ctrl-C; prints its address with its token.\n"
     "\n"
@@ -86,6 +92,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "reset") {
         return reset(paths, rest);
+    }
+    if (command == "coverage") {
+        return coverage(paths, rest);
     }
     if (command == "stats") {
         return stats(paths, rest);

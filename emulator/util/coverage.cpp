@@ -1,0 +1,10 @@
+#include "util/coverage.h"
+
+namespace uroce::coverage {
+
+Counts& counts() {
+    static Counts daemon;
+    return daemon;
+}
+
+}  // namespace uroce::coverage
