@@ -78,7 +78,8 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         follow_addresses(*devices_.back());
     }
     engines_ = std::make_unique<Engines>(
-        io_, devices_, EngineOptions{options_.udp_port, options_.shortcut}, options_.threads);
+        io_, devices_, EngineOptions{options_.udp_port, options_.shortcut, options_.paranoid},
+        options_.threads);
     cm_ = std::make_unique<cm::ConnectionManager>(
         io_, devices_,
         [this](Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
@@ -333,9 +334,10 @@ void Daemon::run() {
             }
         }));
     signal(SIGPIPE, SIG_IGN);
-    log_info("serving %s; RoCEv2 on UDP port %u%s; %u engine thread%s", paths_.socket().c_str(),
+    log_info("serving %s; RoCEv2 on UDP port %u%s; %u engine thread%s%s", paths_.socket().c_str(),
              options_.udp_port, options_.shortcut ? "" : " (no shortcut between own devices)",
-             options_.threads, options_.threads == 1 ? "" : "s");
+             options_.threads, options_.threads == 1 ? "" : "s",
+             options_.paranoid ? "; paranoid: invariants checked after every step" : "");
     engines_->run();
 }
 

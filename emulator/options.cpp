@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
-    "              [--threads N] [--check]\n"
+    "              [--threads N] [--check] [--paranoid]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -32,7 +32,9 @@ constexpr const char* kUsage =
     "--threads N: engine threads, each running the data path of every Nth device\n"
     "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n"
     "--check: every client checks its use of the verbs and reports its bugs\n"
-    "(docs/check.md; one program: uroce exec --check).\n";
+    "(docs/check.md; one program: uroce exec --check).\n"
+    "--paranoid: checks each QP's invariants after every step and aborts with a\n"
+    "report naming the program's case when one breaks (docs/fuzzing.md).\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
@@ -199,6 +201,8 @@ bool parse_options(int argc, char** argv, Options& options) {
             options.shortcut = false;
         } else if (arg == "--check") {
             options.check = true;
+        } else if (arg == "--paranoid") {
+            options.paranoid = true;
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
         } else {

@@ -13,8 +13,9 @@ struct Options {
     std::vector<DeviceConfig> devices;  // default: uroce0 127.0.0.1, uroce1 127.0.0.2
     std::filesystem::path runtime_dir;
     uint16_t udp_port = 4791;
-    bool shortcut = true;  // packets between this daemon's devices skip UDP
-    bool check = false;    // every client in check mode (docs/check.md)
+    bool shortcut = true;   // packets between this daemon's devices skip UDP
+    bool check = false;     // every client in check mode (docs/check.md)
+    bool paranoid = false;  // every QP's invariants after every step (transport/invariants.h)
     // Nice value to run at when permitted. Applications busy-poll their
     // CQs; on a small machine the daemon, like a NIC's interrupt work in a
     // kernel, must get the CPU when woken rather than wait for a time slice.

@@ -39,6 +39,7 @@
 
 #include "daemon_link.h"
 #include "emulator/protocol/bridge_abi.h"
+#include "emulator/protocol/case_id.h"
 #include "emulator/protocol/messages.h"
 #include "interpose.h"
 #include "rdma_netlink_socket.h"
@@ -176,7 +177,8 @@ int open_channel(const sockaddr_un& addr, int flags) {
     if (connect(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
         return fail_open(efd, sock, ENOENT);  // no daemon: as if there were no node
     }
-    const rpc::CmOpenRequest request{};
+    rpc::CmOpenRequest request{};
+    rpc::case_id_from_environment(request.case_id);
     rpc::CmOpenReply reply{};
     size_t got = 0;
     int error = exchange(sock, 1, rpc::Op::kCmOpen, &request, sizeof(request), efd, &reply,

@@ -42,7 +42,8 @@ ConnectionManager::~ConnectionManager() = default;
 
 // ---- channels and IDs ----------------------------------------------------
 
-Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readiness) {
+Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readiness,
+                                         std::string case_id) {
     auto channel = std::make_unique<Channel>();
     while (getrandom(&channel->token, sizeof(channel->token), 0) != sizeof(channel->token) ||
            channel->token == 0 || channels_.count(channel->token)) {
@@ -50,6 +51,7 @@ Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readin
     channel->pid = pid;
     channel->uid = uid;
     channel->readiness = std::move(readiness);
+    channel->case_id = std::move(case_id);
     Channel& ref = *channel;
     channels_.emplace(ref.token, std::move(channel));
     return ref;

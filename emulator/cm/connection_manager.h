@@ -74,6 +74,7 @@ struct Channel {
     uid_t uid = 0;         // ports below 1024 are root's, as for sockets
     ClientPipe readiness;  // holds one byte exactly while events wait
     std::deque<Event> events;
+    std::string case_id;  // the opener's UROCE_CASE: what the CM logs of its IDs carries
 };
 
 // rdma_cm's states of an ID (cma_priv.h's enum rdma_cm_state).
@@ -207,7 +208,7 @@ class ConnectionManager {
                       MadSender send);
     ~ConnectionManager();
 
-    Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness);
+    Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness, std::string case_id = {});
     // Another connection to `channel` (a forked child's).
     void attach_channel(Channel& channel) { ++channel.connections; }
     // A connection to the channel ended (close or death). With the last,

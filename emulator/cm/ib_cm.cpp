@@ -118,6 +118,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
     }
     // Out of retries: what cm.c reports for each message that went unanswered.
     id->pending_mad.reset();
+    const LogCase tagged(id->channel ? id->channel->case_id.c_str() : nullptr);
     log_info("rdma_cm ID %u: no answer from %s after %d retries (%s)", id->handle,
              to_string(id->dst).c_str(), kMaxCmRetries, name(id->cm));
     switch (id->cm) {

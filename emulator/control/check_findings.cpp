@@ -17,13 +17,14 @@ std::string bounded(const char* text, size_t size) {
 }  // namespace
 
 void CheckFindings::add(pid_t pid, const std::string& device,
-                        const rpc::CheckFindingRequest& finding) {
+                        const rpc::CheckFindingRequest& finding, const std::string& case_id) {
     Finding kept{std::chrono::system_clock::now(),
                  pid,
                  device,
                  bounded(finding.kind, sizeof(finding.kind)),
                  finding.qpn,
-                 bounded(finding.text, sizeof(finding.text))};
+                 bounded(finding.text, sizeof(finding.text)),
+                 case_id};
     ++total_;
     if (logged_.allow(RateLimit::Clock::now())) {
         const std::string first_line = kept.text.substr(0, kept.text.find('\n'));
@@ -51,7 +52,8 @@ std::string CheckFindings::json() const {
                         {"device", f.device},
                         {"kind", f.kind},
                         {"qpn", f.qpn},
-                        {"text", f.text}});
+                        {"text", f.text},
+                        {"case", f.case_id}});
     }
     // A client's text need not be UTF-8.
     return nlohmann::json{{"total", total_}, {"kept", list}}.dump(

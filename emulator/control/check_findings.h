@@ -22,10 +22,12 @@ class CheckFindings {
     // Whether the daemon asks every client to check (uroced --check).
     bool every_client() const { return every_client_; }
     void set_every_client(bool every_client) { every_client_ = every_client; }
-    void add(pid_t pid, const std::string& device, const rpc::CheckFindingRequest& finding);
+    // `case_id`: the client's UROCE_CASE ("" if none).
+    void add(pid_t pid, const std::string& device, const rpc::CheckFindingRequest& finding,
+             const std::string& case_id = {});
     // Forgets the device's findings (uroce reset).
     void forget(const std::string& device);
-    // {"total": N, "kept": [{"time", "pid", "device", "kind", "qpn", "text"}...]}
+    // {"total": N, "kept": [{"time", "pid", "device", "kind", "qpn", "text", "case"}...]}
     std::string json() const;
 
   private:
@@ -36,6 +38,7 @@ class CheckFindings {
         std::string kind;
         uint32_t qpn;
         std::string text;
+        std::string case_id;
     };
 
     bool every_client_ = false;

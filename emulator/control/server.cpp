@@ -71,6 +71,18 @@ void add_device_line(std::ostringstream& out, const Device& device) {
         << " node_guid " << guid << "\n";
 }
 
+// " name +N" for each counter that grew from `before` to `after`, or " none".
+std::string counter_changes(const DeviceStats& before, const DeviceStats& after) {
+    std::string changes;
+#define UROCE_COUNTER_CHANGE(name, text)                                      \
+    if (after.name != before.name) {                                          \
+        changes += " " #name " +" + std::to_string(after.name - before.name); \
+    }
+    UROCE_DEVICE_COUNTERS(UROCE_COUNTER_CHANGE)
+#undef UROCE_COUNTER_CHANGE
+    return changes.empty() ? " none" : changes;
+}
+
 void add_counters(std::ostringstream& out, const DeviceStats& stats) {
 #define UROCE_COUNTER_LINE(name, text) out << "  " #name " " << stats.name << "\n";
     UROCE_DEVICE_COUNTERS(UROCE_COUNTER_LINE)
@@ -235,8 +247,14 @@ Result Server::find(const std::string& name, Device*& device) const {
 }
 
 void Server::end(const std::shared_ptr<Session>& session) {
+    const LogCase tagged(session->case_id().c_str());
     if (const Context* context = session->context()) {
         log_info("client pid %d closed %s", session->peer().pid, context->device().name().c_str());
+        if (const DeviceStats* before = session->stats_at_open()) {
+            log_info("client pid %d: %s's counters while it was open:%s", session->peer().pid,
+                     context->device().name().c_str(),
+                     counter_changes(*before, context->device().stats()).c_str());
+        }
     }
     end_traces_of(*session);
     if (console_ && console_owner_ == session.get()) {

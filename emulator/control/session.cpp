@@ -9,6 +9,7 @@
 #include "control/dispatcher.h"
 #include "control/server.h"
 #include "netlink/nldev.h"
+#include "protocol/case_id.h"
 #include "protocol/socket.h"
 #include "util/control_section.h"
 #include "util/coverage.h"
@@ -58,7 +59,10 @@ Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucre
       socket_(io, fd),
       peer_(peer),
       admitted_(std::move(admitted)),
-      descriptors_(admitted_ ? 1 : 0) {}
+      descriptors_(admitted_ ? 1 : 0) {
+    // Log lines point at its bytes while they are tagged: it never moves.
+    case_.reserve(rpc::kCaseIdLen);
+}
 
 void Session::start() {
     wait();
@@ -248,7 +252,7 @@ void Session::check_finding(const rpc::RequestHeader& header, std::span<const st
         r = fail(EPROTO, "a check finding before hello for a device");
     }
     if (r) {
-        server_.check_findings().add(peer_.pid, context_->device().name(), request);
+        server_.check_findings().add(peer_.pid, context_->device().name(), request, case_);
     }
     reply(header, r, r ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
 }
@@ -303,6 +307,7 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         ending_ = true;
         return;
     }
+    const LogCase tagged(case_.c_str());
     if (Result r = check_request(message, lost_fds, header); !r) {
         reply(header, r, {});
         return;
@@ -311,6 +316,14 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
     if (!handle_session_op(header, body, fds)) {
         handle_verb(header, body, fds);
     }
+}
+
+Result Session::take_case(const char (&field)[rpc::kCaseIdLen]) {
+    if (std::string why = rpc::case_id_problem(field); !why.empty()) {
+        return fail(EINVAL, "%s", why.c_str());
+    }
+    case_.assign(field, strnlen(field, rpc::kCaseIdLen));
+    return ok();
 }
 
 void Session::log_refusal(const char* what, const Result& result) {
@@ -331,7 +344,10 @@ void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byt
     Result result = decode(body, request);
     if (result && (context_ || tool_ || cm_channel_)) {
         result = fail(EALREADY, "this connection has already said hello");
-    } else if (result && fds.size() != 1) {
+    } else if (result) {
+        result = take_case(request.case_id);
+    }
+    if (result && fds.size() != 1) {
         result = fail(EINVAL, "an rdma_cm channel opens with its pipe and nothing else");
     }
     ClientPipe readiness;
@@ -349,7 +365,7 @@ void Session::cm_open(const rpc::RequestHeader& header, std::span<const std::byt
     }
     rpc::CmOpenReply reply_body{};
     if (result) {
-        cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(readiness));
+        cm_channel_ = &server_.cm().open_channel(peer_.pid, peer_.uid, std::move(readiness), case_);
         reply_body.channel_token = cm_channel_->token;
     } else {
         log_refusal("rdma_cm channel open", result);
@@ -369,6 +385,7 @@ void Session::cm_attach(const rpc::RequestHeader& header, std::span<const std::b
     if (result) {
         server_.cm().attach_channel(*channel);
         cm_channel_ = channel;
+        case_ = channel->case_id;  // a forked child is of its parent's case
         log_info("client pid %d attached to an rdma_cm channel of pid %d", peer_.pid, channel->pid);
     } else {
         log_refusal("rdma_cm channel attach", result);
@@ -525,6 +542,7 @@ Result Session::attach(std::span<const std::byte> body) {
     if (!context_) {
         return fail(ENOENT, "no open context of %s has that attach token", request.device);
     }
+    case_ = *context_->case_id();  // a forked child is of its parent's case
     log_info("client pid %d attached to a context of %s", peer_.pid, request.device);
     return ok();
 }
@@ -540,6 +558,9 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     }
     memcpy(&request, body.data(), sizeof(request));
     request.device[sizeof(request.device) - 1] = '\0';
+    if (Result r = take_case(request.case_id); !r) {
+        return r;
+    }
     if (request.device[0] == '\0') {
         tool_ = true;
         return ok();
@@ -564,6 +585,10 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     ++descriptors_;
     context_ =
         std::make_shared<Context>(*device, peer_.pid, std::move(events), &server_.descriptors());
+    context_->set_case_id(case_);
+    if (!case_.empty()) {
+        stats_at_open_ = std::make_unique<DeviceStats>(device->stats());
+    }
     reply.device_index = device->index();
     reply.check = server_.check_findings().every_client() ? 1 : 0;
     reply.attach_token = context_->attach_token();

@@ -43,6 +43,10 @@ class Session : public std::enable_shared_from_this<Session> {
     // fail with EIO. Whether it had a context there.
     bool device_removed(const Device& device, const char* why);
     bool is_netlink() const { return netlink_port_ != 0; }
+    // The client's UROCE_CASE ("" if none), and the device's counters when
+    // its context opened, for the snapshot logged when it closes.
+    const std::string& case_id() const { return case_; }
+    const DeviceStats* stats_at_open() const { return stats_at_open_.get(); }
     uint32_t netlink_port() const { return netlink_port_; }
 
   private:
@@ -74,6 +78,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void netlink_request(std::span<const std::byte> datagram);
     void flush_netlink();
     void log_refusal(const char* what, const Result& result);
+    Result take_case(const char (&field)[rpc::kCaseIdLen]);
     Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
     void report_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
     void check_finding(const rpc::RequestHeader& header, std::span<const std::byte> body);
@@ -96,6 +101,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string report_;
     rpc::Op report_op_ = rpc::Op::kStatus;
     bool tool_ = false;
+    std::string case_;
+    std::unique_ptr<DeviceStats> stats_at_open_;
     const char* device_gone_ = nullptr;  // why its context's device went, if it did
     cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager
     uint32_t netlink_port_ = 0;

@@ -16,6 +16,7 @@
 #include "engine/frame_steering.h"
 #include "net/interfaces.h"
 #include "transport/completion.h"
+#include "transport/invariants.h"
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
 #include "util/control_section.h"
@@ -452,7 +453,25 @@ void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::
 }
 
 void Engine::qp_touched(const Qp& qp) {
+    if (options_.paranoid) [[unlikely]] {
+        if (const Device* device = doorbell_.owner(qp.doorbell_slot).device) {
+            check_invariants(*device, qp, "a packet it received");
+        }
+    }
     activate_if_busy(qp);
+}
+
+void Engine::check_invariants(const Device& device, const Qp& qp, const char* step) const {
+    const std::string broken = transport::broken_invariant(device, qp);
+    if (broken.empty()) {
+        return;
+    }
+    const LogCase tagged(qp.owner_case->c_str());
+    log_warn(
+        "paranoid: a daemon invariant broke on %s QP 0x%x after %s: %s. This is a bug of "
+        "uroced, not of the program; aborting",
+        device.name().c_str(), qp.qpn, step, broken.c_str());
+    abort();
 }
 
 void Engine::activate_if_busy(const Qp& qp) {
@@ -506,6 +525,9 @@ void Engine::run_due_timers(Clock::time_point now) {
         }
         if (transport::Transport::next_deadline(*qp) <= now) {
             transport_.run_timers(*device, *qp, now);
+            if (options_.paranoid) [[unlikely]] {
+                check_invariants(*device, *qp, "its timers");
+            }
         }
         note_timer(*qp);
     }
@@ -518,6 +540,9 @@ bool Engine::run_responders() {
         const auto [qp, device] = doorbell_.owner(slot);
         if (qp) {
             any |= transport_.run_responder(*device, *qp);
+            if (options_.paranoid) [[unlikely]] {
+                check_invariants(*device, *qp, "its responder's turn");
+            }
         }
         if (!qp || !transport::Transport::responder_busy(*qp)) {
             responders_.remove(slot);
@@ -554,6 +579,9 @@ bool Engine::run_requesters(Clock::time_point now) {
             receive_at_once_ = now;
             any |= transport_.run_requester(*device, *qp, now, budget);
             receive_at_once_.reset();
+            if (options_.paranoid) [[unlikely]] {
+                check_invariants(*device, *qp, "its requester's turn");
+            }
             more = transport::Transport::requester_busy(*qp);
             note_timer(*qp);
         }

@@ -36,6 +36,8 @@ struct EngineOptions {
     // Deliver packets between devices of this daemon without UDP (traces and
     // faults still see them).
     bool shortcut = true;
+    // uroced --paranoid: each QP's invariants after every step on it.
+    bool paranoid = false;
 };
 
 class Engines;
@@ -175,6 +177,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void activate_if_busy(const Qp& qp);
     // Lowers timers_due_ to the QP's earliest timer.
     void note_timer(const Qp& qp);
+    // --paranoid: aborts the daemon, naming the QP's case, when an invariant
+    // of the QP broke in `step` (transport/invariants.h).
+    void check_invariants(const Device& device, const Qp& qp, const char* step) const;
     bool deliver_local(transport::Clock::time_point now);
     // receive_datagram, leaving the responder's writes queued for the turn's end.
     // The device whose socket is `index` (null once removed).

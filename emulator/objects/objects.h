@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -195,6 +196,9 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
     std::vector<QpHolder> holders;
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t qpn = 0;
+    // The creating client's UROCE_CASE (never null; "" if none): log lines
+    // and invariant reports about the QP carry it.
+    std::shared_ptr<const std::string> owner_case = std::make_shared<const std::string>();
     uint32_t doorbell_slot = queues::kNoDoorbellSlot;  // see queues::DoorbellBits
     bool sq_sig_all = false;
     uint32_t create_flags = 0;

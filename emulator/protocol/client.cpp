@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "protocol/case_id.h"
 #include "protocol/socket.h"
 
 namespace uroce {
@@ -54,6 +55,9 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
     auto* client = new ControlClient(fd, socket_path, device);
     rpc::HelloRequest hello{};
     snprintf(hello.device, sizeof(hello.device), "%s", device);
+    if (*device) {
+        rpc::case_id_from_environment(hello.case_id);  // a program's context, not a tool's
+    }
     rpc::HelloReply reply;
     int error = async_fd >= 0 ? client->call(hello, &reply, std::span(&async_fd, 1), received)
                               : client->call(hello, &reply, {}, received);

@@ -138,8 +138,11 @@ struct Empty {};
 // Binds a connection to one device. fd[0]: write end of the async event pipe
 // (the daemon writes struct ib_uverbs_async_event_desc records to it).
 // The tool connects with an empty device name and no fd.
+// `case_id`: the program's UROCE_CASE (protocol/case_id.h), or empty.
+inline constexpr size_t kCaseIdLen = 64;
 struct HelloRequest {
     char device[kNameLen];
+    char case_id[kCaseIdLen];
 };
 // Reply fds for a device: [doorbell eventfd, doorbell page memfd] (see
 // protocol/queues.h DoorbellPage).
@@ -648,7 +651,7 @@ inline constexpr size_t kMaxCmResponse = 1024;
 // the program's descriptor of the channel. The daemon opens the pipe again
 // for itself and keeps one byte in it while events wait.
 struct CmOpenRequest {
-    uint32_t reserved;
+    char case_id[kCaseIdLen];  // as in HelloRequest
 };
 struct CmOpenReply {
     // A secret that names the channel: in another channel's MIGRATE_ID, and

@@ -61,6 +61,10 @@ inline uint8_t source_gid(const Qp& qp) {
     return qp.attr.ah_attr.grh.sgid_index;
 }
 
+// Requests that may wait behind a READ response. A requester keeps at most
+// 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
+inline constexpr size_t kMaxWaitingRequests = 512;
+
 // The largest payload of a QP's packet: its path MTU, or for UD (which has
 // no path) the port's.
 inline uint32_t mtu_bytes(const Device& device, const Qp& qp) {

@@ -11,10 +11,6 @@
 namespace uroce::transport {
 namespace {
 
-// Requests that may wait behind a READ response. A requester keeps at most
-// 128 PSNs unacknowledged, so only a misbehaving one exceeds this.
-constexpr size_t kMaxWaiting = 512;
-
 bool is_iba_service(wire::Service service) {
     return service == wire::Service::kRc || service == wire::Service::kUc ||
            service == wire::Service::kUd || service == wire::Service::kXrc;
@@ -153,7 +149,7 @@ void Transport::deliver_request(const Incoming& in) {
         qp.post_event(IBV_EVENT_COMM_EST);
     }
     if (s.reply || !s.waiting.empty()) {
-        if (s.waiting.size() == kMaxWaiting) {
+        if (s.waiting.size() == kMaxWaitingRequests) {
             ++in.device.stats().rcvd_backlog_full;
             return;
         }

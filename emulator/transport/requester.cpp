@@ -9,6 +9,7 @@
 #include "keys/regions.h"
 #include "keys/windows.h"
 #include "memory/process_memory.h"
+#include "transport/invariants.h"
 #include "transport/write_races.h"
 #include "util/coverage.h"
 #include "util/log.h"
@@ -113,6 +114,7 @@ std::optional<ibv_wc_status> run_local_operation(Device& device, const Qp& qp,
     if (!why) {
         return std::nullopt;
     }
+    const LogCase tagged(qp.owner_case->c_str());
     log_info("%s: QP 0x%x: %s of rkey 0x%x failed: %s", device.name().c_str(), qp.qpn,
              bind ? "binding a memory window" : "local invalidation",
              bind ? wqe.mw_rkey : wqe.imm_data, why);
@@ -151,6 +153,9 @@ bool Requester::take_work(const QpOf& at) {
         SendWork& w = qp.requester.window.emplace_back();
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
         coverage::work_request(qp.type, w.wqe.opcode);
+        if (planted_bug) [[unlikely]] {
+            planted_bug(qp, w);
+        }
         if (const wr::OpcodeInfo* row = wr::opcode_info(w.wqe.opcode)) {
             w.row = row;
         }

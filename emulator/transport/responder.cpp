@@ -411,6 +411,7 @@ void Responder::execute_send(const Incoming& in) {
     }
     if (ends_message(packet.info->position) && packet.info->has(wire::ExtHeader::kIeth)) {
         if (const char* why = invalidate_window(device, request_pd(qp), packet.hdr.ieth.rkey)) {
+            const LogCase tagged(qp.owner_case->c_str());
             log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_message(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);

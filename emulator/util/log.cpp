@@ -17,6 +17,7 @@ namespace uroce {
 namespace {
 
 uint64_t max_log_bytes = 8 << 20;
+thread_local const char* current_case = nullptr;
 
 // Every descriptor that writes the file `old` names (stdout too, under
 // `uroce start`) writes `fresh` from now on.
@@ -95,11 +96,24 @@ void log_line(const char* level, const char* format, va_list args) {
     static std::mutex writing;
     std::lock_guard lock(writing);
     rotate_if_full();
-    fprintf(stderr, "%s.%03ld %s %s\n", stamp, now.tv_nsec / 1000000, level, text);
+    if (current_case && *current_case) {
+        fprintf(stderr, "%s.%03ld %s %s [case %s]\n", stamp, now.tv_nsec / 1000000, level, text,
+                current_case);
+    } else {
+        fprintf(stderr, "%s.%03ld %s %s\n", stamp, now.tv_nsec / 1000000, level, text);
+    }
     fflush(stderr);
 }
 
 }  // namespace
+
+LogCase::LogCase(const char* id) : outer_(current_case) {
+    current_case = id;
+}
+
+LogCase::~LogCase() {
+    current_case = outer_;
+}
 
 void set_log_limit(uint64_t max_bytes) {
     max_log_bytes = max_bytes;

@@ -14,4 +14,18 @@ void set_log_limit(uint64_t max_bytes);
 __attribute__((format(printf, 1, 2))) void log_info(const char* format, ...);
 __attribute__((format(printf, 1, 2))) void log_warn(const char* format, ...);
 
+// While one lives, the lines this thread logs end with " [case ID]": the
+// case (UROCE_CASE, docs/fuzzing.md) of the program they are about. An
+// empty or null id tags nothing; scopes nest.
+class LogCase {
+  public:
+    explicit LogCase(const char* id);
+    ~LogCase();
+    LogCase(const LogCase&) = delete;
+    LogCase& operator=(const LogCase&) = delete;
+
+  private:
+    const char* outer_;
+};
+
 }  // namespace uroce

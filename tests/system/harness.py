@@ -425,8 +425,11 @@ def trace_start_body(device, files=None):
     return TRACE_START_REQUEST.pack(device.encode(), TRACE_PACKETS if files is None else files, 0)
 
 
-def hello_body(device):
-    return device_body(device)
+CASE_ID_LEN = _CONSTANTS["kCaseIdLen"]  # HelloRequest.case_id
+
+
+def hello_body(device, case_id=""):
+    return device_body(device) + case_id.encode().ljust(CASE_ID_LEN, b"\0")
 
 
 def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, seed=None,
@@ -539,12 +542,15 @@ class Daemon:
     """A private uroced. Its runtime directory and log live in a fresh
     temporary directory that is removed by cleanup()."""
 
-    def __init__(self, args=(), base_dir=None):
+    def __init__(self, args=(), base_dir=None, binary=None):
+        self.binary = binary  # another uroced than the one built (a test build)
         self.base = base_dir or tempfile.mkdtemp(prefix="uroce-sys-")
         self.owns_base = base_dir is None
         self.runtime_dir = os.path.join(self.base, "run")
         self.log_path = os.path.join(self.base, "uroced-%d.log" % next(_daemon_numbers))
-        self.args = list(args)
+        # UROCE_DAEMON_ARGS: options for every test daemon, e.g. --paranoid to
+        # run a suite with every invariant checked (docs/fuzzing.md).
+        self.args = list(args) + os.environ.get("UROCE_DAEMON_ARGS", "").split()
         if "--udp-port" not in self.args:
             # Test daemons run side by side (ctest -j): one RoCEv2 port each.
             self.args += ["--udp-port", str(free_udp_port())]
@@ -582,7 +588,8 @@ class Daemon:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [*wrapper, uroced_path(), "--runtime-dir", self.runtime_dir, *self.args],
+                [*wrapper, self.binary or uroced_path(), "--runtime-dir", self.runtime_dir,
+                 *self.args],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
         finally:
             log.close()

@@ -384,6 +384,155 @@ class CoverageTest(observability.ObservabilityTestCase):
         self.assert_exit(result, EXIT_FAILURE, "is not a shared memory id")
 
 
+class CaseIdTest(observability.ObservabilityTestCase):
+    """UROCE_CASE: what a program run with it causes in the daemon (log
+    lines, refusals, the counters while it was open, check-mode findings)
+    carries the id, and `uroce log --case ID` prints exactly those lines."""
+
+    def setUp(self):
+        super().setUp()
+        # `uroce log` reads the runtime directory's log, where `uroce start` puts it.
+        link = os.path.join(self.daemon.runtime_dir, "uroced.log")
+        if not os.path.lexists(link):
+            os.symlink(self.daemon.log_path, link)
+
+    def known_script(self, case_id):
+        harness.require_pyverbs()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyverbs_scripts",
+                              "coverage_known.py")
+        return harness.run_program([self.tool, "exec", "--", harness.PYTHON, script],
+                                   env=dict(self.env, UROCE_CASE=case_id), log=self.daemon.log)
+
+    def case_lines(self, case_id):
+        """The log lines of the case, without their time and level."""
+        result = self.uroce("log", "--case", case_id)
+        self.assert_exit(result, 0)
+        return [line.split(" ", 3)[3] for line in result.stdout.splitlines()]
+
+    def test_a_cases_lines_carry_its_id_and_no_other(self):
+        script = self.known_script("case-8")
+        self.assert_exit(script, 0)
+        env = dict(self.daemon.env(), UROCE_CASE="case-7")
+        server, client = harness.run_pingpong(env, "uroce0", "uroce1", 5, 64,
+                                              log=self.daemon.log)
+        self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
+
+        lines = self.case_lines("case-8")
+        self.assertTrue(all(line.endswith(" [case case-8]") for line in lines), lines)
+        text = "\n".join(lines)
+        self.assertRegex(text, r"client pid (\d+) opened uroce0 \[case case-8\]")
+        pid = re.search(r"client pid (\d+) opened uroce0", text).group(1)
+        self.assertEqual(len(re.findall(r"client pid %s on uroce0: modify_qp refused: RC "
+                                        r"INIT->(RTR|RTS) .*\(Invalid argument\)" % pid, text)),
+                         2, text)
+        self.assertIn("client pid %s closed uroce0 [case case-8]" % pid, lines)
+        self.assertIn("client pid %s: uroce0's counters while it was open: none [case case-8]"
+                      % pid, lines)
+
+        pingpong = self.case_lines("case-7")
+        for side, device in ((server, "uroce0"), (client, "uroce1")):
+            snapshot = [line for line in pingpong if "%s's counters while it was open" % device
+                        in line]
+            self.assertEqual(len(snapshot), 1, pingpong)
+            # 5 single-packet messages each way, each acknowledged: 10 packets out, 10 in.
+            self.assertRegex(snapshot[0], r" sent_pkts \+10 rcvd_pkts \+10 rdma_sends \+5 "
+                                          r"rdma_recvs \+5 completions \+5 \[case case-7\]$")
+        self.assertFalse(set(lines) & set(pingpong))
+        whole = self.uroce("log")
+        self.assert_exit(whole, 0)
+        self.assertTrue(set(lines + pingpong) <=
+                        {line.split(" ", 3)[3] for line in whole.stdout.splitlines()})
+        self.assertEqual(self.case_lines("case-nobody"), [])
+
+    def test_check_findings_name_the_case(self):
+        env = dict(self.daemon.env(), UROCE_CHECK="report", UROCE_CASE="case-9")
+        result = harness.run_program([harness.required_path("UROCE_CHECK_PROGRAMS"), "uroce0",
+                                      "leak"], env, log=self.daemon.log)
+        self.assertIn("==ERROR: uroce check: leak", result.stderr)
+        report = json.loads(self.uroce("check", "--json").stdout)
+        self.assertEqual(report["kept"][-1]["case"], "case-9", report["kept"][-1])
+        self.assertRegex(self.uroce("check").stdout, r"pid \d+, uroce0, case case-9:\n")
+        self.assertTrue(any(re.search(r"check: client pid \d+ on uroce0: .*leak", line)
+                            for line in self.case_lines("case-9")), self.case_lines("case-9"))
+
+    def test_a_bad_case_id_is_refused_with_why(self):
+        for bad, why in (("a b", "is not a case id: letters, digits and ._:/+=@- only"),
+                         ("x" * 64, "UROCE_CASE is longer than 63 bytes")):
+            with self.subTest(case_id=bad):
+                result = self.known_script(bad)
+                self.assertNotEqual(result.returncode, 0)
+                self.assertIn(why, result.stderr)
+        with self.daemon.raw_client() as client:
+            reply = client.call(Op.HELLO, harness.hello_body("uroce0", "a]b"))
+            self.assertEqual(reply.error, errno.EINVAL, reply.message)
+        self.assert_exit(self.uroce("log", "--case"), EXIT_USAGE, "usage:")
+
+
+class ParanoidTest(unittest.TestCase):
+    """uroced --paranoid checks each QP's invariants after every step: a
+    daemon bug planted in a test build (uroced_planted: a SEND with
+    immediate data 0x0badc0de makes the requester take unsent PSNs as
+    acknowledged) aborts the daemon with a report naming the case, while
+    the built uroced runs real traffic under --paranoid without a report."""
+
+    TRIGGER = "0x0badc0de"
+
+    def daemon(self, args, binary=None):
+        daemon = harness.Daemon(args, binary=binary)
+        self.addCleanup(daemon.cleanup)
+        daemon.start()
+        self.addCleanup(lambda: daemon.proc.poll() is not None or daemon.stop())
+        return daemon
+
+    def send(self, daemon, imm, case_id="planted-1"):
+        harness.require_pyverbs()
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyverbs_scripts",
+                              "planted_send.py")
+        return harness.run_program([harness.PYTHON, script, imm],
+                                   env=dict(daemon.env(), UROCE_CASE=case_id), log=daemon.log)
+
+    def test_a_planted_bug_aborts_the_daemon_naming_the_case(self):
+        daemon = self.daemon(["--paranoid"], harness.required_path("UROCED_PLANTED"))
+        self.assertEqual(self.send(daemon, "0x1234").returncode, 0, daemon.log())
+        self.send(daemon, self.TRIGGER)
+        daemon.proc.wait(timeout=30)
+        self.assertEqual(daemon.proc.returncode, -signal.SIGABRT, daemon.log())
+        with open(daemon.log_path, errors="replace") as f:
+            log = f.read()
+        self.assertRegex(log, r"paranoid: a daemon invariant broke on uroce0 QP 0x[0-9a-f]+ after "
+                              r"its requester's turn: requester: the oldest unacknowledged PSN "
+                              r"0x[0-9a-f]+ is past what was sent \(up to 0x[0-9a-f]+\)\. This is "
+                              r"a bug of uroced, not of the program; aborting \[case planted-1\]")
+
+    def test_without_paranoid_the_planted_bug_goes_unseen(self):
+        """The same broken invariant, without --paranoid: nothing reports it
+        (here the send even completes), which is what --paranoid is for."""
+        daemon = self.daemon([], harness.required_path("UROCED_PLANTED"))
+        self.send(daemon, self.TRIGGER)
+        self.assertIsNone(daemon.proc.poll(), daemon.log())
+        self.assertNotIn("invariant", daemon.log())
+
+    def test_real_traffic_keeps_every_invariant(self):
+        """RC SENDs of several packets, READs, atomics and UD under --paranoid,
+        through the built uroced: no report, the daemon stays up."""
+        daemon = self.daemon(["--paranoid"])
+        self.assertEqual(self.send(daemon, self.TRIGGER).returncode, 0, daemon.log())
+        for program, size in (("ibv_rc_pingpong", 8192), ("ibv_ud_pingpong", 512)):
+            server, client = harness.run_pingpong(daemon.env(), "uroce0", "uroce1", 50, size,
+                                                  program=program, log=daemon.log)
+            self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
+        for program in ("ib_read_lat", "ib_atomic_lat", "ib_write_bw"):
+            port = harness.free_tcp_port()
+            common = [program, "-x", "0", "-n", "200", "-p", str(port)]
+            pair = harness.run_server_client(daemon.env(), [*common, "-d", "uroce0"],
+                                             [*common, "-d", "uroce1", "127.0.0.1"], port,
+                                             log=daemon.log)
+            self.assertEqual([side.returncode for side in pair], [0, 0],
+                             "%s\n%s" % (pair[1].output, daemon.log()))
+        self.assertIsNone(daemon.proc.poll(), daemon.log())
+        self.assertNotIn("paranoid: a daemon invariant broke", daemon.log())
+
+
 class SharedMemory:
     """A System V shared memory segment, as AFL++ makes its map."""
 

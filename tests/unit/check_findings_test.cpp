@@ -21,7 +21,7 @@ rpc::CheckFindingRequest finding(const char* kind, uint32_t qpn, const char* tex
 TEST(CheckFindings, KeepsEachFindingWithItsClient) {
     CheckFindings findings;
     findings.add(42, "uroce0", finding("leak", 0, "the program exits..."));
-    findings.add(43, "uroce1", finding("dereg-in-use", 0x11, "ibv_dereg_mr of..."));
+    findings.add(43, "uroce1", finding("dereg-in-use", 0x11, "ibv_dereg_mr of..."), "case-3");
     const auto report = nlohmann::json::parse(findings.json());
     EXPECT_EQ(report["total"], 2);
     ASSERT_EQ(report["kept"].size(), 2u);
@@ -30,6 +30,8 @@ TEST(CheckFindings, KeepsEachFindingWithItsClient) {
     EXPECT_EQ(report["kept"][0]["kind"], "leak");
     EXPECT_EQ(report["kept"][1]["qpn"], 0x11);
     EXPECT_EQ(report["kept"][1]["text"], "ibv_dereg_mr of...");
+    EXPECT_EQ(report["kept"][0]["case"], "");
+    EXPECT_EQ(report["kept"][1]["case"], "case-3");
 }
 
 TEST(CheckFindings, KeepsTheLatestAtItsBoundAndCountsThemAll) {

@@ -36,8 +36,10 @@ int check(const RuntimePaths& paths, const Args& args) {
     const uint64_t total = report["total"].get<uint64_t>();
     const size_t kept = report["kept"].size();
     for (const auto& finding : report["kept"]) {
+        const std::string case_id = finding.value("case", "");
         std::cout << "pid " << finding["pid"].get<int>() << ", "
-                  << finding["device"].get<std::string>() << ":\n"
+                  << finding["device"].get<std::string>()
+                  << (case_id.empty() ? "" : ", case " + case_id) << ":\n"
                   << finding["text"].get<std::string>() << "\n";
     }
     std::cout << total << " finding(s)";

@@ -12,6 +12,7 @@
 //   uroce console [--read-only] [--port N]
 //   uroce check [--json]
 //   uroce coverage [--json] [--reset]
+//   uroce log [--case ID]
 #include <iostream>
 
 #include "uroce.h"
@@ -37,6 +38,7 @@ const char* const kUsage =
     "       uroce console [--read-only] [--port N]\n"
     "       uroce check [--json]\n"
     "       uroce coverage [--json] [--reset]\n"
+    "       uroce log [--case ID]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
     "reset: destroys every client's objects on DEVICE (every device): each\n"
@@ -64,6 +66,8 @@ const char* const kUsage =
     "  opcodes, responder outcomes, completions, events, CM, refusals) and how\n"
     "  often; --reset clears them. uroce exec adds them to an AFL++ map\n"
     "  (__AFL_SHM_ID).\n"
+    "log: the daemon's log; --case ID: only the lines a program run with\n"
+    "  UROCE_CASE=ID caused.\n"
     "console: a web console on 127.0.0.1 (devices, QPs, a ladder of the packets,\n"
     "  faults, step mode) until Ctrl-C; prints its address with its token.\n"
     "\n"
@@ -95,6 +99,9 @@ int run(const std::string& command, Args rest) {
     }
     if (command == "coverage") {
         return coverage(paths, rest);
+    }
+    if (command == "log") {
+        return show_log(paths, rest);
     }
     if (command == "stats") {
         return stats(paths, rest);

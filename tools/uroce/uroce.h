@@ -81,6 +81,7 @@ int step(const RuntimePaths& paths, const Args& args);
 int console(const RuntimePaths& paths, const Args& args);
 int check(const RuntimePaths& paths, const Args& args);
 int coverage(const RuntimePaths& paths, const Args& args);
+int show_log(const RuntimePaths& paths, const Args& args);
 // Runs argv (a child, not exec) and adds what the device did meanwhile to
 // the AFL++ map `shm_id` (coverage.cpp); exits as the child did.
 int exec_with_afl_map(const RuntimePaths& paths, char* const argv[], int shm_id);
