@@ -108,8 +108,8 @@ enum class Op : uint16_t {
     kCheckPeer,
     // The tool's reset of a device (or all): DeviceRequest, ResetReply.
     kReset,
-    // The device's coverage (docs/fuzzing.md): the counts by id, and the
-    // map of ids and names (a JSON report).
+    // The device's coverage (docs/fuzzing.md): the counts by id; the map
+    // of ids and names (a JSON report).
     kCoverage,
     kCoverageMap,
     kCount,

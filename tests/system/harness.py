@@ -66,8 +66,8 @@ def _read_protocol(path):
                         "kNameLen"} <= constants.keys():
         raise RuntimeError("cannot read the protocol constants from " + path)
     ops, number = {}, 0
-    for entry in enum.group(1).split(","):
-        entry = re.sub(r"//.*", "", entry).strip()
+    for entry in re.sub(r"//.*", "", enum.group(1)).split(","):
+        entry = entry.strip()
         if not entry:
             continue
         name, _, value = (part.strip() for part in entry.partition("="))
@@ -103,6 +103,8 @@ class Op:
     STATS = _OPS["kStats"]
     SET_FAULTS = _OPS["kSetFaults"]
     TRACE_START = _OPS["kTraceStart"]
+    COVERAGE = _OPS["kCoverage"]
+    RESET = _OPS["kReset"]
     TRACE_STOP = _OPS["kTraceStop"]
     TRACE_QUERY = _OPS["kTraceQuery"]
     COUNT = _OPS["kCount"]  # the first number that is not an op
@@ -623,6 +625,7 @@ class Daemon:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
+            self.save_coverage()
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
@@ -632,6 +635,23 @@ class Daemon:
                 raise AssertionError("uroced ignored signal %d for %.0f s\n%s" % (
                     sig, timeout, self.log()))
         return self.proc.returncode
+
+    def save_coverage(self):
+        """With UROCE_COVERAGE_OUT=DIR, the ids of the coverage map the
+        daemon lit, one per line, into a file of DIR: tools/fuzz measures
+        what the suite reaches from them."""
+        out = os.environ.get("UROCE_COVERAGE_OUT")
+        if not out or not tool_path():
+            return
+        result = subprocess.run([tool_path(), "coverage", "--json"], capture_output=True,
+                                text=True, env=tool_environment(self.runtime_dir), timeout=30)
+        if result.returncode == 0:
+            lit = [entry["id"] for entry in json.loads(result.stdout)["entries"]
+                   if entry["count"]]
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, "%d-%s.ids" % (os.getpid(), os.path.basename(
+                    self.log_path))), "w") as f:
+                f.write("".join("%d\n" % i for i in lit))
 
     def cleanup(self):
         if self.proc is not None and self.proc.poll() is None:
