@@ -42,6 +42,9 @@ class Ring {
     // many entries the consumer has handed back since the ring was made.
     uint32_t waiting() const;
     uint32_t released() const { return released_; }
+    // Consumer side: how many entries it has taken since the ring was made
+    // (taken() - released() are in its hands).
+    uint32_t taken() const { return local_; }
     // Copies the next entry (at most out.size() bytes) and moves past it.
     void pop(std::span<std::byte> out) {
         take(out);

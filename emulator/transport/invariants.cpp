@@ -25,9 +25,16 @@ std::string requester_invariant(const Qp& qp) {
         return sentence("requester: the next WQE to send, %zu, is past its window of %zu",
                         r.next_to_send, r.window.size());
     }
-    if (qp.send_queue.entries() && r.window.size() > qp.send_queue.entries()) {
-        return sentence("requester: %zu WQEs under way on a send queue of %u", r.window.size(),
+    // The ring's consumer indices are the daemon's own: every WQE taken and
+    // not yet released is one the requester's window holds.
+    const uint32_t in_hand = qp.send_queue.taken() - qp.send_queue.released();
+    if (in_hand > qp.send_queue.entries()) {
+        return sentence("send queue: %u WQEs taken and not released of a ring of %u", in_hand,
                         qp.send_queue.entries());
+    }
+    if (qp.type != IBV_QPT_RAW_PACKET && qp.send_queue.entries() && in_hand != r.window.size()) {
+        return sentence("send queue: %u WQEs taken and not released, %zu in the requester's window",
+                        in_hand, r.window.size());
     }
     if (r.reads_in_flight > std::max<uint32_t>(qp.attr.max_rd_atomic, 1)) {
         return sentence("requester: %u READs and atomics outstanding, max_rd_atomic %u",
