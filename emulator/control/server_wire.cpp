@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <set>
-#include <tuple>
 
 #include "control/packet_json.h"
 #include "control/server.h"
@@ -56,18 +54,12 @@ Result read_schedule(const rpc::SetFaultsRequest& request, std::vector<UniqueFd>
     if (pread(fds.front().get(), records.data(), bytes, 0) != static_cast<ssize_t>(bytes)) {
         return fail(EIO, "cannot read the schedule's %zu bytes", bytes);
     }
-    std::set<std::tuple<uint32_t, uint32_t, uint8_t, uint32_t, uint64_t, uint32_t>> seen;
     for (size_t i = 0; i < records.size(); ++i) {
         const rpc::ReplayedFault& r = records[i];
         if (r.src_qpn > wire::kQpnMask || r.dest_qpn > wire::kQpnMask ||
             r.psn_offset > wire::kPsnMask || r.drop > 1 || r.copies < 1 || r.copies > 2 ||
             r.delay_us > rpc::kMaxFaultDelayUs || r.reserved) {
             return fail(EINVAL, "decision %zu of the schedule is not one a device makes", i + 1);
-        }
-        if (!seen.emplace(r.src_qpn, r.dest_qpn, r.opcode, r.psn_offset, r.mad_tid, r.attempt)
-                 .second) {
-            return fail(EINVAL, "decision %zu of the schedule decides a packet decided before",
-                        i + 1);
         }
         schedule.push_back({{r.src_qpn, r.dest_qpn, r.opcode, r.psn_offset, r.mad_tid},
                             r.attempt,
@@ -103,7 +95,10 @@ Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
         if (Result r = read_schedule(request, fds, schedule); !r) {
             return r;
         }
-        device->faults().replay(schedule);
+        if (auto repeated = device->faults().replay(schedule)) {
+            return fail(EINVAL, "decision %zu of the schedule decides a packet decided before",
+                        *repeated + 1);
+        }
         log_info("client pid %d set faults on %s: %s", caller, device->name().c_str(),
                  device->faults().text().c_str());
         return ok();

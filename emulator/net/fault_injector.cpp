@@ -63,17 +63,19 @@ void FaultInjector::configure(const FaultSettings& settings) {
     log_.settings(settings_, 0);
 }
 
-void FaultInjector::replay(const std::vector<ScheduledFault>& schedule) {
+std::optional<size_t> FaultInjector::replay(const std::vector<ScheduledFault>& schedule) {
+    decltype(schedule_) replayed;
+    for (size_t i = 0; i < schedule.size() && i < kMaxScheduled; ++i) {
+        const ScheduledFault& fault = schedule[i];
+        if (!replayed.emplace(Scheduled{fault.packet, fault.attempt}, fault.verdict).second) {
+            return i;
+        }
+    }
     settings_ = {};
     attempts_.clear();
-    schedule_.clear();
-    for (const ScheduledFault& fault : schedule) {
-        if (schedule_.size() == kMaxScheduled) {
-            break;
-        }
-        schedule_[{fault.packet, fault.attempt}] = fault.verdict;
-    }
+    schedule_ = std::move(replayed);
     log_.settings(settings_, schedule_.size());
+    return std::nullopt;
 }
 
 void FaultInjector::record_to(UniqueFd file) {

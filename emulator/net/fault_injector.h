@@ -66,8 +66,10 @@ class FaultInjector {
 
     // New settings; a schedule being replayed ends.
     void configure(const FaultSettings& settings);
-    // Replaces the settings with the schedule (at most kMaxScheduled entries).
-    void replay(const std::vector<ScheduledFault>& schedule);
+    // Replaces the settings with the schedule (at most kMaxScheduled
+    // entries, the rest ignored). When a decision repeats the packet and
+    // attempt of an earlier one, nothing changes and its index is returned.
+    std::optional<size_t> replay(const std::vector<ScheduledFault>& schedule);
     const FaultSettings& settings() const { return settings_; }
     // "drop 0.1 duplicate 0 reorder 0 delay 0us seed 5", or "replaying N decisions".
     std::string text() const;

@@ -171,8 +171,14 @@ TEST(FaultInjector, AReplayedScheduleGivesItsPacketsTheirFatesByAttempt) {
     const PacketIdentity packet{0x11, 0x12, 0x04, 5, 0};
     const PacketIdentity other{0x11, 0x12, 0x04, 6, 0};
     FaultInjector faults;
-    faults.replay({{packet, 1, {true, 1, microseconds(0)}},
-                   {other, 0, {false, 2, FaultInjector::kReorderHold}}});
+    // A decision repeating an earlier one's packet and attempt is refused whole.
+    EXPECT_EQ(faults.replay({{packet, 1, {true, 1, microseconds(0)}},
+                             {packet, 1, {false, 2, microseconds(0)}}}),
+              std::optional<size_t>(1));
+    EXPECT_FALSE(faults.active());
+    EXPECT_EQ(faults.replay({{packet, 1, {true, 1, microseconds(0)}},
+                             {other, 0, {false, 2, FaultInjector::kReorderHold}}}),
+              std::nullopt);
     EXPECT_TRUE(faults.active());
     EXPECT_EQ(faults.replaying(), 2u);
     EXPECT_EQ(faults.text(), "replaying 2 decisions");
