@@ -101,8 +101,7 @@ class Campaign:
         self.env = self.daemon.env()
         self.env["UROCE_FORGE_PORT"] = self.daemon.args[self.daemon.args.index("--udp-port") + 1]
         # A verb program leaves its objects to its exit on purpose.
-        self.env["ASAN_OPTIONS"] = ":".join(
-            filter(None, [self.env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+        harness.without_leak_check(self.env)
         self.program = harness.required_path("UROCE_VERB_PROGRAM")
         self.corpus = []
         self.covered = set()

@@ -227,6 +227,13 @@ def tool_path():
     return os.environ.get("UROCE_TOOL") or None
 
 
+def without_leak_check(env):
+    """`env` with LeakSanitizer off, for a process whose leaks are not ours
+    to judge (an interpreter, a stock program) or that runs under ptrace."""
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+    return env
+
+
 def client_environment(runtime_dir, base=None):
     """What a program needs to use the devices of the daemon in runtime_dir
     (what `uroce env` gives, built here from the paths ctest passes)."""
@@ -235,8 +242,7 @@ def client_environment(runtime_dir, base=None):
     sanitizers = os.environ.get("UROCE_SANITIZER_PRELOAD", "")
     if sanitizers:
         # Leaks of ibv_devinfo or the Python interpreter are not ours to judge.
-        env["ASAN_OPTIONS"] = ":".join(
-            filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+        without_leak_check(env)
     env.update(
         SYSFS_PATH=os.path.join(runtime_dir, "sysfs"),
         RDMAV_DRIVERS=required_path("UROCE_PROVIDER"),
@@ -585,8 +591,7 @@ class Daemon:
         env = dict(os.environ)
         if wrapper:
             # LeakSanitizer cannot run under ptrace (sanitizer builds).
-            env["ASAN_OPTIONS"] = ":".join(
-                filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+            without_leak_check(env)
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(

@@ -26,8 +26,7 @@ DEVICES = ("uroce0", "uroce1")
 def exec_environment(env, **extra):
     """`env` for `uroce exec -- python3 SCRIPT`: in a sanitizer build the
     preloaded runtimes would judge the interpreter's own leaks."""
-    return dict(env, ASAN_OPTIONS=":".join(
-        filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"])), **extra)
+    return harness.without_leak_check(dict(env, **extra))
 
 
 class ResetTest(observability.ObservabilityTestCase):

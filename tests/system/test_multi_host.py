@@ -633,8 +633,7 @@ wait $server
         env = dict(os.environ, KIT=kit, BASE=base,
                    SANITIZERS=os.environ.get("UROCE_SANITIZER_PRELOAD", ""))
         if env["SANITIZERS"]:
-            env["ASAN_OPTIONS"] = ":".join(
-                filter(None, [env.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))
+            harness.without_leak_check(env)
         result = subprocess.run(
             ["setpriv", "--reuid=%d" % self.NOBODY, "--regid=%d" % self.NOBODY, "--clear-groups",
              "unshare", "-Urn", "sh", "-c", self.SCRIPT],
