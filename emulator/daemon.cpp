@@ -16,6 +16,7 @@
 
 #include "device/tree_entries.h"
 #include "net/interfaces.h"
+#include "net/socket_io.h"
 #include "util/control_section.h"
 #include "util/log.h"
 #include "util/priority.h"
@@ -77,8 +78,17 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         follow_link(*devices_.back());
         follow_addresses(*devices_.back());
     }
+    const SocketIoChoice network = choose_socket_io(!options_.io_uring);
+    // Said once: the readiness loop where io_uring was refused is news.
+    std::string network_line = describe(network);
+    if (network.kind == SocketIo::Kind::kReadiness && options_.io_uring) {
+        log_warn("%s", network_line.c_str());
+    } else {
+        log_info("%s", network_line.c_str());
+    }
     engines_ = std::make_unique<Engines>(
-        io_, devices_, EngineOptions{options_.udp_port, options_.shortcut, options_.paranoid},
+        io_, devices_,
+        EngineOptions{options_.udp_port, options_.shortcut, options_.paranoid, network.kind},
         options_.threads);
     cm_ = std::make_unique<cm::ConnectionManager>(
         io_, devices_,
@@ -91,6 +101,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
                                  engines_->packet_log(), [this] { engines_->take_posted_work(); });
     server_->check_findings().set_every_client(options_.check);
+    server_->set_network_line(std::move(network_line));
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });

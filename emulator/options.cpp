@@ -22,15 +22,20 @@ namespace {
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
-    "              [--threads N] [--check] [--paranoid]\n"
+    "              [--threads N] [--no-io-uring] [--check] [--paranoid]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
     "ADDRESS: IPv4 or IPv6. IFACE: a network interface; the device is then its\n"
     "RDMA port, with a GID for each address the interface has, as they come and go.\n"
-    "Config file lines: 'device NAME ADDRESS', 'udp-port N'; '#' starts a comment.\n"
+    "Config file lines: 'device NAME ADDRESS', 'udp-port N', 'no-io-uring'; '#' starts\n"
+    "a comment.\n"
     "--threads N: engine threads, each running the data path of every Nth device\n"
     "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n"
+    "--no-io-uring: sockets through epoll and sendmmsg/recvmmsg instead of io_uring\n"
+    "(also $UROCE_NO_IO_URING=1). Without it, io_uring is used where it can be set\n"
+    "up, and the readiness loop where it is refused (container seccomp profiles,\n"
+    "kernel.io_uring_disabled); the log and uroce status say which.\n"
     "--check: every client checks its use of the verbs and reports its bugs\n"
     "(docs/check.md; one program: uroce exec --check).\n"
     "--paranoid: checks each QP's invariants after every step and aborts with a\n"
@@ -123,6 +128,8 @@ void read_config(const std::filesystem::path& path, Options& options) {
                 options.devices.push_back(parse_device(a, b));
             } else if (key == "udp-port" && !a.empty() && b.empty()) {
                 options.udp_port = parse_port(a);
+            } else if (key == "no-io-uring" && a.empty()) {
+                options.io_uring = false;
             } else {
                 throw std::invalid_argument("cannot parse '" + line + "'");
             }
@@ -199,6 +206,8 @@ bool parse_options(int argc, char** argv, Options& options) {
             options.threads = parse_threads(value(), "--threads");
         } else if (arg == "--no-shortcut") {
             options.shortcut = false;
+        } else if (arg == "--no-io-uring") {
+            options.io_uring = false;
         } else if (arg == "--check") {
             options.check = true;
         } else if (arg == "--paranoid") {
@@ -211,6 +220,10 @@ bool parse_options(int argc, char** argv, Options& options) {
     }
     if (options.threads == 0) {
         options.threads = threads_from_environment();
+    }
+    // How a test suite runs every daemon on the readiness loop.
+    if (const char* no = getenv("UROCE_NO_IO_URING"); no && *no && std::string(no) != "0") {
+        options.io_uring = false;
     }
     if (options.devices.empty()) {
         options.devices = {parse_device("uroce0", "127.0.0.1"),

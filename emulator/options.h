@@ -13,7 +13,10 @@ struct Options {
     std::vector<DeviceConfig> devices;  // default: uroce0 127.0.0.1, uroce1 127.0.0.2
     std::filesystem::path runtime_dir;
     uint16_t udp_port = 4791;
-    bool shortcut = true;   // packets between this daemon's devices skip UDP
+    bool shortcut = true;  // packets between this daemon's devices skip UDP
+    // Sockets through io_uring where it can be set up; false (--no-io-uring,
+    // a config line, $UROCE_NO_IO_URING): the readiness loop (net/socket_io.h).
+    bool io_uring = true;
     bool check = false;     // every client in check mode (docs/check.md)
     bool paranoid = false;  // every QP's invariants after every step (transport/invariants.h)
     // Nice value to run at when permitted. Applications busy-poll their

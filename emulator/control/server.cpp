@@ -270,6 +270,9 @@ void Server::end(const std::shared_ptr<Session>& session) {
 std::string Server::status_text() const {
     std::ostringstream out;
     out << "uroced pid " << getpid() << ", " << devices_.size() << " devices\n";
+    if (!network_line_.empty()) {
+        out << network_line_ << "\n";
+    }
     for (const auto& device : devices_) {
         const ibv_port_attr& port = device->port_attr();
         add_device_line(out, *device);

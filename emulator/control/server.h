@@ -77,6 +77,8 @@ class Server {
     // How `uroce reset` returns a device to its state at start (the
     // daemon's reset_device).
     void set_device_reset(std::function<void(Device&)> reset) { reset_device_ = std::move(reset); }
+    // How the daemon reaches the network, for status (net/socket_io.h describe).
+    void set_network_line(std::string line) { network_line_ = std::move(line); }
     // Before a device leaves (`why`): its clients lose their contexts, its
     // trace stops. How many contexts there were.
     uint32_t remove_device(const Device& device, const char* why);
@@ -147,6 +149,7 @@ class Server {
     std::function<Result(const std::string&, const std::string&)> add_link_;
     std::function<Result(const Device&)> delete_link_;
     std::function<void(Device&)> reset_device_;
+    std::string network_line_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
     DescriptorLedger descriptors_;

@@ -51,7 +51,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
       index_(index),
       doorbell_(engines.doorbell()),
       packet_log_(engines.packet_log()),
-      network_(options.udp_port),
+      network_(options.udp_port, options.socket_io),
       transport_(*this),
       outboxes_(engines.size()),
       wake_wait_(io),
@@ -72,7 +72,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
     }
     wake_wait_.assign(dup(wake_.get()));
     doorbell_wait_.assign(dup(doorbell_.eventfd()));
-    network_wait_.assign(dup(network_.ring_fd()));
+    network_wait_.assign(dup(network_.wait_fd()));
     network_.on_sent([this](std::vector<uint8_t>&& bytes) { buffers_.recycle(std::move(bytes)); });
     // Received packets lend their payloads to the writes into applications
     // until the network refills its receive buffers.

@@ -38,6 +38,8 @@ struct EngineOptions {
     bool shortcut = true;
     // uroced --paranoid: each QP's invariants after every step on it.
     bool paranoid = false;
+    // How the sockets are driven (net/socket_io.h), chosen once for all.
+    SocketIo::Kind socket_io = SocketIo::Kind::kIoUring;
 };
 
 class Engines;

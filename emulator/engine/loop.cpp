@@ -133,7 +133,7 @@ void Engine::sleep_alone(std::unique_lock<std::mutex>& turn) {
     }
     pollfd fds[] = {{wake_.get(), POLLIN, 0},
                     {doorbell_.eventfd(), POLLIN, 0},
-                    {network_.ring_fd(), POLLIN, 0}};
+                    {network_.wait_fd(), POLLIN, 0}};
     const Clock::time_point deadline = next_deadline();
     timespec timeout{};
     if (deadline != transport::kNever) {

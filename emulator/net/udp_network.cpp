@@ -4,7 +4,6 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <netinet/udp.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -19,10 +18,6 @@
 namespace uroce {
 namespace {
 
-constexpr unsigned kRingEntries = 1024;
-// Every send's completion, and each socket's readiness, fit the completion
-// ring (twice the entries).
-static_assert(UdpNetwork::kMaxSendBuffers <= kRingEntries);
 constexpr unsigned kBatchSize = 32;  // messages per recvmmsg
 // A received message may be a train of datagrams that the kernel kept
 // together (UDP_GRO): up to the largest IP packet.
@@ -92,18 +87,10 @@ struct UdpNetwork::Batch {
     uint8_t data[kBatchSize][kReceiveBytes];
 };
 
-UdpNetwork::UdpNetwork(uint16_t port) : port_(port), batch_(std::make_unique<Batch>()) {
-    if (int error = io_uring_queue_init(kRingEntries, &ring_, 0); error < 0) {
-        throw std::runtime_error(std::string("io_uring: ") + strerror(-error));
-    }
-    ring_ready_ = true;
-}
+UdpNetwork::UdpNetwork(uint16_t port, SocketIo::Kind io)
+    : port_(port), io_(make_socket_io(io)), batch_(std::make_unique<Batch>()) {}
 
-UdpNetwork::~UdpNetwork() {
-    if (ring_ready_) {
-        io_uring_queue_exit(&ring_);
-    }
-}
+UdpNetwork::~UdpNetwork() = default;
 
 namespace {
 
@@ -395,24 +382,11 @@ UdpNetwork::Buffer* UdpNetwork::take_buffer() {
         // Every buffer is on its way: wait for a send to complete (on
         // loopback, at once). Readiness seen meanwhile waits for poll().
         submit();
-        io_uring_cqe* cqe;
-        if (io_uring_wait_cqe(&ring_, &cqe) == 0) {
-            take_completion(cqe);
-        }
+        take_events(true);
     }
     Buffer* buffer = free_.back();
     free_.pop_back();
     return buffer;
-}
-
-io_uring_sqe* UdpNetwork::next_sqe() {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (!sqe) {
-        submit();
-        sqe = io_uring_get_sqe(&ring_);
-    }
-    ++unsubmitted_;
-    return sqe;
 }
 
 // Points the buffer's message header at its peer address and its bytes,
@@ -448,18 +422,12 @@ int UdpNetwork::fd_of(uint64_t tag) const {
 }
 
 void UdpNetwork::watch(uint64_t tag) {
-    io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_poll_add(sqe, fd_of(tag), POLLIN);
-    io_uring_sqe_set_data64(sqe, tag);
+    io_->watch(fd_of(tag), tag);
 }
 
-// The armed poll holds the socket: cancel it (its completion and this
-// request's carry the same tag, and poll() skips both for a closed socket).
+// Late readiness of a closed socket is skipped by poll() (fd_of).
 void UdpNetwork::unwatch(uint64_t tag) {
-    io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_poll_remove(sqe, tag);
-    io_uring_sqe_set_data64(sqe, tag);
-    submit();
+    io_->unwatch(fd_of(tag), tag);
 }
 
 bool UdpNetwork::continues_train(int fd, const wire::IpAddress& dest, size_t size) const {
@@ -522,18 +490,13 @@ void UdpNetwork::send(size_t index, const wire::IpAddress& dest, std::vector<uin
     buffer->segments = 0;
     buffer->used = 0;
     add_packet(*buffer, std::move(packet));
-    io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_sendmsg(sqe, fd, &buffer->msg, 0);
-    io_uring_sqe_set_data(sqe, buffer);
+    io_->send(fd, buffer->msg, reinterpret_cast<uint64_t>(buffer));
     train_ = segments_[index] && size > 0 ? buffer : nullptr;
 }
 
 void UdpNetwork::submit() {
     train_ = nullptr;  // the kernel reads the message header now
-    if (unsubmitted_) {
-        io_uring_submit(&ring_);
-        unsubmitted_ = 0;
-    }
+    io_->submit();
 }
 
 unsigned UdpNetwork::drain(int fd, size_t index, const wire::IpAddress& dest, unsigned limit,
@@ -588,29 +551,36 @@ unsigned UdpNetwork::drain(int fd, size_t index, const wire::IpAddress& dest, un
     return taken;
 }
 
-void UdpNetwork::take_completion(io_uring_cqe* cqe) {
-    const uint64_t data = io_uring_cqe_get_data64(cqe);
-    const int cqe_result = cqe->res;
-    io_uring_cqe_seen(&ring_, cqe);
+void UdpNetwork::take_events(bool wait) {
+    events_.clear();
+    io_->take_events(events_, wait);
+    for (const SocketIo::Event& event : events_) {
+        take_completion(event);
+    }
+}
+
+void UdpNetwork::take_completion(const SocketIo::Event& event) {
+    const uint64_t data = event.data;
+    const int result = event.result;
     if (data & kReadable) {
         readable_.push_back(data);
         return;
     }
     Buffer* buffer = reinterpret_cast<Buffer*>(data);
-    if (cqe_result < 0) {
+    if (result < 0) {
         // A route whose interface cannot segment (udp_send_skb's EIO): that
         // socket's packets go one by one from now on. Any other failure
         // (EMSGSIZE above the MTU, EINVAL for a segment above it, no
         // route) is the packets', whether segmented or not.
-        if (cqe_result == -EIO && buffer->segments > 1 && segments_.at(buffer->index)) {
+        if (result == -EIO && buffer->segments > 1 && segments_.at(buffer->index)) {
             segments_[buffer->index] = false;
             log_warn(
                 "UDP segmentation offload failed (%s) on the route to %s: that device "
                 "sends packets one by one",
-                strerror(-cqe_result), buffer->dest.text().c_str());
+                strerror(-result), buffer->dest.text().c_str());
         }
         if (send_failed_) {
-            send_failed_(buffer->index, buffer->dest, -cqe_result, buffer->segments);
+            send_failed_(buffer->index, buffer->dest, -result, buffer->segments);
         }
     }
     sending_bytes_ -= buffer->used;
@@ -624,10 +594,7 @@ void UdpNetwork::take_completion(io_uring_cqe* cqe) {
 bool UdpNetwork::poll(const Receiver& receive, const FrameReceiver& receive_frame) {
     bool any = false;
     backlogged_ = false;
-    io_uring_cqe* cqe;
-    while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
-        take_completion(cqe);
-    }
+    take_events(false);
     // Draining may send answers, and a send may wait and note readiness.
     draining_.swap(readable_);
     for (const uint64_t tag : draining_) {

@@ -1,8 +1,9 @@
 // RoCEv2 over UDP: one socket per device on its address. Sends go through
-// one io_uring and give their buffers back when they complete. The ring
-// also says when a socket is readable; it is then drained with recvmmsg.
-// (Receives posted on the ring, several per socket, were all woken by
-// every datagram.)
+// the network's SocketIo (socket_io.h: an io_uring, or the readiness loop
+// where io_uring is refused) and give their buffers back when they
+// complete. It also says when a socket is readable; the socket is then
+// drained with recvmmsg. (Receives posted on an io_uring, several per
+// socket, were all woken by every datagram.)
 //
 // Packets of one size sent in a row from one socket to one peer leave in
 // one send with UDP segmentation offload (UDP_SEGMENT), and the sockets
@@ -15,7 +16,6 @@
 // packet's ICRC is moved to its ID here.
 #pragma once
 
-#include <liburing.h>
 #include <netinet/in.h>
 #include <stdint.h>
 
@@ -26,6 +26,7 @@
 #include <span>
 #include <vector>
 
+#include "net/socket_io.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 #include "wire/ip_address.h"
@@ -44,7 +45,8 @@ class UdpNetwork {
     // full socket), lost as on a wire.
     using SendFailed = std::function<void(size_t, const wire::IpAddress&, int, unsigned)>;
 
-    explicit UdpNetwork(uint16_t port);
+    // Throws std::runtime_error when `io`'s kind cannot be set up.
+    UdpNetwork(uint16_t port, SocketIo::Kind io);
     ~UdpNetwork();
     UdpNetwork(const UdpNetwork&) = delete;
     UdpNetwork& operator=(const UdpNetwork&) = delete;
@@ -127,7 +129,10 @@ class UdpNetwork {
     // a send buffer) and waits for the next poll().
     bool readiness_pending() const { return !readable_.empty(); }
     void submit();
-    int ring_fd() const { return ring_.ring_fd; }
+    // Readable while the network has news (a send completed, a socket
+    // readable): what the engine sleeps on.
+    int wait_fd() const { return io_->wait_fd(); }
+    SocketIo::Kind io_kind() const { return io_->kind(); }
     uint16_t port() const { return port_; }
 
   private:
@@ -140,8 +145,7 @@ class UdpNetwork {
         uint32_t generation = 0;  // of the slot, one more for each group that has it
         std::set<size_t> members;
     };
-    io_uring_sqe* next_sqe();
-    // Asks the ring to report when the socket a readiness tag names is
+    // Asks the SocketIo to report when the socket a readiness tag names is
     // readable (readiness_tag in udp_network.cpp), or to stop.
     void watch(uint64_t tag);
     void unwatch(uint64_t tag);
@@ -154,9 +158,11 @@ class UdpNetwork {
     // A free send buffer; waits for a send to complete when all are in use
     // or kMaxSendBytes are on their way.
     Buffer* take_buffer();
-    // A send's completion frees its buffer; a socket's readiness is noted
-    // in readable_.
-    void take_completion(io_uring_cqe* cqe);
+    // Takes the SocketIo's events (waiting for one with `wait`): a send's
+    // completion frees its buffer; a socket's readiness is noted in
+    // readable_.
+    void take_events(bool wait);
+    void take_completion(const SocketIo::Event& event);
     // Hands the datagrams waiting in `fd` to `receive` as device `index`'s
     // (or kGroup's) for `dest`, up to `limit` (and the rest of a train);
     // returns how many.
@@ -166,8 +172,8 @@ class UdpNetwork {
     unsigned drain_frames(int fd, size_t index, unsigned limit, const FrameReceiver& receive);
 
     uint16_t port_;
-    io_uring ring_{};
-    bool ring_ready_ = false;
+    std::unique_ptr<SocketIo> io_;
+    std::vector<SocketIo::Event> events_;  // taken from io_, reused
     std::vector<UniqueFd> sockets_;
     std::vector<wire::IpAddress> addresses_;  // of each device's socket
     std::vector<uint32_t> ifindexes_;         // of each device's interface
@@ -189,8 +195,7 @@ class UdpNetwork {
     SendFailed send_failed_;
     Recycle recycle_;
     std::function<void()> refill_;
-    size_t sending_bytes_ = 0;  // of the sends on their way
-    unsigned unsubmitted_ = 0;
+    size_t sending_bytes_ = 0;      // of the sends on their way
     std::unique_ptr<Batch> batch_;  // recvmmsg buffers
     bool backlogged_ = false;
 };

@@ -114,6 +114,14 @@ void Daemon::start() {
             FAIL() << UROCED_PATH << " exited during startup; its log:\n" << log();
         }
     }
+    // The readiness variant (tests/integration/CMakeLists.txt) must test
+    // the readiness loop, not io_uring.
+    if (const char* no = getenv("UROCE_NO_IO_URING"); no && *no && std::string(no) != "0") {
+        ASSERT_NE(status().find("\nnetwork readiness loop"), std::string::npos)
+            << "UROCE_NO_IO_URING is set but the daemon does not say it runs the readiness "
+               "loop:\n"
+            << status();
+    }
     // Read by libibverbs once, on its first call. The provider logs the
     // daemon's reason for each refusal, which a release libibverbs writes
     // only to a named file.

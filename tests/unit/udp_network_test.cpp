@@ -62,6 +62,15 @@ void receive_all(UdpNetwork& network, size_t expected, Received& received) {
     }
 }
 
+// Every test runs through io_uring and through the readiness loop.
+class UdpNetworkTest : public ::testing::TestWithParam<SocketIo::Kind> {};
+INSTANTIATE_TEST_SUITE_P(Io, UdpNetworkTest,
+                         ::testing::Values(SocketIo::Kind::kIoUring, SocketIo::Kind::kReadiness),
+                         [](const auto& param_info) {
+                             return param_info.param == SocketIo::Kind::kIoUring ? "IoUring"
+                                                                                 : "Readiness";
+                         });
+
 // Opens a device socket on `address` (on lo).
 Result open(UdpNetwork& network, const char* address) {
     size_t index = 0;
@@ -75,8 +84,8 @@ std::vector<uint8_t> numbered(uint32_t i, size_t size) {
     return packet;
 }
 
-TEST(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, ABurstBeyondTheSendBuffersWaitsForThemAndArrivesWhole) {
+    UdpNetwork network(free_udp_port(), GetParam());
     ASSERT_TRUE(open(network, "127.0.0.1"));
     ASSERT_TRUE(open(network, "127.0.0.2"));
     // Three times the buffers, each packet longer than the one before so
@@ -112,8 +121,8 @@ std::vector<uint8_t> roce_packet(uint32_t i, size_t size, const char* from, cons
 // still arrive one by one, whole and in order, each with the ICRC of the IP
 // ID the kernel gave it (its place in the train); a change of size or peer
 // starts a new send, and a shorter packet may only end one.
-TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
+    UdpNetwork network(free_udp_port(), GetParam());
     ASSERT_TRUE(open(network, "127.0.0.1"));
     ASSERT_TRUE(open(network, "127.0.0.2"));
     std::vector<std::vector<uint8_t>> to_second;
@@ -149,8 +158,8 @@ TEST(UdpNetworkTest, TrainsOfEqualPacketsLeaveTogetherAndArriveOneByOne) {
 // A send gathers its packets' own buffers: packets of a 4096-byte path MTU
 // leave fifteen to a send (one IP packet's worth), arrive whole, and every
 // buffer comes back to its owner once its send completes.
-TEST(UdpNetworkTest, FullMtuPacketsShareSendsAndTheirBuffersComeBack) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, FullMtuPacketsShareSendsAndTheirBuffersComeBack) {
+    UdpNetwork network(free_udp_port(), GetParam());
     ASSERT_TRUE(open(network, "127.0.0.1"));
     ASSERT_TRUE(open(network, "127.0.0.2"));
     std::vector<std::vector<uint8_t>> returned;
@@ -185,8 +194,8 @@ TEST(UdpNetworkTest, FullMtuPacketsShareSendsAndTheirBuffersComeBack) {
 // A closed socket's slot is taken by the next one opened (addresses that
 // come and go do not grow the tables), and what arrives there is the new
 // socket's: the old one's readiness is not taken for it.
-TEST(UdpNetworkTest, AClosedSocketsSlotIsTakenAgain) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, AClosedSocketsSlotIsTakenAgain) {
+    UdpNetwork network(free_udp_port(), GetParam());
     size_t first = 0, second = 0, again = 0;
     ASSERT_TRUE(network.open(ip("127.0.0.1"), kLo, first));
     ASSERT_TRUE(network.open(ip("127.0.0.3"), kLo, second));
@@ -206,8 +215,8 @@ TEST(UdpNetworkTest, AClosedSocketsSlotIsTakenAgain) {
 
 // A packet the kernel will not send is reported, with its socket, peer,
 // errno and count, and the packets after it still go.
-TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
+    UdpNetwork network(free_udp_port(), GetParam());
     ASSERT_TRUE(open(network, "127.0.0.1"));
     ASSERT_TRUE(open(network, "127.0.0.2"));
     struct Failure {
@@ -250,8 +259,8 @@ TEST(UdpNetworkTest, APacketTheKernelRefusesIsReportedNotDroppedInSilence) {
 // A device on an IPv6 address sends and receives over UDP/IPv6, its trains
 // too (IPv6 has no IP ID: every packet of a train keeps the ICRC it was
 // built with), and a packet to the other family is reported, not sent.
-TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
+    UdpNetwork network(free_udp_port(), GetParam());
     if (Result r = open(network, "::1"); !r) {
         GTEST_SKIP() << "no IPv6 on lo: " << r.message;
     }
@@ -283,8 +292,8 @@ TEST(UdpNetworkTest, Ipv6PacketsTravelAndAnotherFamilyIsRefused) {
 
 // The kernel's Soft-RoCE sends UDP checksum 0 over IPv6 too: such a
 // datagram arrives (IPv6 drops it at a socket that did not ask for it).
-TEST(UdpNetworkTest, AnIpv6DatagramWithoutAChecksumArrives) {
-    UdpNetwork network(free_udp_port());
+TEST_P(UdpNetworkTest, AnIpv6DatagramWithoutAChecksumArrives) {
+    UdpNetwork network(free_udp_port(), GetParam());
     if (Result r = open(network, "::1"); !r) {
         GTEST_SKIP() << "no IPv6 on lo: " << r.message;
     }
