@@ -8,6 +8,7 @@
 #include "control/decode.h"
 #include "control/dispatcher.h"
 #include "control/server.h"
+#include "memory/process_reach.h"
 #include "netlink/nldev.h"
 #include "protocol/case_id.h"
 #include "protocol/socket.h"
@@ -538,10 +539,15 @@ Result Session::attach(std::span<const std::byte> body) {
         return fail(EALREADY, "this connection has already said hello");
     }
     request.device[sizeof(request.device) - 1] = '\0';
-    context_ = server_.find_context(request.device, request.attach_token);
-    if (!context_) {
+    std::shared_ptr<Context> context = server_.find_context(request.device, request.attach_token);
+    if (!context) {
         return fail(ENOENT, "no open context of %s has that attach token", request.device);
     }
+    // A forked child or an importer is a process of its own to reach.
+    if (Result r = check_reach(peer_.pid, peer_.uid, request.memory); !r) {
+        return r;
+    }
+    context_ = std::move(context);
     case_ = *context_->case_id();  // a forked child is of its parent's case
     log_info("client pid %d attached to a context of %s", peer_.pid, request.device);
     return ok();
@@ -571,6 +577,9 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     }
     if (fds.empty()) {
         return fail(EINVAL, "hello for a device must carry the async event pipe");
+    }
+    if (Result r = check_reach(peer_.pid, peer_.uid, request.memory); !r) {
+        return r;
     }
     if (Result r = server_.descriptors().take(peer_.pid, 1, "async event pipe"); !r) {
         return r;

@@ -56,6 +56,16 @@ typedef void (*uroce_memory_watch)(const void* addr, size_t length, const char* 
                                    const void* caller);
 void uroce_bridge_watch_memory(uroce_memory_watch watch);
 
+// Exported by the bridge, which stands in front of prctl: whether the
+// program itself called prctl(PR_SET_PTRACER), and the pid it named then
+// (0 for none, (long)PR_SET_PTRACER_ANY for any); 0 when it never did.
+// The provider names the daemon its ptracer only where the program named
+// no other (protocol/memory_access.cpp), and tells the bridge
+// (uroce_bridge_named_daemon), which warns when the program later names
+// another and so takes the daemon's access away.
+int uroce_bridge_program_ptracer(long* pid);
+void uroce_bridge_named_daemon(long pid);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "protocol/case_id.h"
+#include "protocol/memory_access.h"
 #include "protocol/socket.h"
 
 namespace uroce {
@@ -57,6 +58,7 @@ ControlClient* ControlClient::connect(const char* socket_path, const char* devic
     snprintf(hello.device, sizeof(hello.device), "%s", device);
     if (*device) {
         rpc::case_id_from_environment(hello.case_id);  // a program's context, not a tool's
+        hello.memory = rpc::prepare_memory_access(fd);
     }
     rpc::HelloReply reply;
     int error = async_fd >= 0 ? client->call(hello, &reply, std::span(&async_fd, 1), received)
@@ -93,6 +95,7 @@ int ControlClient::send_attach(std::vector<int>* received) {
     rpc::AttachRequest attach{};
     snprintf(attach.device, sizeof(attach.device), "%s", device_.c_str());
     attach.attach_token = attach_token_;
+    attach.memory = rpc::prepare_memory_access(fd_);
     std::string body;
     if (int error = exchange(rpc::Op::kAttach, &attach, sizeof(attach), {}, body, received)) {
         return error;

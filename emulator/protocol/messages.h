@@ -16,13 +16,15 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "memory_access.h"  // same folder: the bridge includes this by another path
+
 namespace uroce::rpc {
 
 inline constexpr uint32_t kMagic = 0x45435255;  // "URCE"
-inline constexpr uint16_t kVersion = 19;
+inline constexpr uint16_t kVersion = 20;
 inline constexpr size_t kMaxMessage = 64 * 1024;
 inline constexpr size_t kMaxFds = 3;
-inline constexpr size_t kMaxErrorText = 200;
+inline constexpr size_t kMaxErrorText = 512;  // a cause and its fix
 inline constexpr size_t kNameLen = 64;
 inline constexpr size_t kMaxRwqIndTableSize = 256;
 inline constexpr size_t kMaxRssKeyLen = 128;
@@ -143,6 +145,7 @@ inline constexpr size_t kCaseIdLen = 64;
 struct HelloRequest {
     char device[kNameLen];
     char case_id[kCaseIdLen];
+    MemoryProbe memory;  // a program's (protocol/memory_access.h); the tool's is not read
 };
 // Reply fds for a device: [doorbell eventfd, doorbell page memfd] (see
 // protocol/queues.h DoorbellPage).
@@ -197,6 +200,7 @@ struct CheckPeerReply {
 struct AttachRequest {
     char device[kNameLen];
     uint64_t attach_token;
+    MemoryProbe memory;  // of the attaching process: a forked child, an importer
 };
 
 // Reports of any length, fetched a page at a time: kStatus (text) and
@@ -215,7 +219,8 @@ struct ReportRequest {
 struct ReportReply {
     uint64_t total;  // bytes of the whole report
 };
-inline constexpr size_t kReportPageBytes = kMaxMessage - 512;
+inline constexpr size_t kReportPageBytes = kMaxMessage - 1024;
+static_assert(sizeof(ReplyHeader) + sizeof(ReportReply) + kReportPageBytes <= kMaxMessage);
 
 struct QueryDeviceRequest {};
 struct QueryDeviceReply {

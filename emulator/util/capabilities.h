@@ -3,12 +3,19 @@
 // process that calls the verb.
 #pragma once
 
+#include <stdint.h>
 #include <sys/types.h>
+
+#include <optional>
 
 namespace uroce {
 
 // Whether capability `cap` (CAP_NET_RAW, ...) is in the effective set of
 // process `pid`; false when that cannot be read.
 bool has_capability(pid_t pid, int cap);
+
+// A number in /proc/PID/status ("CapPrm" and the others in hexadecimal,
+// "Seccomp" in decimal); none when it cannot be read.
+std::optional<uint64_t> status_field(pid_t pid, const char* name);
 
 }  // namespace uroce

@@ -22,6 +22,7 @@ command is built, UROCE_TOOL.
 """
 
 import array
+import ctypes
 import dataclasses
 import errno
 import ipaddress
@@ -436,8 +437,21 @@ def trace_start_body(device, files=None):
 CASE_ID_LEN = _CONSTANTS["kCaseIdLen"]  # HelloRequest.case_id
 
 
-def hello_body(device, case_id=""):
-    return device_body(device) + case_id.encode().ljust(CASE_ID_LEN, b"\0")
+# HelloRequest.memory (protocol/memory_access.h): where the daemon finds 8
+# known bytes of this process, and what it did about Yama (0: nothing).
+MEMORY_PROBE = struct.Struct("<QQiiq")  # address, value, ptracer, error, program_ptracer
+_PROBE_BYTES = ctypes.c_uint64(0x7572_6f63_6570_726f)
+
+
+def memory_probe(address=None, value=None):
+    """A probe the daemon can read in this process, or one naming other bytes."""
+    return MEMORY_PROBE.pack(ctypes.addressof(_PROBE_BYTES) if address is None else address,
+                             _PROBE_BYTES.value if value is None else value, 0, 0, 0)
+
+
+def hello_body(device, case_id="", probe=None):
+    return (device_body(device) + case_id.encode().ljust(CASE_ID_LEN, b"\0") +
+            (memory_probe() if probe is None else probe))
 
 
 def set_faults_body(device, drop=0.0, duplicate=0.0, reorder=0.0, delay_us=0, seed=None,
