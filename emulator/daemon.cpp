@@ -65,6 +65,40 @@ void raise_descriptor_limit() {
 
 }  // namespace
 
+// The engines on the first of the daemon's UDP ports (udp_ports) whose
+// addresses no other socket holds; what status says of the port.
+std::string Daemon::start_engines(SocketIo::Kind socket_io) {
+    const std::vector<uint16_t> ports = udp_ports(options_);
+    for (size_t i = 0;; ++i) {
+        options_.udp_port = ports[i];
+        try {
+            const EngineOptions engine_options{.udp_port = ports[i],
+                                               .shortcut = options_.shortcut,
+                                               .paranoid = options_.paranoid,
+                                               .socket_io = socket_io,
+                                               .open = options_.open};
+            engines_ = std::make_unique<Engines>(io_, devices_, engine_options, options_.threads);
+            break;
+        } catch (const AddressInUse& e) {
+            if (i + 1 == ports.size()) {
+                throw;
+            }
+        }
+    }
+    std::string line = "udp port " + std::to_string(options_.udp_port);
+    if (options_.udp_port != ports.front()) {
+        line += " (" + std::to_string(ports.front()) + " is taken on these addresses)";
+        log_info(
+            "UDP port %u is taken on the devices' addresses (another daemon's?): RoCEv2 on "
+            "UDP port %u",
+            ports.front(), options_.udp_port);
+    }
+    if (!options_.open) {
+        line += "; devices on loopback take packets only from this daemon's own";
+    }
+    return line;
+}
+
 Daemon::Daemon(const Options& options) : options_(options), paths_{options.runtime_dir} {
     set_log_limit(options_.max_log_bytes);
     raise_descriptor_limit();
@@ -86,10 +120,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     } else {
         log_info("%s", network_line.c_str());
     }
-    engines_ = std::make_unique<Engines>(
-        io_, devices_,
-        EngineOptions{options_.udp_port, options_.shortcut, options_.paranoid, network.kind},
-        options_.threads);
+    const std::string port_line = start_engines(network.kind);
     cm_ = std::make_unique<cm::ConnectionManager>(
         io_, devices_,
         [this](Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
@@ -101,7 +132,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
                                  engines_->packet_log(), [this] { engines_->take_posted_work(); });
     server_->check_findings().set_every_client(options_.check);
-    server_->set_network_line(std::move(network_line));
+    server_->set_network_line(network_line + "\n" + port_line);
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });

@@ -48,6 +48,9 @@ class Daemon {
     // The device's GID table takes its interface's addresses (a device made
     // on an interface); whether it changed.
     bool follow_addresses(Device& device);
+    // Makes the engines, on the first UDP port free on every device's
+    // address; returns the status line about the port.
+    std::string start_engines(SocketIo::Kind socket_io);
     void publish_devices();
     void log_ready(const Device& device) const;
     void withdraw_devices();

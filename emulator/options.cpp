@@ -3,7 +3,9 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -22,14 +24,17 @@ namespace {
 constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
-    "              [--threads N] [--no-io-uring] [--check] [--paranoid]\n"
+    "              [--threads N] [--no-io-uring] [--open] [--check] [--paranoid]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
     "ADDRESS: IPv4 or IPv6. IFACE: a network interface; the device is then its\n"
     "RDMA port, with a GID for each address the interface has, as they come and go.\n"
-    "Config file lines: 'device NAME ADDRESS', 'udp-port N', 'no-io-uring'; '#' starts\n"
-    "a comment.\n"
+    "Config file lines: 'device NAME ADDRESS', 'udp-port N', 'no-io-uring', 'open';\n"
+    "'#' starts a comment.\n"
+    "--udp-port N: RoCEv2's UDP port (default 4791; when it is taken and every device\n"
+    "is on loopback, another of this user's own). --open: devices on loopback take\n"
+    "packets from anyone; by default only from this daemon's own devices.\n"
     "--threads N: engine threads, each running the data path of every Nth device\n"
     "(default: $UROCE_THREADS, else 1 on machines of fewer than 8 CPUs, else 2).\n"
     "--no-io-uring: sockets through epoll and sendmmsg/recvmmsg instead of io_uring\n"
@@ -128,6 +133,9 @@ void read_config(const std::filesystem::path& path, Options& options) {
                 options.devices.push_back(parse_device(a, b));
             } else if (key == "udp-port" && !a.empty() && b.empty()) {
                 options.udp_port = parse_port(a);
+                options.udp_port_given = true;
+            } else if (key == "open" && a.empty()) {
+                options.open = true;
             } else if (key == "no-io-uring" && a.empty()) {
                 options.io_uring = false;
             } else {
@@ -140,6 +148,28 @@ void read_config(const std::filesystem::path& path, Options& options) {
 }
 
 }  // namespace
+
+std::vector<uint16_t> udp_ports(const Options& options) {
+    std::vector<uint16_t> ports{options.udp_port};
+    const bool loopback = std::all_of(options.devices.begin(), options.devices.end(),
+                                      [](const DeviceConfig& d) { return d.address.loopback(); });
+    if (options.udp_port_given || !loopback) {
+        return ports;
+    }
+    // FNV-1a over the uid and the directory: where this daemon's run starts,
+    // below the ephemeral ports (32768-) that clients' sockets take.
+    uint64_t hash = 0xcbf29ce484222325ull;
+    const std::string key = std::to_string(getuid()) + ":" + options.runtime_dir.native();
+    for (const unsigned char c : key) {
+        hash = (hash ^ c) * 0x100000001b3ull;
+    }
+    constexpr uint16_t kFirst = 20000, kCount = 12000, kTries = 64;
+    const auto start = static_cast<uint16_t>(hash % kCount);
+    for (uint16_t i = 0; i < kTries; ++i) {
+        ports.push_back(static_cast<uint16_t>(kFirst + (start + i) % kCount));
+    }
+    return ports;
+}
 
 uint32_t default_threads(unsigned cpus) {
     return cpus < 8 ? 1 : 2;
@@ -214,6 +244,9 @@ bool parse_options(int argc, char** argv, Options& options) {
             options.paranoid = true;
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
+            options.udp_port_given = true;
+        } else if (arg == "--open") {
+            options.open = true;
         } else {
             throw std::invalid_argument("unknown argument '" + arg + "'\n" + kUsage);
         }

@@ -34,6 +34,7 @@ namespace uroce {
     X(rcvd_unknown_qp, "packets for no QP of the device (dropped)")                    \
     X(rcvd_icrc_err, "packets with a bad ICRC (dropped)")                              \
     X(rcvd_malformed, "packets that do not parse (dropped)")                           \
+    X(rcvd_foreign, "packets to a loopback device from outside its daemon (dropped)")  \
     X(raw_sent_frames, "Ethernet frames sent by RAW_PACKET QPs")                       \
     X(raw_rcvd_frames, "Ethernet frames received into RAW_PACKET QPs and WQs")         \
     X(raw_unmatched, "Ethernet frames matching no flow rule (dropped)")                \

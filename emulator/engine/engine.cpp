@@ -67,6 +67,9 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
             continue;
         }
         if (Result r = add_device(*device); !r) {
+            if (r.error == EADDRINUSE) {
+                throw AddressInUse(r.message);
+            }
             throw std::runtime_error(r.message);
         }
     }
@@ -218,9 +221,13 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire:
     const size_t socket = source_socket(from, sgid);
     const wire::IpAddress& src_ip = sockets_[socket].address;
     Device* local = options_.shortcut ? device_at(dest_ip) : nullptr;
-    // The QP's own source port; over UDP, one the daemon can send from.
+    // The QP's own source port; over UDP, one the daemon can send from (a
+    // device on loopback sends from the daemon's port, which is what its
+    // peers of this daemon take: takes_only_own).
     const uint16_t wanted = wire::roce_source_port(src_qpn);
-    const uint16_t src_port = local ? wanted : network_.source_port(socket, wanted);
+    const uint16_t src_port = local                  ? wanted
+                              : takes_only_own(from) ? network_.port()
+                                                     : network_.source_port(socket, wanted);
     const auto addresses = wire::IcrcAddresses::between(src_ip, dest_ip, src_port, network_.port());
     const auto data = std::span(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
     std::vector<uint8_t> bytes = buffers_.take();
@@ -649,17 +656,40 @@ void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
                                   const wire::IpAddress& src_ip, uint16_t src_port,
                                   const wire::IpAddress& dest_ip, Clock::time_point now) {
     if (index != UdpNetwork::kGroup) {
-        if (Device* device = device_of_socket(index)) {
+        Device* device = device_of_socket(index);
+        if (device && admits(*device, src_ip, src_port)) {
             receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
         return;
     }
     // A multicast group's datagram: each device with a member takes it.
     for (Device* device : own_) {
-        if (device->in_group(dest_ip)) {
+        if (device->in_group(dest_ip) && admits(*device, src_ip, src_port)) {
             receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
     }
+}
+
+bool Engine::takes_only_own(const Device& device) const {
+    return !options_.open && device.config().address.loopback();
+}
+
+bool Engine::admits(Device& device, const wire::IpAddress& src_ip, uint16_t src_port) {
+    if (!takes_only_own(device) || (src_port == network_.port() && device_at(src_ip))) {
+        return true;
+    }
+    ++device.stats().rcvd_foreign;
+    if (foreign_logged_.allow(RateLimit::Clock::now())) {
+        if (foreign_logged_.suppressed()) {
+            log_warn("%llu more packets from outside the daemon not logged",
+                     static_cast<unsigned long long>(foreign_logged_.suppressed()));
+        }
+        log_warn(
+            "device %s: a packet from %s port %u dropped: a device on loopback takes "
+            "packets only from this daemon's own devices (uroced --open lets others in)",
+            device.name().c_str(), src_ip.text().c_str(), src_port);
+    }
+    return false;
 }
 
 // Moderated completion events whose period has ended.

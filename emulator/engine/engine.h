@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "device/device.h"
@@ -40,9 +41,17 @@ struct EngineOptions {
     bool paranoid = false;
     // How the sockets are driven (net/socket_io.h), chosen once for all.
     SocketIo::Kind socket_io = SocketIo::Kind::kIoUring;
+    // uroced --open: devices on loopback take packets from anyone, not only
+    // from this daemon's own devices (takes_only_own).
+    bool open = false;
 };
 
 class Engines;
+
+// Thrown when another socket holds a device's address and port.
+struct AddressInUse : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 class Engine : public transport::PacketOutput, public transport::ReceiveSink {
   public:
@@ -191,6 +200,14 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void receive_from_network(size_t index, std::span<const uint8_t> bytes,
                               const wire::IpAddress& src_ip, uint16_t src_port,
                               const wire::IpAddress& dest_ip, transport::Clock::time_point now);
+    // A device on loopback takes over UDP only what this daemon's own
+    // devices send from its port, so that another local user (whose
+    // sockets cannot be bound where this daemon's are) cannot reach its
+    // QPs; --open lets everyone in.
+    bool takes_only_own(const Device& device) const;
+    // Whether `device` takes a packet from src_ip:src_port; a refusal is
+    // counted (rcvd_foreign) and logged, at most 10 lines a second.
+    bool admits(Device& device, const wire::IpAddress& src_ip, uint16_t src_port);
     // Opens the device's packet socket, once; false (said once) when it
     // cannot be (no CAP_NET_RAW).
     bool open_frames(Device& device);
@@ -303,6 +320,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     bool programs_starving_ = false;  // UnpolledCqs::starving() on some device
     MadReceiver mad_receiver_;
     RateLimit send_failures_logged_{10, 1};
+    RateLimit foreign_logged_{10, 1};
     uint32_t gsi_psn_ = 0;
     transport::Clock::time_point last_control_poll_{};
 };

@@ -70,6 +70,10 @@ bool IpAddress::multicast() const {
     return is_v4() ? IN_MULTICAST(ntohl(ipv4())) : bytes_[0] == 0xff;
 }
 
+bool IpAddress::loopback() const {
+    return is_v4() ? (ntohl(ipv4()) >> 24) == 127 : *this == of(in6addr_loopback);
+}
+
 bool IpAddress::scoped() const {
     const bool small_scope_multicast = bytes_[0] == 0xff && (bytes_[1] & 0x0f) <= 2;
     return !is_v4() && (link_local() || small_scope_multicast);

@@ -42,6 +42,8 @@ class IpAddress {
     bool unspecified() const { return *this == IpAddress() || *this == v4(0); }
     // 224.0.0.0/4, ff00::/8.
     bool multicast() const;
+    // 127.0.0.0/8, ::1: reachable only from this host.
+    bool loopback() const;
     // fe80::/10: reachable only through one interface, named by its index.
     bool link_local() const { return bytes_[0] == 0xfe && (bytes_[1] & 0xc0) == 0x80; }
     // An IPv6 address that names its interface in a socket address (Linux

@@ -564,7 +564,7 @@ class Daemon:
     """A private uroced. Its runtime directory and log live in a fresh
     temporary directory that is removed by cleanup()."""
 
-    def __init__(self, args=(), base_dir=None, binary=None):
+    def __init__(self, args=(), base_dir=None, binary=None, own_port=True):
         self.binary = binary  # another uroced than the one built (a test build)
         self.base = base_dir or tempfile.mkdtemp(prefix="uroce-sys-")
         self.owns_base = base_dir is None
@@ -573,8 +573,9 @@ class Daemon:
         # UROCE_DAEMON_ARGS: options for every test daemon, e.g. --paranoid to
         # run a suite with every invariant checked (docs/fuzzing.md).
         self.args = list(args) + os.environ.get("UROCE_DAEMON_ARGS", "").split()
-        if "--udp-port" not in self.args:
-            # Test daemons run side by side (ctest -j): one RoCEv2 port each.
+        if "--udp-port" not in self.args and own_port:
+            # Test daemons run side by side (ctest -j): one RoCEv2 port each
+            # (own_port=False: the one the daemon chooses, as users get it).
             self.args += ["--udp-port", str(free_udp_port())]
         self.proc = None
 
@@ -755,6 +756,41 @@ class Daemon:
         """The daemon still runs and answers status."""
         test.assertTrue(self.running(), "uroced died\n" + self.log())
         self.status()
+
+
+NOBODY = 65534
+# A command run as nobody, as a second user of the machine (the suite runs as root).
+AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+
+
+class NobodysDaemon(Daemon):
+    """A daemon started by nobody, from copies of the daemon, provider and
+    bridge in a directory of nobody's (the build may be where nobody cannot
+    read); env() reaches it with those copies."""
+
+    def __init__(self, args=(), own_port=True):
+        base = tempfile.mkdtemp(prefix="uroce-nobody-")
+        os.chmod(base, 0o755)
+        os.chown(base, NOBODY, NOBODY)
+        self.kit = os.path.join(base, "kit")
+        os.mkdir(self.kit)
+        for path in (uroced_path(), required_path("UROCE_PROVIDER_FILE"),
+                     required_path("UROCE_BRIDGE")):
+            shutil.copy(path, self.kit)
+        super().__init__(args, base_dir=base, binary=os.path.join(self.kit, "uroced"),
+                         own_port=own_port)
+        self.owns_base = True
+
+    def start(self, wrapper=()):
+        return super().start(wrapper=[*AS_NOBODY, *wrapper])
+
+    def env(self, base=None):
+        env = super().env(base)
+        env.update(RDMAV_DRIVERS=os.path.join(self.kit, "liburoce"),
+                   LD_PRELOAD=":".join(filter(None, [os.environ.get("UROCE_SANITIZER_PRELOAD"),
+                                                     os.path.join(self.kit,
+                                                                  "liburoce-bridge.so")])))
+        return env
 
 
 class DaemonTestCase(unittest.TestCase):

@@ -162,6 +162,9 @@ class ForgedCmMadFuzzTest(harness.DaemonTestCase):
     another address). rping finishes every ping; the daemon took the
     forgeries in (cm_mads_rcvd) and dropped them."""
 
+    # The forgers are not the daemon's devices (--open: see PacketFuzzTest).
+    daemon_args = ("--open",)
+
     def trace_connection(self, client):
         path = os.path.join(self.daemon.base, "cm.pcap")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -308,6 +311,8 @@ class ReqCostTest(harness.DaemonTestCase):
     pings and disconnects with no CM MAD lost (none sent again). rping's
     wall-clock times are printed, not compared: beside another test on two
     cores they vary tenfold."""
+
+    daemon_args = ("--open",)  # the forger is not one of the daemon's devices
 
     REQS = 20000
 

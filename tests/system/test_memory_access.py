@@ -8,15 +8,12 @@ of tools/yama-guest."""
 
 import errno
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 import harness
 
-NOBODY = 65534
-AS_NOBODY = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+NOBODY, AS_NOBODY = harness.NOBODY, harness.AS_NOBODY
 REFUSE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "tools",
                       "refuse-syscalls")
 
@@ -39,8 +36,6 @@ class MemoryAccessTest(unittest.TestCase):
 
     def setUp(self):
         harness.require_pyverbs()
-        self.base = tempfile.mkdtemp(prefix="uroce-reach-")
-        self.addCleanup(shutil.rmtree, self.base, True)
 
     def open_uroce0(self, env, user=(), *args):
         """(the errno ibv_open_device failed with or 0, the program's output)."""
@@ -53,23 +48,10 @@ class MemoryAccessTest(unittest.TestCase):
         return (0 if out == ["opened"] else int(out[1])), result.stderr
 
     def daemon_as_nobody(self):
-        """A daemon of nobody's, from copies nobody can read, and the
-        environment that reaches it with those copies."""
-        os.chmod(self.base, 0o755)
-        os.chown(self.base, NOBODY, NOBODY)
-        kit = os.path.join(self.base, "kit")
-        os.mkdir(kit)
-        for path in (harness.uroced_path(), harness.required_path("UROCE_PROVIDER_FILE"),
-                     harness.required_path("UROCE_BRIDGE")):
-            shutil.copy(path, kit)
-        daemon = harness.Daemon(base_dir=self.base, binary=os.path.join(kit, "uroced"))
+        daemon = harness.NobodysDaemon()
         self.addCleanup(daemon.cleanup)
-        daemon.start(wrapper=AS_NOBODY)
-        env = daemon.env()
-        env.update(RDMAV_DRIVERS=os.path.join(kit, "liburoce"),
-                   LD_PRELOAD=":".join(filter(None, [os.environ.get("UROCE_SANITIZER_PRELOAD"),
-                                                     os.path.join(kit, "liburoce-bridge.so")])))
-        return daemon, env
+        daemon.start()
+        return daemon, daemon.env()
 
     def assert_refused(self, daemon, error, stderr, cause):
         self.assertIn("uroce: cannot open uroce0: uroced cannot reach the program's memory: " +

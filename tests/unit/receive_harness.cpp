@@ -99,7 +99,9 @@ Harness::ReceiveHarness() : buffer_(map_buffer()) {
     for (int attempt = 0; !engines_; ++attempt) {
         forger_ = bind_forger(port_);
         try {
-            engines_ = std::make_unique<Engines>(io_, devices_, EngineOptions{port_, true}, 1);
+            // --open: the forger is not one of the daemon's devices.
+            engines_ = std::make_unique<Engines>(
+                io_, devices_, EngineOptions{.udp_port = port_, .shortcut = true, .open = true}, 1);
         } catch (const std::runtime_error&) {
             if (attempt == 20) {
                 throw;

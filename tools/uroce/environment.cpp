@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <sstream>
 #include <utility>
 
 #include "uroce.h"
@@ -43,12 +44,29 @@ std::string shell_quote(const std::string& value) {
     return quoted + "'";
 }
 
+// The running daemon's devices and UDP port, as shell comments: a daemon
+// whose standard port another holds takes one of its own (uroced.md).
+void print_fabric(const RuntimePaths& paths) {
+    std::istringstream status(query_status(paths));
+    std::string line;
+    while (std::getline(status, line)) {
+        std::istringstream words(line);
+        std::string kind, name, key, address;
+        if (words >> kind >> name >> key >> address && kind == "device" && key == "address") {
+            std::cout << "# " << name << " on " << address << "\n";
+        } else if (line.rfind("udp port ", 0) == 0) {
+            std::cout << "# RoCEv2 on " << line.substr(4) << "\n";
+        }
+    }
+}
+
 }  // namespace
 
 int print_env(const RuntimePaths& paths) {
     for (const auto& [name, value] : environment(paths)) {
         std::cout << "export " << name << "=" << shell_quote(value) << "\n";
     }
+    print_fabric(paths);
     return 0;
 }
 
