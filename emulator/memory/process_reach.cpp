@@ -73,6 +73,12 @@ std::string yama_relational(const rpc::MemoryProbe& probe) {
                 "cannot name it. Fix: run both in one PID namespace (Kubernetes: "
                 "shareProcessNamespace: true; podman, docker: --pid container:NAME)",
                 scope);
+        case rpc::Ptracer::kNotNeeded:
+            return printed(
+                "%s, and the program did not name it: where it runs, "
+                "/proc/sys/kernel/yama/ptrace_scope does not read 1. Fix: run it where /proc "
+                "is the machine's, or name uroced (prctl PR_SET_PTRACER) before opening the device",
+                scope);
         case rpc::Ptracer::kFailed:
             return printed("%s, and prctl(PR_SET_PTRACER) failed in the program: %s", scope,
                            strerror(probe.error));
