@@ -33,7 +33,7 @@ void log_refused(const char* call, pid_t pid, int error) {
     std::lock_guard lock(mutex);
     if (limit.allow(RateLimit::Clock::now())) {
         log_warn(
-            "%s into pid %d refused: %s: the kernel's ptrace rules keep uroced out of the "
+            "%s on pid %d refused: %s: the kernel's ptrace rules keep uroced out of the "
             "program's memory (it named another ptracer? see docs/memory-access.md)",
             call, pid, strerror(error));
     }
