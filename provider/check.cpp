@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "protocol/client.h"
+#include "protocol/work_requests.h"
 #include "qp/qp_transitions.h"
 
 namespace uroce::check {
@@ -428,7 +429,7 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     QpState& state = qps_[qp];
     // An atomic write's 8 bytes are read when posted, whatever its flags
     // (the provider carries them inline, as rxe).
-    const bool inline_data = (wr.send_flags & IBV_SEND_INLINE) || wr.opcode == IBV_WR_ATOMIC_WRITE;
+    const bool inline_data = (wr.send_flags & IBV_SEND_INLINE) || wr.opcode == wr::kWrAtomicWrite;
     if (!inline_data) {
         check_keys(state, qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
                    "ibv_post_send", wr.wr_id);

@@ -11,9 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "abi_check.h"
 #include "protocol/bridge_abi.h"
 #include "provider.h"
 
@@ -318,7 +320,17 @@ const verbs_device_ops kDeviceOps = {
     .uninit_device = uninit_device,
 };
 
+// Registers with libibverbs, unless it has other layouts than this build
+// (abi_check.h): then it says so and libibverbs goes on without uroce.
 __attribute__((constructor)) void register_driver() {
+    constexpr abi::BuiltFor kBuiltFor{UROCE_PABI, UROCE_RDMA_CORE_FIRST, UROCE_RDMA_CORE_END,
+                                      UROCE_RDMA_CORE_RELEASE};
+    const abi::Found found =
+        abi::probe(reinterpret_cast<const void*>(&uroce_register_driver), UROCE_PABI);
+    if (std::optional<std::string> why = abi::refusal(kBuiltFor, found)) {
+        fprintf(stderr, "%s\n", why->c_str());
+        return;
+    }
     uroce_register_driver(&kDeviceOps);
 }
 

@@ -107,6 +107,7 @@ void wr_atomic_cmp_swp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, uint
 void wr_atomic_fetch_add(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
     begin_wr(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD).wr.atomic = {remote_addr, add, 0, rkey};
 }
+#if UROCE_HAVE_ATOMIC_WRITE
 void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const void* atomic_wr) {
     ibv_send_wr& wr = begin_wr(qpx, IBV_WR_ATOMIC_WRITE);
     wr.wr.rdma = {remote_addr, rkey};
@@ -115,6 +116,7 @@ void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t remote_addr, const 
     memcpy(&b.atomic_write, atomic_wr, sizeof(b.atomic_write));
     b.sges.assign(1, ibv_sge{reinterpret_cast<uintptr_t>(&b.atomic_write), 8, 0});
 }
+#endif
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* bind_info) {
     ibv_send_wr& wr = begin_wr(qpx, IBV_WR_BIND_MW);
     wr.bind_mw = {mw, rkey, *bind_info};
@@ -186,7 +188,9 @@ void set_qp_ex_ops(ibv_qp_ex* qpx) {
     qpx->wr_rdma_read = wr_rdma_read;
     qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
     qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
+#if UROCE_HAVE_ATOMIC_WRITE  // ibv_qp_ex has the member from rdma-core v44
     qpx->wr_atomic_write = wr_atomic_write;
+#endif
     qpx->wr_bind_mw = wr_bind_mw;
     qpx->wr_local_inv = wr_local_inv;
     qpx->wr_set_sge = wr_set_sge;

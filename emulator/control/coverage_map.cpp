@@ -107,7 +107,7 @@ constexpr WcOpcode kWcOpcodes[] = {
     {IBV_WC_SEND, "SEND"},           {IBV_WC_RDMA_WRITE, "RDMA_WRITE"},
     {IBV_WC_RDMA_READ, "RDMA_READ"}, {IBV_WC_COMP_SWAP, "COMP_SWAP"},
     {IBV_WC_FETCH_ADD, "FETCH_ADD"}, {IBV_WC_BIND_MW, "BIND_MW"},
-    {IBV_WC_LOCAL_INV, "LOCAL_INV"}, {IBV_WC_ATOMIC_WRITE, "ATOMIC_WRITE"},
+    {IBV_WC_LOCAL_INV, "LOCAL_INV"}, {UROCE_WC_ATOMIC_WRITE, "ATOMIC_WRITE"},
     {IBV_WC_RECV, "RECV"},           {IBV_WC_RECV_RDMA_WITH_IMM, "RECV_RDMA_WITH_IMM"}};
 
 constexpr const char* kCmMessages[] = {"REQ",  "MRA",      "REJ",      "REP", "RTU", "DREQ",

@@ -3,14 +3,21 @@
 // rdma-core does not install libibverbs/driver.h, so the layouts are declared
 // here, member for member as in the rdma-core release uroce is built
 // against, and pinned by the static_asserts at the end: libibverbs copies
-// these structures by layout. Configure (the top CMakeLists.txt) finds the
-// release's private ABI N and its verbs_context_ops layout in the installed
-// libibverbs and writes them to uroce_abi.h:
-//   UROCE_PABI        34 (rdma-core v36-v56), 57 (v57-v58), 59 (v59-v63),
-//                     64 (v64), 65 (v65)
-//   UROCE_OPS_LAYOUT  the release whose verbs_context_ops members it has:
-//                     36 (v36-v58), 59 (v59-v61), 62 (v62-v63), 64, 65
-// Every other structure here is the same from v36 to v65.
+// these structures by layout. Configure (provider/rdma_core_releases.cmake,
+// whose UROCE_LAYOUTS rows a new layout is added to) finds the release, its
+// private ABI N and its layouts in the installed libibverbs and writes them
+// to uroce_abi.h:
+//   UROCE_PABI          34 (rdma-core v34-v56), 57 (v57-v58), 59 (v59-v63),
+//                       64 (v64), 65 (v65)
+//   UROCE_OPS_LAYOUT    the release whose verbs_context_ops members it has:
+//                       36 (v36-v58), 59 (v59-v61), 62 (v62-v63), 64, 65
+//   UROCE_QP_EX_LAYOUT  the release whose ibv_qp_ex (verbs.h) it has: 36
+//                       (up to v43), 44 (v44: wr_atomic_write), 45 (v45 on:
+//                       wr_flush). It places verbs_qp's comp_mask, which
+//                       libibverbs' ibv_qp_to_qp_ex reads.
+// uroce builds from v37 (__verbs_log). Every other structure here is the
+// same from v36 to v65; the provider checks at load that the libibverbs
+// loading it has the build's layouts (provider/abi_check.h).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -282,8 +289,11 @@ void verbs_uninit_context(struct verbs_context* context);
 void verbs_set_ops(struct verbs_context* vctx, const struct verbs_context_ops* ops);
 int ibv_read_ibdev_sysfs_file(char* buf, size_t size, struct verbs_sysfs_dev* sysfs_dev,
                               const char* fnfmt, ...) __attribute__((format(printf, 4, 5)));
+// Weak, so that a libibverbs older than v37 loads the provider and its check
+// at load (provider/abi_check.h) can say why it refuses, rather than the
+// dynamic linker failing on the symbol.
 void __verbs_log(struct verbs_context* ctx, uint32_t level, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), weak));
 enum { VERBS_LOG_ERR = 1, VERBS_LOG_WARN = 2, VERBS_LOG_INFO = 3, VERBS_LOG_DEBUG = 4 };
 
 }  // extern "C"
@@ -318,3 +328,8 @@ static_assert(offsetof(struct verbs_context_ops, unimport_pd) ==
               kOpsPins.unimport_pd * sizeof(void*));
 static_assert(offsetof(struct verbs_mr, mr_type) == sizeof(struct ibv_mr));
 static_assert(offsetof(struct verbs_qp, comp_mask) == sizeof(struct ibv_qp_ex));
+// ibv_qp_ex: 20 operations up to v43, wr_atomic_write from v44, wr_flush from v45.
+static_assert(UROCE_QP_EX_LAYOUT == 36 || UROCE_QP_EX_LAYOUT == 44 || UROCE_QP_EX_LAYOUT == 45);
+static_assert(sizeof(struct ibv_qp_ex) == (UROCE_QP_EX_LAYOUT == 36   ? 344
+                                           : UROCE_QP_EX_LAYOUT == 44 ? 352
+                                                                      : 360));

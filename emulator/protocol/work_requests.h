@@ -11,6 +11,8 @@
 
 #include <array>
 
+#include "uroce_abi.h"
+
 namespace uroce::wr {
 
 // What the operation does, which decides its packets and its completion.
@@ -66,9 +68,18 @@ struct OpcodeInfo {
 
 inline constexpr uint8_t kSendTypes = kConnectedBits | kUdBit;
 
+// IBA 1.5's atomic write has its names from rdma-core v44 (uroce_abi.h).
+#if UROCE_HAVE_ATOMIC_WRITE
+static_assert(UROCE_WR_ATOMIC_WRITE == IBV_WR_ATOMIC_WRITE &&
+              UROCE_WC_ATOMIC_WRITE == IBV_WC_ATOMIC_WRITE &&
+              UROCE_QP_EX_WITH_ATOMIC_WRITE == IBV_QP_EX_WITH_ATOMIC_WRITE);
+#endif
+inline constexpr uint32_t kWrAtomicWrite = UROCE_WR_ATOMIC_WRITE;
+inline constexpr ibv_wc_opcode kWcAtomicWrite = static_cast<ibv_wc_opcode>(UROCE_WC_ATOMIC_WRITE);
+
 // Indexed by ibv_wr_opcode. TSO, DRIVER1 and FLUSH are not offered.
-inline constexpr std::array<OpcodeInfo, IBV_WR_ATOMIC_WRITE + 1> kOpcodes = [] {
-    std::array<OpcodeInfo, IBV_WR_ATOMIC_WRITE + 1> t{};
+inline constexpr std::array<OpcodeInfo, kWrAtomicWrite + 1> kOpcodes = [] {
+    std::array<OpcodeInfo, kWrAtomicWrite + 1> t{};
     // clang-format off
     // name, opcode, QP types, kind, WC opcode, send_ops flag, immediate, invalidate, inline, rd_atomic
     t[IBV_WR_RDMA_WRITE] =          {"RDMA_WRITE",          IBV_WR_RDMA_WRITE,          kConnectedBits,         Kind::kWrite,       IBV_WC_RDMA_WRITE,   IBV_QP_EX_WITH_RDMA_WRITE,            false, false, true,  false};
@@ -84,7 +95,8 @@ inline constexpr std::array<OpcodeInfo, IBV_WR_ATOMIC_WRITE + 1> kOpcodes = [] {
     // UC has no wire opcode for send with invalidate.
     t[IBV_WR_SEND_WITH_INV] =       {"SEND_WITH_INV",       IBV_WR_SEND_WITH_INV,       kReliableBits,          Kind::kSend,        IBV_WC_SEND,         IBV_QP_EX_WITH_SEND_WITH_INV,         false, true,  true,  false};
     // Its 8 bytes travel inline; like rxe, it takes no max_rd_atomic slot.
-    t[IBV_WR_ATOMIC_WRITE] =        {"ATOMIC_WRITE",        IBV_WR_ATOMIC_WRITE,        kReliableBits,          Kind::kAtomicWrite, IBV_WC_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE,          false, false, false, false};
+    // Before v44 ibv_qp_ex has no wr_atomic_write: no send_ops flag then.
+    t[kWrAtomicWrite] =             {"ATOMIC_WRITE",        kWrAtomicWrite,             kReliableBits,          Kind::kAtomicWrite, kWcAtomicWrite,      UROCE_QP_EX_WITH_ATOMIC_WRITE,        false, false, false, false};
     // clang-format on
     return t;
 }();
@@ -115,7 +127,7 @@ constexpr uint32_t allowed_mask(ibv_qp_type type) {
 // The opcode an IBV_QP_EX_WITH_* bit stands for, or nullptr.
 constexpr const OpcodeInfo* opcode_of_send_ops_flag(uint64_t flag) {
     for (const OpcodeInfo& info : kOpcodes) {
-        if (info.name && info.send_ops_flag == flag) {
+        if (info.name && info.send_ops_flag && info.send_ops_flag == flag) {
             return &info;
         }
     }

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <span>
 
+#include "uroce_abi.h"
+
 namespace uroce::coverage {
 
 enum class Area : uint8_t {
@@ -47,7 +49,7 @@ enum class QpOutcome : uint8_t {
     kCount,
 };
 
-inline constexpr uint32_t kWrOpcodes = IBV_WR_ATOMIC_WRITE + 2;  // the last: a receive
+inline constexpr uint32_t kWrOpcodes = UROCE_WR_ATOMIC_WRITE + 2;  // the last: a receive
 inline constexpr uint32_t kWrReceive = kWrOpcodes - 1;
 
 // What the responder did with a request (IBA 9.7.5).

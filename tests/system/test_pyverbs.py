@@ -124,6 +124,10 @@ class PyverbsTest(harness.DaemonTestCase):
         RAW_PACKET QPs, steered by an Ethernet spec to a QP and by Ethernet +
         UDP specs to an RSS QP whose two WQs share the frames as the Toeplitz
         hash of their addresses and ports says; every frame's bytes checked."""
+        # pyverbs has WQs and RSS from rdma-core v40 (pyverbs/wq.pyx).
+        probe = self.daemon.run([harness.PYTHON, "-c", "import pyverbs.wq"])
+        if "No module named 'pyverbs.wq'" in probe.stderr:
+            self.skipTest("this pyverbs has no pyverbs.wq (rdma-core v40 added it)")
         self.run_script("raw_packet_rss.py", "raw packet ok")
 
     def run_script(self, name, last_line):

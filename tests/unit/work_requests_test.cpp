@@ -100,9 +100,14 @@ TEST(WorkRequestTable, CompletionOpcodesFollowTheOperation) {
 }
 
 // libibverbs numbers IBV_QP_EX_WITH_<op> as 1 << IBV_WR_<op> for the first
-// ten; the atomic write's bit comes after TSO and FLUSH.
+// ten; the atomic write's bit comes after TSO and FLUSH, and before v44,
+// whose ibv_qp_ex has wr_atomic_write, there is none (uroce_abi.h).
 TEST(WorkRequestTable, SendOpsFlagsNameTheirOpcode) {
     for (const OpcodeInfo* info : rows()) {
+        if (info->opcode == kWrAtomicWrite && !UROCE_HAVE_ATOMIC_WRITE) {
+            EXPECT_EQ(info->send_ops_flag, 0u);
+            continue;
+        }
         EXPECT_EQ(opcode_of_send_ops_flag(info->send_ops_flag), info) << info->name;
         if (info->opcode <= IBV_WR_SEND_WITH_INV) {
             EXPECT_EQ(info->send_ops_flag, 1ull << info->opcode) << info->name;
