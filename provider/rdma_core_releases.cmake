@@ -61,7 +61,8 @@ function(uroce_known_layouts out)
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
 
-function(uroce_unknown_layout why)
+function(uroce_unknown_layout)
+  string(JOIN "" why ${ARGV})
   uroce_known_layouts(known)
   message(FATAL_ERROR
     "${why} uroce knows these libibverbs layouts: ${known}. To add one, declare what "
@@ -127,6 +128,7 @@ endif()
 include(CheckSymbolExists)
 include(CheckCSourceCompiles)
 set(CMAKE_REQUIRED_INCLUDES ${IBVERBS_INCLUDE_DIRS})
+set(CMAKE_REQUIRED_LIBRARIES ${IBVERBS_LINK_LIBRARIES})
 set(CMAKE_REQUIRED_QUIET ON)
 check_symbol_exists(ibv_query_port_speed "infiniband/verbs.h" UROCE_HAVE_QUERY_PORT_SPEED)
 foreach(member wr_atomic_write wr_flush)
@@ -140,6 +142,7 @@ check_c_source_compiles("
   int main(void) { return IBV_WR_ATOMIC_WRITE + IBV_WC_ATOMIC_WRITE + (int)IBV_QP_EX_WITH_ATOMIC_WRITE; }"
   UROCE_HAVE_ATOMIC_WRITE_ENUMS)
 unset(CMAKE_REQUIRED_QUIET)
+unset(CMAKE_REQUIRED_LIBRARIES)
 unset(CMAKE_REQUIRED_INCLUDES)
 if(UROCE_HAVE_QP_EX_wr_flush)
   set(uroce_headers_qp_ex 45)
@@ -150,8 +153,10 @@ else()
 endif()
 if(UROCE_HAVE_QUERY_PORT_SPEED)
   set(uroce_headers_v62_ops TRUE)
+  set(uroce_port_speed "with")
 else()
   set(uroce_headers_v62_ops FALSE)
+  set(uroce_port_speed "without")
 endif()
 if(UROCE_OPS_LAYOUT GREATER_EQUAL 62)
   set(uroce_row_v62_ops TRUE)
@@ -161,9 +166,9 @@ endif()
 if(NOT uroce_headers_qp_ex EQUAL UROCE_QP_EX_LAYOUT OR
    NOT uroce_headers_v62_ops STREQUAL uroce_row_v62_ops)
   uroce_unknown_layout(
-    "${uroce_found}, but its verbs.h has the ibv_qp_ex of v${uroce_headers_qp_ex} and "
-    "ibv_query_port_speed ${uroce_headers_v62_ops}, not what v${UROCE_RDMA_CORE_RELEASE} has "
-    "(${IBVERBS_INCLUDE_DIRS}: headers of another release?).")
+    "${uroce_found}, but its verbs.h (in ${IBVERBS_INCLUDE_DIRS}) has the ibv_qp_ex of "
+    "v${uroce_headers_qp_ex}, ${uroce_port_speed} ibv_query_port_speed, which is not the layout "
+    "uroce knows of v${UROCE_RDMA_CORE_RELEASE} (headers of another release?).")
 endif()
 # IBA 1.5's atomic write came with v44's ibv_qp_ex member.
 if(UROCE_HAVE_QP_EX_wr_atomic_write AND UROCE_HAVE_ATOMIC_WRITE_ENUMS)
