@@ -72,7 +72,7 @@ function(uroce_unknown_layout)
     "the top CMakeLists.txt); or install libibverbs-dev of a release above.")
 endfunction()
 
-# The release: libibverbs' pkg-config version is 1.14.<release>.<minor>.
+# The release: libibverbs' pkg-config version is 1.<api>.<release>.<minor>.
 list(GET IBVERBS_LINK_LIBRARIES 0 uroce_ibverbs_library)
 if(NOT IBVERBS_VERSION MATCHES "^1\\.[0-9]+\\.([0-9]+)\\.")
   uroce_unknown_layout(
