@@ -365,6 +365,14 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
 // bind completes in error), as Soft-RoCE does.
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
     const ibv_mw_bind_info& info = mw_bind->bind_info;
+    // libibverbs' ibv_bind_mw checks these two from v39 on; before, each
+    // provider did (rxe's rxe_bind_mw of v37).
+    if (!info.mr && (info.addr || info.length)) {
+        return EINVAL;
+    }
+    if (info.mr && info.mr->pd != mw->pd) {
+        return EPERM;
+    }
     if (info.mw_access_flags & IBV_ACCESS_ZERO_BASED) {
         return EINVAL;  // o10-36.2.2: type 1 windows are never zero-based
     }
