@@ -315,9 +315,23 @@ void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
     if (events_reported == acknowledged) {
         return;
     }
+    const std::string entries = "ibv_destroy_cq on a CQ of " + std::to_string(cq->cqe) + " entries";
+    if (acknowledged > events_reported) {
+        report({"unacked-events", 0,
+                entries + " on which ibv_ack_cq_events acknowledged " +
+                    std::to_string(acknowledged) + " completion event(s), " +
+                    std::to_string(acknowledged - events_reported) + " more than the " +
+                    std::to_string(events_reported) +
+                    " ibv_get_cq_event returned for it: they were meant for another CQ.",
+                "libibverbs counts acknowledgements per CQ: the CQ the events came from still "
+                "has them unacknowledged, and its ibv_destroy_cq waits for ever (rdma-core's "
+                "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use)",
+                "acknowledge each event on the CQ that ibv_get_cq_event returned in its cq "
+                "argument, not on the CQ the program expected"});
+        return;
+    }
     report({"unacked-events", 0,
-            "ibv_destroy_cq on a CQ of " + std::to_string(cq->cqe) + " entries whose " +
-                std::to_string(events_reported - acknowledged) + " of " +
+            entries + " whose " + std::to_string(events_reported - acknowledged) + " of " +
                 std::to_string(events_reported) +
                 " completion event(s) from ibv_get_cq_event were never acknowledged.",
             "ibv_destroy_cq waits until every event taken is acknowledged (rdma-core's "
@@ -458,7 +472,7 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
             break;
     }
     if (!inline_data && writes_locally(wr.opcode)) {
-        work.lands = claim_landings(state.reported, wr.sg_list, wr.num_sge,
+        work.lands = claim_landings(state.reported, qp, wr.sg_list, wr.num_sge,
                                     wr.opcode == IBV_WR_RDMA_READ ? "an RDMA READ's destination"
                                                                   : "an atomic's result buffer",
                                     "ibv_post_send", wr.wr_id, state.qpn);
@@ -470,17 +484,23 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     if (state.sends.back().signaled) {
         add_pending(state.send_cq, 1, state.qpn);
     }
-    if (state.sends.size() <= state.sq_depth) {
+    // Decided by the NIC's rule alone (a slot is freed when a signaled
+    // completion at or after it is polled), whatever the ring's state: at
+    // the post that fills the queue with work no completion can free, or
+    // at one beyond its depth.
+    const size_t run = unsignaled_run(state.sends);
+    const bool stuck = state.sends.size() == state.sq_depth && run == state.sends.size();
+    if (state.sends.size() <= state.sq_depth && !stuck) {
         return posting;
     }
-    const size_t run = unsignaled_run(state.sends);
     report_once(
         state, kUnsignaled,
         {"send-queue-unsignaled", state.qpn,
          "ibv_post_send: " + std::to_string(state.sends.size()) +
              " work requests are on a send queue of " + std::to_string(state.sq_depth) + ", " +
              std::to_string(run) + " of them posted since the last signaled one" +
-             (run == state.sends.size() ? " (none was signaled)" : "") + ".",
+             (run == state.sends.size() ? " (none was signaled)" : "") +
+             (stuck ? ": the queue is full, and no completion can free it." : "."),
          "send queue slots are freed only when a completion for a signaled work request at or "
          "after them is polled (mlx5): with none the queue fills and ibv_post_send fails with "
          "ENOMEM",
@@ -504,7 +524,7 @@ void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     QpState& state = qps_[qp];
     check_keys(state, qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
     Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
-    work.lands = claim_landings(state.reported, wr.sg_list, wr.num_sge, "a receive",
+    work.lands = claim_landings(state.reported, qp, wr.sg_list, wr.num_sge, "a receive",
                                 "ibv_post_recv", wr.wr_id, state.qpn);
     state.receives.push_back(std::move(work));
     add_pending(state.recv_cq, 1, state.qpn);
@@ -516,7 +536,7 @@ void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
     none.reported = srq_reported_[srq];
     check_keys(none, srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
     Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
-    work.lands = claim_landings(none.reported, wr.sg_list, wr.num_sge, "a receive",
+    work.lands = claim_landings(none.reported, srq, wr.sg_list, wr.num_sge, "a receive",
                                 "ibv_post_srq_recv", wr.wr_id, 0);
     srq_receives_[srq].push_back(std::move(work));
     srq_reported_[srq] = none.reported;
@@ -741,6 +761,20 @@ void CheckState::destroying(const void* object, const char* verb, const uint32_t
         return;
     }
     const uint32_t got = it->second.count;
+    if (acknowledged > got) {
+        report({"unacked-events", 0,
+                std::string(verb) + " after ibv_ack_async_event acknowledged " +
+                    std::to_string(acknowledged) + " async event(s) for it, " +
+                    std::to_string(acknowledged - got) + " more than the " + std::to_string(got) +
+                    " ibv_get_async_event returned: an event was acknowledged twice.",
+                "the destroy of a kernel provider (rxe, mlx5) waits until the acknowledgements "
+                "count up to the events got: a second acknowledgement of one event stands in "
+                "for another event of the object that the program still holds, and the object "
+                "is destroyed under it",
+                "call ibv_ack_async_event exactly once for each event ibv_get_async_event "
+                "returns"});
+        return;
+    }
     report({"unacked-events", 0,
             std::string(verb) + " while " + std::to_string(got - acknowledged) + " of the " +
                 std::to_string(got) +

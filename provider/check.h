@@ -233,6 +233,7 @@ class CheckState {
         uint64_t wr_id;  // one of them, for reports
         uint32_t qpn;
         const char* what;
+        const void* queue;  // the ibv_qp or ibv_srq they were posted to
     };
 
     QpState* find_qp(uint32_t qpn);
@@ -249,11 +250,13 @@ class CheckState {
     // Where an element's bytes are in the process, if its lkey names an MR
     // of process memory that covers it.
     bool process_range(const ibv_sge& sge, Range& range);
-    // Claims the ranges the NIC writes for a work request, reporting one
-    // that overlaps another outstanding one (not the same range: one buffer
-    // for every receive is a scratch buffer's idiom); releases them.
-    std::vector<Range> claim_landings(uint32_t& reported, const ibv_sge* sges, int count,
-                                      const char* what, const char* verb, uint64_t wr_id,
+    // Claims the ranges the NIC writes for a work request posted to `queue`
+    // (an ibv_qp or ibv_srq), reporting one that overlaps another
+    // outstanding one (not the same range of the same queue: one buffer for
+    // every receive is a scratch buffer's idiom, and one queue's work lands
+    // in order); releases them.
+    std::vector<Range> claim_landings(uint32_t& reported, const void* queue, const ibv_sge* sges,
+                                      int count, const char* what, const char* verb, uint64_t wr_id,
                                       uint32_t qpn);
     void release_landings(const Posted& work);
     // Whether the NIC may have written [range] since `epoch` (a landing

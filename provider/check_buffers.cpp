@@ -39,9 +39,9 @@ bool CheckState::process_range(const ibv_sge& sge, Range& range) {
     return true;
 }
 
-std::vector<Range> CheckState::claim_landings(uint32_t& reported, const ibv_sge* sges, int count,
-                                              const char* what, const char* verb, uint64_t wr_id,
-                                              uint32_t qpn) {
+std::vector<Range> CheckState::claim_landings(uint32_t& reported, const void* queue,
+                                              const ibv_sge* sges, int count, const char* what,
+                                              const char* verb, uint64_t wr_id, uint32_t qpn) {
     std::vector<Range> lands;
     for (int i = 0; i < count && sges; ++i) {
         Range range;
@@ -51,7 +51,7 @@ std::vector<Range> CheckState::claim_landings(uint32_t& reported, const ibv_sge*
         const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
         for (auto it = landings_.lower_bound({from, 0});
              it != landings_.end() && it->first.start < range.end && !(reported & kOverlap); ++it) {
-            if (!overlap(it->first, range) || it->first == range) {
+            if (!overlap(it->first, range) || (it->first == range && it->second.queue == queue)) {
                 continue;
             }
             reported |= kOverlap;
@@ -68,12 +68,13 @@ std::vector<Range> CheckState::claim_landings(uint32_t& reported, const ibv_sge*
                     "arrives: the later one overwrites part of the earlier, and a program that "
                     "reads the first finds some of the second's bytes in it",
                     "give each receive, RDMA READ and atomic destination buffer space of its own "
-                    "until its completion is polled (reusing one whole buffer for every receive, "
-                    "as a scratch buffer the program never reads, is not reported)"});
+                    "until its completion is polled (reusing one whole buffer for every receive "
+                    "of one QP or SRQ, as a scratch buffer the program never reads, is not "
+                    "reported)"});
         }
         Landing& landing = landings_[range];
         if (landing.count++ == 0) {
-            landing = {1, wr_id, qpn, what};
+            landing = {1, wr_id, qpn, what, queue};
         }
         longest_landing_ = std::max(longest_landing_, range.end - range.start);
         lands.push_back(range);

@@ -194,6 +194,26 @@ __attribute__((noinline)) void post_unsignaled_only(struct rig *rig) {
     poll_completions(rig, 1);
 }
 
+/* send-queue-unsignaled while the daemon lags (test_check.py stops it
+ * between the two lines it writes): unsignaled writes posted until the ring
+ * refuses one, then the count on stdout. */
+static void wait_for_a_line(void) {
+    char line[16];
+    if (!fgets(line, sizeof(line), stdin)) die("reading stdin");
+}
+
+__attribute__((noinline)) void post_unsignaled_while_it_lags(struct rig *rig) {
+    connect_self(rig);
+    printf("connected\n");
+    fflush(stdout);
+    wait_for_a_line();
+    int posted = 0;
+    while (posted < 4 * DEPTH && post_write(rig, posted, 0) == 0) ++posted;
+    printf("posted %d\n", posted);
+    fflush(stdout);
+    wait_for_a_line();
+}
+
 __attribute__((noinline)) void post_signaled_every_eighth(struct rig *rig) {
     connect_self(rig);
     for (int i = 1; i <= 4 * DEPTH; ++i) {
@@ -260,6 +280,17 @@ __attribute__((noinline)) void event_not_acknowledged(struct rig *rig) {
 __attribute__((noinline)) void event_acknowledged(struct rig *rig) {
     take_an_event(rig);
     ibv_ack_cq_events(rig->cq, 1);
+}
+
+/* unacked-events: the event acknowledged on another CQ than the one
+ * ibv_get_cq_event returned; that CQ is destroyed here, the event's own in
+ * close_rig. */
+__attribute__((noinline)) void ack_on_another_cq(struct rig *rig) {
+    struct ibv_cq *other = ibv_create_cq(rig->context, DEPTH, NULL, rig->channel, 0);
+    if (!other) die("ibv_create_cq");
+    take_an_event(rig);
+    ibv_ack_cq_events(other, 1);
+    if (ibv_destroy_cq(other)) die("ibv_destroy_cq");
 }
 
 /* unacked-events: ibv_get_cq_event on a CQ whose one arm was used by the
@@ -356,6 +387,43 @@ __attribute__((noinline)) void post_overlapping_receives(struct rig *rig) {
     connect_self(rig);
     post_receive_at(rig, 1, 0);
     post_receive_at(rig, 2, 512);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* overlapping-receives between QPs: an RDMA READ into the buffer of
+ * another QP's READ not yet polled (the same range: one queue's scratch
+ * buffer is not reported, two queues' is); the twin polls the first. */
+static void read_into_the_buffer(struct rig *rig, struct ibv_qp *qp, struct ibv_mr *mr,
+                                 uint64_t wr_id) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = mr->rkey}}, *bad;
+    if (ibv_post_send(qp, &wr, &bad)) die("ibv_post_send");
+}
+
+static void read_from_two_qps(struct rig *rig, int in_turn) {
+    struct ibv_mr *mr = ibv_reg_mr(rig->pd, rig->buffer, BYTES,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!mr) die("ibv_reg_mr");
+    struct ibv_qp *other = create_qp(rig, rig->cq);
+    connect_self(rig);
+    connect_qp(rig, other, other->qp_num, (struct end){0, IBV_MTU_1024, 1});
+    read_into_the_buffer(rig, rig->qp, mr, 20);
+    if (in_turn) poll_completions(rig, 1);
+    read_into_the_buffer(rig, other, mr, 21);
+    poll_completions(rig, in_turn ? 1 : 2);
+    if (ibv_destroy_qp(other) || ibv_dereg_mr(mr)) die("destroying");
+}
+
+__attribute__((noinline)) void read_from_two_qps_at_once(struct rig *rig) {
+    read_from_two_qps(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void read_from_two_qps_in_turn(struct rig *rig) {
+    read_from_two_qps(rig, 1);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -833,6 +901,9 @@ static const struct test_case kCases[] = {
     {"cq-small", post_more_than_the_cq_holds}, {"cq-small-twin", post_what_the_cq_holds},
     {"leak", exit_without_cleanup},          {"leak-twin", NULL},
     {"overlap", post_overlapping_receives},  {"overlap-twin", post_receives_side_by_side},
+    {"overlap-qps", read_from_two_qps_at_once}, {"overlap-qps-twin", read_from_two_qps_in_turn},
+    {"unsignaled-lagging", post_unsignaled_while_it_lags},
+    {"unacked-other-cq", ack_on_another_cq},
     {"changed", rewrite_before_the_completion}, {"changed-twin", rewrite_after_the_completion},
     {"unmapped", send_from_unmapped_memory}, {"unmapped-twin", unmap_after_dereg},
     {"unarmed", wait_without_rearming},      {"unarmed-twin", wait_after_rearming},

@@ -4,7 +4,12 @@ class and the program's call site, the twin is not, UROCE_CHECK=abort makes
 the bug fatal, and the daemon keeps the findings for `uroce check`."""
 
 import json
+import os
 import re
+import select
+import signal
+import subprocess
+import time
 import unittest
 
 import harness
@@ -22,6 +27,8 @@ CASES = [
     ("cq-overrun", "cq-overrun", "overrun_a_cq_through_an_srq"),  # at its IBV_EVENT_CQ_ERR
     ("leak", "leak", "exit_without_cleanup"),
     ("overlapping-receives", "overlap", "post_overlapping_receives"),
+    # the same range, of two QPs: one queue's scratch buffer is not reported
+    ("overlapping-receives", "overlap-qps", "read_from_two_qps_at_once"),
     ("send-buffer-changed", "changed", "rewrite_before_the_completion"),  # found when polled
     ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
     ("memory-unmapped", "given-back", "send_from_memory_given_back"),
@@ -40,6 +47,23 @@ CASES = [
 
 def programs():
     return harness.required_path("UROCE_CHECK_PROGRAMS")
+
+
+def read_until(process, stream, end, log, timeout=30):
+    """What `process` writes on `stream` (its stdout or stderr, a pipe) up to
+    and with `end`; fails the test if it does not come in `timeout` s."""
+    text = b""
+    deadline = time.monotonic() + timeout
+    while not text.endswith(end):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([stream], [], [], left)[0]:
+            raise AssertionError("%r did not come from %s in %d s: %r\n%s" % (
+                end, process.args, timeout, text, log()))
+        byte = os.read(stream.fileno(), 1)
+        if not byte:
+            raise AssertionError("%s ended its output: %r\n%s" % (process.args, text, log()))
+        text += byte
+    return text.decode(errors="replace")
 
 
 class CheckModeTest(harness.DaemonTestCase):
@@ -88,7 +112,10 @@ class CheckModeTest(harness.DaemonTestCase):
                                  r"one \(none was signaled\)")
         on_queue, depth = re.search(r"(\d+) work requests are on a send queue of (\d+)",
                                     unsignaled).groups()
-        self.assertEqual(int(on_queue), int(depth) + 1)
+        # At the post that fills the queue: no completion can free it.
+        self.assertEqual(int(on_queue), int(depth))
+        self.assertIn("(none was signaled): the queue is full, and no completion can free it.",
+                      unsignaled)
         self.assertGreaterEqual(int(depth), 16)
         self.assertIn("ENOMEM", unsignaled)
         wrong = self.reports(self.run_case("wrong-state").stderr)[0][1]
@@ -177,6 +204,61 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
             self.assertIn(line, leak)
+
+    def test_an_event_acknowledged_on_another_cq(self):
+        # Each CQ is reported for what it is: over- and never acknowledged.
+        result = self.run_case("unacked-other-cq")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        reports = self.reports(result.stderr)
+        self.assertEqual([k for k, _ in reports], ["unacked-events"] * 2, result.stderr)
+        over, never = reports[0][1], reports[1][1]
+        self.assertIn("on which ibv_ack_cq_events acknowledged 1 completion event(s), 1 more "
+                      "than the 0 ibv_get_cq_event returned for it: they were meant for another "
+                      "CQ.", over)
+        self.assertIn(" in ack_on_another_cq+0x", over)
+        self.assertIn("  Fix: acknowledge each event on the CQ that ibv_get_cq_event returned",
+                      over)
+        self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
+                      "acknowledged", never)
+        self.assertIn(" in close_rig+0x", never)
+
+    def test_unsignaled_is_decided_by_the_nics_rule_while_the_daemon_lags(self):
+        # The daemon stopped: nothing leaves the send queue's ring, which
+        # refuses the post after it is full. The report comes at the post
+        # that fills the queue, before the ring refuses any, and the program
+        # writes it while the daemon is still stopped (its copy to the
+        # daemon waits for it).
+        env = dict(self.daemon.env(), UROCE_CHECK="report")
+        program = subprocess.Popen([programs(), "uroce0", "unsignaled-lagging"], env=env,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        try:
+            read_until(program, program.stdout, b"connected\n", self.daemon.log)
+            os.kill(self.daemon.proc.pid, signal.SIGSTOP)
+            try:
+                program.stdin.write(b"post\n")
+                program.stdin.flush()
+                report = read_until(program, program.stderr,
+                                    b"SUMMARY: uroce check: send-queue-unsignaled\n",
+                                    self.daemon.log)
+            finally:
+                os.kill(self.daemon.proc.pid, signal.SIGCONT)
+            posted = read_until(program, program.stdout, b"\n", self.daemon.log)
+            program.stdin.write(b"end\n")
+            program.stdin.flush()
+            _, rest = program.communicate(timeout=harness.RUN_TIMEOUT)
+        finally:
+            if program.poll() is None:
+                program.kill()
+                program.wait()
+        stderr = report + rest.decode(errors="replace")
+        self.assertEqual(program.returncode, 0, stderr)
+        self.assertEqual([k for k, _ in self.reports(stderr)], ["send-queue-unsignaled"], stderr)
+        on_queue, depth = map(int, re.search(r"(\d+) work requests are on a send queue of "
+                                             r"(\d+)", report).groups())
+        self.assertEqual(on_queue, depth, "reported at the post that filled the queue")
+        self.assertGreaterEqual(int(re.fullmatch(r"posted (\d+)\n", posted).group(1)), depth)
+        self.assertIn(" in post_unsignaled_while_it_lags+0x", report)
 
     def test_abort_makes_the_first_finding_fatal(self):
         for _, case, _ in CASES:
