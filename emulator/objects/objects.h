@@ -118,7 +118,11 @@ struct CompChannel : Object {
 struct Cq : Object {
     pid_t pid = 0;  // the process that polls it: a completion can carry data into it
     std::shared_ptr<EventPipe> events;
-    bool overrun = false;  // reported once with IBV_EVENT_CQ_ERR
+    bool overrun = false;  // reported once with IBV_EVENT_CQ_ERR (and logged)
+    // Where completions it had no room for are counted (the device's
+    // completions_lost), and the device's name, for the log line.
+    uint64_t* lost = nullptr;
+    std::string device_name;
     uint64_t user_handle = 0;
     int cqe = 0;
     Ring ring;  // Cqe entries, then queues::CqState

@@ -108,6 +108,9 @@ void Completer::complete_acknowledged(const QpOf& at, uint32_t acked_psn) {
         if (r.next_to_send > 0) {
             --r.next_to_send;
         }
+        if (qp.attr.qp_state == IBV_QPS_ERR) {
+            return;  // its CQ had no room for that completion: the rest is flushed
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 #include "transport/completion.h"
 #include "util/coverage.h"
+#include "util/log.h"
 
 #include <rdma/ib_user_verbs.h>
 #include <string.h>
@@ -32,7 +33,21 @@ void complete_send(Qp& qp, const SendWork& w, ibv_wc_status status) {
     wc.opcode = w.wc_opcode();
     wc.byte_len = static_cast<uint32_t>(w.length);
     wc.qp_num = qp.qpn;
-    post_completion(*qp.send_cq.get(), wc, false);
+    complete_for(qp, *qp.send_cq.get(), wc, false);
+}
+
+bool complete_for(Qp& qp, Cq& cq, const ibv_wc& wc, bool solicited,
+                  const std::optional<CarriedData>& data) {
+    if (post_completion(cq, wc, solicited, data)) {
+        return true;
+    }
+    if (qp.attr.qp_state != IBV_QPS_ERR) {
+        qp.post_event(IBV_EVENT_QP_FATAL);
+        qp.move_to(IBV_QPS_ERR, 0,
+                   "CQ " + std::to_string(cq.handle) + " had no room for its completion (wr_id " +
+                       std::to_string(wc.wr_id) + ")");
+    }
+    return false;
 }
 
 void complete_receive_without_data(Cq& cq, uint64_t wr_id, uint32_t qp_num, ibv_wc_status status) {
@@ -53,7 +68,7 @@ std::optional<CarriedData> carried_data(const Cq& cq, const Extent& target,
     return CarriedData{target.segments.front().addr, bytes};
 }
 
-void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
+bool post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
                      const std::optional<CarriedData>& data) {
     coverage::completion(wc.opcode, wc.status);
     std::array<std::byte, queues::kCqeSize> entry;
@@ -76,15 +91,24 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
     }
     memcpy(entry.data(), &cqe, sizeof(cqe));
     if (!cq.ring.push(std::span(entry).first(size))) {
+        if (cq.lost) {
+            ++*cq.lost;
+        }
         if (!cq.overrun) {
             cq.overrun = true;
             cq.events->post(cq.user_handle, IBV_EVENT_CQ_ERR);
+            log_warn(
+                "%s: CQ %u overran: its %d entries are all unpolled, and a completion of QP "
+                "0x%x (wr_id %llu, %s) is lost; IBV_EVENT_CQ_ERR, and each QP whose "
+                "completion finds it full goes to ERR with IBV_EVENT_QP_FATAL",
+                cq.device_name.c_str(), cq.handle, cq.cqe, wc.qp_num,
+                static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status));
         }
-        return;
+        return false;
     }
     cq.unpolled_cqs->add(cq);
     if (!cq.channel) {
-        return;  // no completion events: whether it is armed does not matter
+        return true;  // no completion events: whether it is armed does not matter
     }
     auto& arm = static_cast<queues::CqState*>(cq.ring.extra())->arm;
     // Pairs with ibv_req_notify_cq (store the arm, then poll): either the
@@ -97,7 +121,7 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
         armed == queues::kCqArmedAny ||
         (armed == queues::kCqArmedSolicited && (solicited || wc.status != IBV_WC_SUCCESS));
     if (!wanted) {
-        return;
+        return true;
     }
     const ibv_moderate_cq& m = cq.moderation;
     if (m.cq_count > 1 || m.cq_period) {
@@ -107,10 +131,11 @@ void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
                 cq.event_due = Clock::now() + std::chrono::microseconds(m.cq_period);
                 cq.due_events->insert(&cq);
             }
-            return;
+            return true;
         }
     }
     signal_cq_event(cq);
+    return true;
 }
 
 void signal_cq_event(Cq& cq) {

@@ -26,10 +26,17 @@ std::optional<CarriedData> carried_data(const Cq& cq, const Extent& target,
 
 // Puts `wc` (and `data`, if any) on the CQ and, when the CQ is armed for
 // it, signals its completion channel (solicited-only arming lets through
-// solicited and error completions). A full CQ drops the completion and
-// reports IBV_EVENT_CQ_ERR once.
-void post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
+// solicited and error completions). A full CQ has no room for it: false,
+// the completion counted as lost (completions_lost), and at the first such
+// loss IBV_EVENT_CQ_ERR and a log line.
+bool post_completion(Cq& cq, const ibv_wc& wc, bool solicited,
                      const std::optional<CarriedData>& data = std::nullopt);
+
+// post_completion of a completion of `qp`: one its CQ has no room for moves
+// the QP to ERR with IBV_EVENT_QP_FATAL, as rxe (RESPST_ERR_CQ_OVERFLOW) and
+// mlx5 do, so that its owner hears of every completion lost.
+bool complete_for(Qp& qp, Cq& cq, const ibv_wc& wc, bool solicited,
+                  const std::optional<CarriedData>& data = std::nullopt);
 
 // Writes the armed CQ's completion event (once per arming), ending any
 // moderation period.

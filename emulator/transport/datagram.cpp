@@ -70,7 +70,7 @@ void Responder::on_datagram(const Incoming& in) {
         ++device.stats().rdma_recvs;
         coverage::responder(coverage::ResponderOutcome::kDatagramDelivered);
     }
-    post_completion(*qp.recv_cq.get(), wc, packet.hdr.bth.solicited, carried);
+    complete_for(qp, *qp.recv_cq.get(), wc, packet.hdr.bth.solicited, carried);
 }
 
 }  // namespace uroce::transport

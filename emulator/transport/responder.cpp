@@ -134,8 +134,26 @@ void complete_message(Qp& qp, const InboundMessage& m, const wire::ParsedPacket&
         wc.invalidated_rkey = packet.hdr.ieth.rkey;
     }
     if (Cq* cq = receive_cq(qp)) {
-        post_completion(*cq, wc, packet.hdr.bth.solicited, data);
+        complete_for(qp, *cq, wc, packet.hdr.bth.solicited, data);
     }
+}
+
+// Whether a request's payload fits the responder's path MTU as rxe's
+// check_length has it (IBA C9-92): an only or last packet at most the MTU
+// (a last one not empty), a first or middle one exactly the MTU. A sender
+// whose path MTU is larger than this end's fails here, as it would on a NIC.
+bool length_fits(const wire::ParsedPacket& packet, uint32_t mtu) {
+    const size_t payload = packet.payload.size();
+    switch (packet.info->position) {
+        case Position::kOnly:
+            return payload <= mtu;
+        case Position::kFirst:
+        case Position::kMiddle:
+            return payload == mtu;
+        case Position::kLast:
+            return payload != 0 && payload <= mtu;
+    }
+    return false;
 }
 
 // Answers leave in the QP's own opcode space (RC or XRC).
@@ -168,7 +186,7 @@ void Responder::write_failed(const QpOf& at, uint32_t psn, RequestError error) {
     InboundMessage& m = qp.responder.message;
     if (m.active && m.is_send) {
         if (Cq* cq = receive_cq(qp)) {
-            post_completion(*cq, receive_wc(qp, m, IBV_WC_LOC_PROT_ERR), false);
+            complete_for(qp, *cq, receive_wc(qp, m, IBV_WC_LOC_PROT_ERR), false);
         }
         m.clear();
     }
@@ -257,6 +275,38 @@ void Responder::responder_error(const QpOf& at, uint32_t psn, RequestError error
                    " sent for PSN " + std::to_string(psn));
 }
 
+// A request longer than the path MTU (rxe's RESPST_ERR_LENGTH): on RC and
+// XRC the receive a SEND takes (or took) completes with
+// IBV_WC_REM_INV_REQ_ERR and the request is NAKed as invalid, the QP going
+// to ERR; on UC the message is lost.
+void Responder::refuse_length(const Incoming& in, uint32_t psn) {
+    Qp& qp = in.qp;
+    InboundMessage& m = qp.responder.message;
+    if (lengths_logged_.allow(RateLimit::Clock::now())) {
+        if (lengths_logged_.suppressed()) {
+            log_info("%llu more requests refused for their length not logged",
+                     static_cast<unsigned long long>(lengths_logged_.suppressed()));
+        }
+        const LogCase tagged(qp.owner_case->c_str());
+        const Position position = in.packet.info->position;
+        log_info(
+            "%s: QP 0x%x: the request at PSN %u carries %zu bytes in a packet its path MTU "
+            "of %u refuses (%s): refused as invalid",
+            in.device.name().c_str(), qp.qpn, psn, in.packet.payload.size(),
+            mtu_bytes(in.device, qp),
+            position == Position::kFirst || position == Position::kMiddle
+                ? "a first or middle packet carries exactly the MTU"
+                : "a packet carries at most the MTU");
+    }
+    if (is_reliable(qp.type) && in.packet.info->family == wire::Family::kSend &&
+        (m.active || take_receive(qp, m.receive)) && placed(qp)) {
+        m.is_send = true;
+        complete_message(qp, m, in.packet, IBV_WC_REM_INV_REQ_ERR);
+        m.clear();
+    }
+    responder_error(in, psn, RequestError::kInvalidRequest);
+}
+
 bool Responder::run(const QpOf& at) {
     Qp& qp = at.qp;
     if (!busy(qp)) {
@@ -276,6 +326,33 @@ bool Responder::run(const QpOf& at) {
         s.waiting.pop_front();
         const wire::ParsedPacket packet{request.info, request.hdr, request.payload};
         on_request({at, packet, destination_ip(qp), at.device.config().address, Clock::now()});
+    }
+    return true;
+}
+
+// Whether the QP takes the request before any key is looked at: its own
+// access flags allow the operation (rxe's check_qp_attr_access()), and its
+// payload fits the path MTU (check_length). Otherwise it is refused here.
+bool Responder::admits(const Incoming& in, uint32_t psn) {
+    Qp& qp = in.qp;
+    const Position position = in.packet.info->position;
+    const wire::Family family = in.packet.info->family;
+    const unsigned needed = (family == wire::Family::kWrite && starts_message(position)) ||
+                                    family == wire::Family::kAtomicWrite
+                                ? IBV_ACCESS_REMOTE_WRITE
+                            : family == wire::Family::kReadRequest ? IBV_ACCESS_REMOTE_READ
+                            : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
+                                                                   : 0;
+    if ((qp.attr.qp_access_flags & needed) != needed) {
+        qp.responder.refused = std::string("a request whose operation its qp_access_flags lack (") +
+                               flag_name(needed) + ")";
+        responder_error(in, psn, RequestError::kInvalidRequest);
+        return false;
+    }
+    if (!length_fits(in.packet, mtu_bytes(in.device, qp))) {
+        ++in.device.stats().rcvd_length_err;
+        refuse_length(in, psn);
+        return false;
     }
     return true;
 }
@@ -320,21 +397,10 @@ void Responder::on_request(const Incoming& in) {
         responder_error(in, psn, RequestError::kInvalidRequest);
         return;
     }
-    // The QP's own access flags gate RDMA and atomics before any key is
-    // looked at (rxe's check_qp_attr_access()).
-    const wire::Family family = packet.info->family;
-    const unsigned needed = (family == wire::Family::kWrite && starts_message(position)) ||
-                                    family == wire::Family::kAtomicWrite
-                                ? IBV_ACCESS_REMOTE_WRITE
-                            : family == wire::Family::kReadRequest ? IBV_ACCESS_REMOTE_READ
-                            : family == wire::Family::kAtomic      ? IBV_ACCESS_REMOTE_ATOMIC
-                                                                   : 0;
-    if ((qp.attr.qp_access_flags & needed) != needed) {
-        qp.responder.refused = std::string("a request whose operation its qp_access_flags lack (") +
-                               flag_name(needed) + ")";
-        responder_error(in, psn, RequestError::kInvalidRequest);
+    if (!admits(in, psn)) {
         return;
     }
+    const wire::Family family = packet.info->family;
     switch (family) {
         case wire::Family::kSend:
             execute_send(in);

@@ -13,6 +13,7 @@
 #include "transport/context.h"
 #include "transport/placements.h"
 #include "transport/request_errors.h"
+#include "util/rate_limit.h"
 
 namespace uroce::transport {
 
@@ -54,11 +55,17 @@ class Responder {
     void responder_error(const QpOf& at, uint32_t psn, RequestError error);
     void rnr_nak(const QpOf& at, uint32_t psn);
     bool memory_failed(const QpOf& at, int error, uint32_t psn, RequestError failure);
+    // Whether the QP's access flags and path MTU take the request; refuses
+    // it otherwise.
+    bool admits(const Incoming& in, uint32_t psn);
+    // A request whose payload the path MTU refuses (rxe's check_length).
+    void refuse_length(const Incoming& in, uint32_t psn);
 
     PacketOutput& output_;
     Placements placements_;
     std::vector<std::byte> datagram_;  // a UD receive's GRH and payload
     StageBuffer reply_stage_;          // a READ response's bytes
+    RateLimit lengths_logged_{10, 1};  // refuse_length's lines
 };
 
 }  // namespace uroce::transport

@@ -107,6 +107,8 @@ Result Context::create_cq(const rpc::CreateCqRequest& req, rpc::CreateCqReply& r
     cq->events = events_;
     cq->due_events = &device_.due_cq_events();
     cq->unpolled_cqs = &device_.unpolled_cqs();
+    cq->lost = &device_.stats().completions_lost;
+    cq->device_name = device_.name();
     const uint32_t entries = static_cast<uint32_t>(cq->cqe) + 1;
     if (Result r = Ring::create(device_.name() + "-cq", entries, queues::kCqeSize,
                                 sizeof(queues::CqState), cq->ring);

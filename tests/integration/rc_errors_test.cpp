@@ -3,6 +3,7 @@
 // is flushed (IBV_WC_WR_FLUSH_ERR, signaled or not); a responder that NAKs
 // reports an affiliated async event on its QP.
 #include <algorithm>
+#include <set>
 
 #include "rc_pair.h"
 
@@ -130,6 +131,93 @@ TEST_P(RcReceiveTooSmallTest, FailsBothSides) {
 
 INSTANTIATE_TEST_SUITE_P(Errors, RcReceiveTooSmallTest, ::testing::Values(100, 5000),
                          [](const auto& test) { return "Send" + std::to_string(test.param); });
+
+// A sender whose path MTU (4096) is larger than the receiver's (1024): its
+// one packet of 3000 bytes is refused as rxe's check_length refuses it. The
+// requester fails with a remote invalid request, a SEND's receive with the
+// same status, the responder's QP goes to ERR, and the device counts it.
+class RcPathMtuTest : public RcErrorsTest, public ::testing::WithParamInterface<ibv_wr_opcode> {};
+
+TEST_P(RcPathMtuTest, PacketAboveTheReceiversPathMtuIsRefused) {
+    RcOptions options;
+    options.path_mtu = IBV_MTU_4096;
+    options.b_path_mtu = IBV_MTU_1024;
+    ASSERT_NO_FATAL_FAILURE(connect_pair(options));
+    constexpr uint32_t kMessage = 3000;
+    Buffer& source = a_.buffer(kSize, kRemoteAccess, 5);
+    Buffer& target = b_.buffer(kSize, kRemoteAccess, 6);
+    const bool send = GetParam() == IBV_WR_SEND;
+    if (send) {
+        b_.post_recv(30, target.sge(0, kSize));
+        b_.post_recv(31, target.sge(0, kSize));
+    }
+    const uint64_t refused = counter("uroce1", "rcvd_length_err");
+    ibv_sge sge = source.sge(0, kMessage);
+    ibv_send_wr wr = make_wr(1, GetParam(), std::span(&sge, 1));
+    wr.wr.rdma = {target.addr(), target.rkey()};
+    post_with_followers(wr);
+    expect_failed_then_flushed(1, IBV_WC_REM_INV_REQ_ERR);
+    if (send) {
+        const std::vector<ibv_wc> received = b_.poll(2);
+        ASSERT_EQ(received.size(), 2u);
+        EXPECT_EQ(received[0].wr_id, 30u);
+        EXPECT_EQ(received[0].status, IBV_WC_REM_INV_REQ_ERR)
+            << ibv_wc_status_str(received[0].status);
+        EXPECT_EQ(received[1].wr_id, 31u);
+        EXPECT_EQ(received[1].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(received[1].status);
+    }
+    expect_responder_event(IBV_EVENT_QP_REQ_ERR);
+    EXPECT_EQ(counter("uroce1", "rcvd_length_err"), refused + 1);
+    const std::vector<uint8_t> before = pattern(6, kSize);
+    EXPECT_TRUE(same_bytes(target.bytes(), before)) << "nothing written";
+}
+
+INSTANTIATE_TEST_SUITE_P(Errors, RcPathMtuTest, ::testing::Values(IBV_WR_SEND, IBV_WR_RDMA_WRITE),
+                         [](const auto& test) {
+                             return test.param == IBV_WR_SEND ? "Send" : "Write";
+                         });
+
+// A receiver that does not poll its CQ of 8 entries (7 usable) while 16
+// SENDs arrive: the completion that finds it full is lost, and it is not
+// lost in silence. The CQ reports IBV_EVENT_CQ_ERR, the QP whose completion
+// it was goes to ERR with IBV_EVENT_QP_FATAL (as rxe and mlx5), and the
+// device counts it; what the CQ did take is there, in order.
+TEST_F(RcErrorsTest, CompletionThatFindsItsCqFullMovesItsQpToErr) {
+    RcOptions options;
+    options.b_cqe = 7;
+    ASSERT_NO_FATAL_FAILURE(connect_pair(options));
+    constexpr int kSends = 16;
+    Buffer& source = a_.buffer(kSize, kRemoteAccess, 8);
+    Buffer& target = b_.buffer(kSize * kSends, kRemoteAccess, 9);
+    for (int i = 0; i < kSends; ++i) {
+        b_.post_recv(40 + i, target.sge(kSize * i, kSize));
+    }
+    const uint64_t lost = counter("uroce1", "completions_lost");
+    for (int i = 0; i < kSends; ++i) {
+        ibv_sge sge = source.sge(0, 64);
+        ibv_send_wr wr = make_wr(60 + i, IBV_WR_SEND, std::span(&sge, 1), 0);
+        a_.post_send(wr);
+    }
+    std::set<ibv_event_type> events;
+    for (int i = 0; i < 2; ++i) {
+        const ibv_async_event event = b_.async_event();
+        events.insert(event.event_type);
+        if (event.event_type == IBV_EVENT_QP_FATAL) {
+            EXPECT_EQ(event.element.qp, b_.qp());
+        } else {
+            EXPECT_EQ(event.element.cq, b_.cq());
+        }
+    }
+    EXPECT_EQ(events, (std::set<ibv_event_type>{IBV_EVENT_CQ_ERR, IBV_EVENT_QP_FATAL}));
+    EXPECT_EQ(b_.state(), IBV_QPS_ERR);
+    EXPECT_GT(counter_after("uroce1", "completions_lost", lost), lost);
+    const std::vector<ibv_wc> taken = b_.poll(b_.cq()->cqe);
+    ASSERT_EQ(taken.size(), static_cast<size_t>(b_.cq()->cqe));
+    for (size_t i = 0; i < taken.size(); ++i) {
+        EXPECT_EQ(taken[i].wr_id, 40 + i);
+        EXPECT_EQ(taken[i].status, IBV_WC_SUCCESS) << ibv_wc_status_str(taken[i].status);
+    }
+}
 
 // A local SGE the requester may not use: a local protection error on the
 // requester alone; the responder sees nothing.

@@ -301,10 +301,13 @@ bool RcSide::cq_event_ready() const {
 }
 
 void connect_sides(RcSide& a, RcSide& b, const RcOptions& options) {
+    RcOptions b_options = options;
+    b_options.path_mtu = options.b_path_mtu.value_or(options.path_mtu);
+    b_options.cqe = options.b_cqe.value_or(options.cqe);
     ASSERT_NO_FATAL_FAILURE(a.open("uroce0", options));
-    ASSERT_NO_FATAL_FAILURE(b.open("uroce1", options));
+    ASSERT_NO_FATAL_FAILURE(b.open("uroce1", b_options));
     ASSERT_NO_FATAL_FAILURE(a.connect(b.gid(), b.qpn(), options, options.a_state));
-    ASSERT_NO_FATAL_FAILURE(b.connect(a.gid(), a.qpn(), options, options.b_state));
+    ASSERT_NO_FATAL_FAILURE(b.connect(a.gid(), a.qpn(), b_options, options.b_state));
 }
 
 void RcTest::post_with_followers(ibv_send_wr failing) {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct RcOptions {
     uint32_t srq_wr = 0;               // receives through an SRQ of this size
     ibv_qp_cap cap{64, 64, 4, 4, 64};
     ibv_mtu path_mtu = IBV_MTU_1024;
+    std::optional<ibv_mtu> b_path_mtu;  // side b's, when not path_mtu
     uint8_t timeout = 14;
     uint8_t retry_cnt = 7;
     uint8_t rnr_retry = 7;
@@ -40,7 +42,8 @@ struct RcOptions {
     bool sq_sig_all = false;
     uint64_t send_ops_flags = 0;  // IBV_QP_EX_WITH_*: the QP takes ibv_wr_* calls
     int cqe = 512;
-    bool channel = false;  // CQs with completion channels
+    std::optional<int> b_cqe;  // side b's CQ, when not cqe
+    bool channel = false;      // CQs with completion channels
     int qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     ibv_qp_state a_state = IBV_QPS_RTS;
     ibv_qp_state b_state = IBV_QPS_RTS;
