@@ -299,10 +299,14 @@ void Responder::refuse_length(const Incoming& in, uint32_t psn) {
                 : "a packet carries at most the MTU");
     }
     if (is_reliable(qp.type) && in.packet.info->family == wire::Family::kSend &&
-        (m.active || take_receive(qp, m.receive)) && placed(qp)) {
-        m.is_send = true;
-        complete_message(qp, m, in.packet, IBV_WC_REM_INV_REQ_ERR);
-        m.clear();
+        (m.active || take_receive(qp, m.receive))) {
+        // The WQE taken is the message's: completed here, or (its earlier
+        // packets' data still being placed) flushed with the QP.
+        m.active = m.is_send = true;
+        if (placed(qp)) {
+            complete_message(qp, m, in.packet, IBV_WC_REM_INV_REQ_ERR);
+            m.clear();
+        }
     }
     responder_error(in, psn, RequestError::kInvalidRequest);
 }
