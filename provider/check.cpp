@@ -415,9 +415,12 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     // completion at or after it is polled), whatever the ring's state: at
     // the post that fills the queue with work no completion can free, or
     // at one beyond its depth.
+    if (state.sends.size() < state.sq_depth) {
+        return posting;  // the common case, without walking the queue
+    }
     const size_t run = unsignaled_run(state.sends);
     const bool stuck = state.sends.size() == state.sq_depth && run == state.sends.size();
-    if (state.sends.size() <= state.sq_depth && !stuck) {
+    if (state.sends.size() == state.sq_depth && !stuck) {
         return posting;
     }
     report_once(
