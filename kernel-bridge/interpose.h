@@ -22,6 +22,22 @@ decltype(Fn) next(const char* name, const char* version = nullptr) {
     return fn;
 }
 
+// libibverbs' definition of Fn: the next one, or, when libibverbs was
+// loaded privately (dlopen by pyverbs, say), out of RTLD_NEXT's reach and
+// the program's call came here all the same, that library's own.
+template <auto Fn>
+decltype(Fn) verbs_next(const char* name, const char* version) {
+    decltype(Fn) fn = next<Fn>(name, version);
+    if (!fn) {
+        if (void* lib = dlopen("libibverbs.so.1", RTLD_NOLOAD | RTLD_LAZY)) {
+            fn = reinterpret_cast<decltype(Fn)>(dlvsym(lib, name, version));
+            dlclose(lib);
+        }
+    }
+    return fn;
+}
+
 }  // namespace uroce::bridge
 
+#define VERBS_NEXT(fn, version) ::uroce::bridge::verbs_next<&fn>(#fn, version)
 #define NEXT(fn, ...) ::uroce::bridge::next<&fn>(#fn __VA_OPT__(, ) __VA_ARGS__)

@@ -132,15 +132,7 @@ EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 // Check mode's look at a wait that may never end, then libibverbs' wait.
 EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
-    auto real = NEXT(ibv_get_cq_event, "IBVERBS_1.1");
-    if (!real) {
-        // libibverbs was loaded privately (dlopen by pyverbs, say), out of
-        // RTLD_NEXT's reach: the program's call came here all the same.
-        if (void* lib = dlopen("libibverbs.so.1", RTLD_NOLOAD | RTLD_LAZY)) {
-            real = reinterpret_cast<decltype(real)>(dlvsym(lib, "ibv_get_cq_event", "IBVERBS_1.1"));
-            dlclose(lib);
-        }
-    }
+    auto real = VERBS_NEXT(ibv_get_cq_event, "IBVERBS_1.1");
     if (!real) {
         errno = ENOSYS;
         return -1;

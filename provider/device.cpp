@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -154,6 +155,22 @@ void memory_given_back(const void* addr, size_t length, const char* call, const 
     }
 }
 
+// Before fork(), each checking context hears whether the program asked for
+// fork safety: ibv_fork_init (the bridge saw the call) or the variables
+// that make libibverbs call it.
+void about_to_fork() {
+    const auto called = reinterpret_cast<decltype(&uroce_bridge_fork_init_called)>(
+        dlsym(RTLD_DEFAULT, "uroce_bridge_fork_init_called"));
+    const bool fork_safe =
+        getenv("RDMAV_FORK_SAFE") || getenv("IBV_FORK_SAFE") || (called && called());
+    std::lock_guard lock(open_contexts_lock);
+    for (ProviderContext* c : open_contexts) {
+        if (c->check) {
+            c->check->forking(fork_safe);
+        }
+    }
+}
+
 decltype(&uroce_bridge_watch_memory) bridge_watch() {
     return reinterpret_cast<decltype(&uroce_bridge_watch_memory)>(
         dlsym(RTLD_DEFAULT, "uroce_bridge_watch_memory"));
@@ -166,7 +183,7 @@ __attribute__((destructor)) void stop_watching_memory() {
     }
 }
 
-// Check mode for a context the program opened, when asked (provider/check.h).
+// Check mode for a context the program opened, when asked (provider/check/check.h).
 void start_checking(ProviderContext& context, const char* device) {
     const check::Mode mode = check::mode_for(context.client->daemon_checks());
     if (mode == check::Mode::kOff) {
@@ -176,6 +193,7 @@ void start_checking(ProviderContext& context, const char* device) {
     static std::once_flag registered;
     std::call_once(registered, [] {
         atexit(report_leaks_at_exit);
+        pthread_atfork(about_to_fork, nullptr, nullptr);
         // The bridge is preloaded wherever uroce runs; without it, memory
         // given back is found only when a post finds it unmapped.
         if (auto watch = bridge_watch()) {

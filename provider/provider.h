@@ -7,7 +7,7 @@
 
 #include <atomic>
 
-#include "check.h"
+#include "check/check.h"
 #include "local_memory.h"
 #include "protocol/client.h"
 #include "protocol/driver_abi.h"

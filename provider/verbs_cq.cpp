@@ -6,6 +6,7 @@
 
 #include <new>
 
+#include "check/checker.h"
 #include "protocol/bridge_abi.h"
 #include "provider.h"
 
@@ -181,18 +182,24 @@ extern "C" __attribute__((visibility("default"))) void uroce_check_cq_wait(ibv_c
     }
     uint32_t armed = 0;
     uint32_t held = 0;
+    uint32_t held_by_armed = 0;
     const std::vector<ibv_cq*> cqs = check->cqs_on_channel(fd);
     for (ibv_cq* ibcq : cqs) {
         uroce::ProviderCq* cq = uroce::to_cq(ibcq);
         std::lock_guard lock(cq->lock);
         if (cq->ring.mapped()) {
             const auto* state = static_cast<const uroce::queues::CqState*>(cq->ring.extra());
-            armed += state->arm.load() != uroce::queues::kCqDisarmed;
+            const bool is_armed = state->arm.load() != uroce::queues::kCqDisarmed;
+            armed += is_armed;
             held += cq->ring.ready();
+            held_by_armed += is_armed ? cq->ring.ready() : 0;
         }
     }
+    const auto count = static_cast<uint32_t>(cqs.size());
     if (armed == 0) {
-        check->blocked_unarmed(static_cast<uint32_t>(cqs.size()), held);
+        check->blocked_unarmed(count, held);
+    } else {
+        check->blocked_armed({count, armed, held_by_armed});
     }
 }
 

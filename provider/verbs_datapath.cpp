@@ -260,6 +260,9 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
         return EINVAL;
     }
     ProviderCq* cq = to_cq(ibcq);
+    if (check::CheckState* check = checking(cq->ibv.cq.context)) {
+        check->polling(&cq->ibv.cq);
+    }
     cq->lock.lock();
     const int error = next_completion(*cq);
     if (error) {
@@ -352,8 +355,13 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         check->posting_send(ibqp);
         caller = __builtin_return_address(0);
     }
-    return post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
-                [qp, caller](const ibv_send_wr& one) { return post_one_send(*qp, one, caller); });
+    const int error =
+        post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
+             [qp, caller](const ibv_send_wr& one) { return post_one_send(*qp, one, caller); });
+    if (check::CheckState* check = checking(ibqp->context); check && error && *bad_wr) {
+        check->refused_send(ibqp, **bad_wr, error);
+    }
+    return error;
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
@@ -366,6 +374,9 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
         post_receives(ibqp->context, to_qp(ibqp)->rq, can_receive ? 0 : EINVAL, wr, bad_wr);
     for (ibv_recv_wr* one = wr; check && one && !(error && one == *bad_wr); one = one->next) {
         check->posted_recv(ibqp, *one);
+    }
+    if (check && error && *bad_wr) {
+        check->refused_recv(ibqp, **bad_wr, error);
     }
     return error;
 }
@@ -397,6 +408,9 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
         count = std::min(ready, n > 0 ? static_cast<uint32_t>(n) : 0);
         queues::Cqe cqe;
         check::CheckState* check = checking(ibcq->context);
+        if (check) {
+            check->polling(ibcq);
+        }
         for (uint32_t i = 0; i < count; ++i) {
             take(cq->ring, cqe);
             wc[i] = cqe.wc;

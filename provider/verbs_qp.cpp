@@ -143,9 +143,11 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
         return nullptr;
     }
     fill_qp(context, *attr, reply, *qp);
+    const ibv_qp_cap asked = attr->cap;
     attr->cap = reply.cap;
     if (check::CheckState* check = checking(context)) {
-        check->qp_created(&qp->ibv.qp, reply.cap, attr->sq_sig_all, qp->sq.ring.check_words());
+        check->qp_created(&qp->ibv.qp, asked, reply.cap, attr->sq_sig_all,
+                          qp->sq.ring.check_words());
     }
     return &qp->ibv.qp;
 }
@@ -176,21 +178,26 @@ namespace {
 // traffic; libfabric 1.17's rxm closes a connection's QP and then polls the
 // shared CQ, and a receive of that QP found there is reposted to the freed
 // endpoint.
-void forget_completions(ibv_qp* qp) {
-    for (ibv_cq* ibcq : {qp->send_cq, qp->recv_cq == qp->send_cq ? nullptr : qp->recv_cq}) {
-        if (!ibcq) {
+// Returns how many it took out of the send CQ and of the receive CQ (0
+// when it is the send CQ).
+std::pair<uint32_t, uint32_t> forget_completions(ibv_qp* qp) {
+    uint32_t removed[2] = {0, 0};
+    ibv_cq* const cqs[2] = {qp->send_cq, qp->recv_cq == qp->send_cq ? nullptr : qp->recv_cq};
+    for (int i = 0; i < 2; ++i) {
+        if (!cqs[i]) {
             continue;
         }
-        ProviderCq* cq = to_cq(ibcq);
+        ProviderCq* cq = to_cq(cqs[i]);
         std::lock_guard lock(cq->lock);
         if (cq->ring.mapped()) {
-            cq->ring.discard([qpn = qp->qp_num](const std::byte* entry) {
+            removed[i] = cq->ring.discard([qpn = qp->qp_num](const std::byte* entry) {
                 queues::Cqe cqe;
                 memcpy(&cqe, entry, sizeof(cqe));
                 return cqe.wc.qp_num == qpn;
             });
         }
     }
+    return {removed[0], removed[1]};
 }
 
 }  // namespace
@@ -236,9 +243,9 @@ int destroy_qp(ibv_qp* qp) {
             client_of(qp->context).call_op(rpc::Op::kDestroyQp, rpc::HandleRequest{qp->handle})) {
         return report(qp->context, "destroy_qp", error);
     }
-    forget_completions(qp);
+    const auto [removed_send, removed_recv] = forget_completions(qp);
     if (check::CheckState* check = checking(qp->context)) {
-        check->qp_destroyed(qp);
+        check->qp_destroyed(qp, removed_send, removed_recv);
     }
     pthread_cond_destroy(&qp->cond);
     pthread_mutex_destroy(&qp->mutex);

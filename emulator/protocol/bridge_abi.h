@@ -64,6 +64,12 @@ void uroce_bridge_watch_memory(uroce_memory_watch watch);
 // (uroce_bridge_named_daemon), which warns when the program later names
 // another and so takes the daemon's access away.
 int uroce_bridge_program_ptracer(long* pid);
+
+// Exported by the bridge, which stands in front of ibv_fork_init: whether
+// the program called it. uroce answers RDMA netlink's copy-on-fork
+// question yes, so libibverbs' ibv_fork_init returns at once and keeps no
+// trace of the call; check mode's fork-unsafe asks here.
+int uroce_bridge_fork_init_called(void);
 void uroce_bridge_named_daemon(long pid);
 
 #ifdef __cplusplus

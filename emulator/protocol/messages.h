@@ -157,7 +157,7 @@ struct HelloReply {
     uint64_t attach_token;
 };
 
-// A finding of a client in check mode (provider/check.h): the daemon logs it
+// A finding of a client in check mode (provider/check/check.h): the daemon logs it
 // and keeps it for `uroce check`. `text` is the report as the program's
 // stderr shows it, NUL-terminated.
 inline constexpr size_t kMaxFindingText = 3000;

@@ -4,6 +4,7 @@
  * uroce does not stop is still done), 1 when a verb fails unexpectedly.
  * Each bug sits in a function of its own, which the report's call stack
  * must name (the program is linked with -rdynamic). */
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <stdio.h>
@@ -299,11 +300,8 @@ static void on_alarm(int signal) {
     (void)signal;
 }
 
-static void wait_for_a_second_event(struct rig *rig, int rearm) {
-    take_an_event(rig);
-    ibv_ack_cq_events(rig->cq, 1);
-    if (rearm && ibv_req_notify_cq(rig->cq, 0)) die("ibv_req_notify_cq");
-    if (post_write(rig, 7, 1)) die("ibv_post_send");
+/* Whether ibv_get_cq_event returned an event within 3 s. */
+static int event_within_seconds(struct rig *rig) {
     struct sigaction action = {.sa_handler = on_alarm}; /* no SA_RESTART: the read ends */
     sigaction(SIGALRM, &action, NULL);
     alarm(3);
@@ -311,6 +309,15 @@ static void wait_for_a_second_event(struct rig *rig, int rearm) {
     void *cq_context;
     const int got = ibv_get_cq_event(rig->channel, &cq, &cq_context) == 0;
     alarm(0);
+    return got;
+}
+
+static void wait_for_a_second_event(struct rig *rig, int rearm) {
+    take_an_event(rig);
+    ibv_ack_cq_events(rig->cq, 1);
+    if (rearm && ibv_req_notify_cq(rig->cq, 0)) die("ibv_req_notify_cq");
+    if (post_write(rig, 7, 1)) die("ibv_post_send");
+    const int got = event_within_seconds(rig);
     if (got != rearm) {
         fprintf(stderr, "ibv_get_cq_event %s\n", got ? "returned an event" : "was interrupted");
         exit(1);
@@ -777,7 +784,13 @@ static void write_from_two_programs(struct rig *rig, int wait_between) {
     connect_qp(rig, far_peer, child_qpn, end);
     connect_qp(rig, rig->qp, near_peer->qp_num, end);
     connect_qp(rig, near_peer, rig->qp->qp_num, end);
-    write_into(rig, rig->qp, rig, 17, 2048);
+    /* Its source registered after the fork: one from before, used by the
+     * parent now, is fork-unsafe's. */
+    struct rig source = *rig;
+    if (!(source.buffer = calloc(1, 64))) die("calloc");
+    if (!(source.mr = ibv_reg_mr(rig->pd, source.buffer, 64, IBV_ACCESS_LOCAL_WRITE)))
+        die("ibv_reg_mr");
+    write_into(&source, rig->qp, rig, 17, 2048);
     if (wait_between) poll_completions(rig, 1);
     pipe_io(to_child[1], &done, 1, 1);
     pipe_io(to_parent[0], &done, 1, 0);
@@ -788,6 +801,8 @@ static void write_from_two_programs(struct rig *rig, int wait_between) {
     close(to_child[1]);
     close(to_parent[0]);
     if (ibv_destroy_qp(near_peer) || ibv_destroy_qp(far_peer)) die("ibv_destroy_qp");
+    if (ibv_dereg_mr(source.mr)) die("ibv_dereg_mr");
+    free(source.buffer);
 }
 
 __attribute__((noinline)) void write_from_two_programs_at_once(struct rig *rig) {
@@ -887,9 +902,195 @@ __attribute__((noinline)) void exit_without_cleanup(struct rig *rig) {
     exit(0);
 }
 
+/* stranded-completion: a WRITE completes while the CQ is not armed; the
+ * program arms it and waits without polling once more (an alarm ends the
+ * wait the bug makes endless). The twin polls after the arm, as
+ * ibv_get_cq_event(3) says. */
+static void rearm_after_a_completion(struct rig *rig, int poll_after_arm) {
+    take_an_event(rig);
+    ibv_ack_cq_events(rig->cq, 1);
+    if (post_write(rig, 8, 1)) die("ibv_post_send");
+    usleep(200 * 1000); /* it completes before the arm */
+    if (ibv_req_notify_cq(rig->cq, 0)) die("ibv_req_notify_cq");
+    if (poll_after_arm) {
+        poll_completions(rig, 1);
+        return;
+    }
+    if (event_within_seconds(rig)) {
+        fprintf(stderr, "ibv_get_cq_event returned an event\n");
+        exit(1);
+    }
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void arm_and_wait_without_polling(struct rig *rig) {
+    rearm_after_a_completion(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void arm_and_poll_again(struct rig *rig) {
+    rearm_after_a_completion(rig, 1);
+}
+
+/* The rig's QP replaced by one asked for `max_inline` bytes inline,
+ * connected to itself. */
+static void recreate_qp(struct rig *rig, uint32_t max_inline) {
+    if (ibv_destroy_qp(rig->qp)) die("ibv_destroy_qp");
+    struct ibv_qp_init_attr attr = {
+        .send_cq = rig->cq, .recv_cq = rig->cq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = DEPTH, .max_recv_wr = DEPTH, .max_send_sge = 1,
+                .max_recv_sge = 1, .max_inline_data = max_inline}};
+    if (!(rig->qp = ibv_create_qp(rig->pd, &attr))) die("ibv_create_qp");
+    connect_self(rig);
+}
+
+/* inline-beyond-asked: 16 bytes inline on a QP asked for none (this
+ * device grants 16, a gather element's worth); the twin asks for 16. */
+static void write_inline(struct rig *rig, uint32_t asked) {
+    recreate_qp(rig, asked);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 16, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 3, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE,
+                             .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void inline_beyond_what_was_asked(struct rig *rig) {
+    write_inline(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void inline_within_what_was_asked(struct rig *rig) {
+    write_inline(rig, 16);
+}
+
+/* beyond-caps: one gather element more than the QP's max_send_sge, as
+ * ibv_query_qp gives it; the post must fail. */
+__attribute__((noinline)) void post_more_elements_than_the_cap(struct rig *rig) {
+    connect_self(rig);
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    if (ibv_query_qp(rig->qp, &attr, IBV_QP_CAP, &init)) die("ibv_query_qp");
+    const int count = (int)init.cap.max_send_sge + 1;
+    struct ibv_sge *sges = calloc(count, sizeof(*sges));
+    if (!sges) die("calloc");
+    for (int i = 0; i < count; ++i)
+        sges[i] = (struct ibv_sge){.addr = (uintptr_t)rig->buffer + 8 * i, .length = 8,
+                                   .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 4, .sg_list = sges, .num_sge = count,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    const int error = ibv_post_send(rig->qp, &wr, &bad);
+    free(sges);
+    if (error != EINVAL) {
+        fprintf(stderr, "ibv_post_send beyond max_send_sge returned %d\n", error);
+        exit(1);
+    }
+}
+
+/* post-loop-in-error: a QP moved to ERR, and a receive posted again at
+ * each flushed completion, 200 times; the twin stops at the first flush. */
+static void repost_at_flushes(struct rig *rig, int reposts) {
+    connect_self(rig);
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+    if (ibv_modify_qp(rig->qp, &attr, IBV_QP_STATE)) die("ibv_modify_qp ERR");
+    post_receive(rig, 0);
+    for (int i = 1;; ++i) {
+        const struct ibv_wc wc = next_completion(rig);
+        if (wc.status != IBV_WC_WR_FLUSH_ERR) {
+            fprintf(stderr, "completion %s\n", ibv_wc_status_str(wc.status));
+            exit(1);
+        }
+        if (i > reposts) return;
+        post_receive(rig, i);
+    }
+}
+
+__attribute__((noinline)) void repost_each_flushed_receive(struct rig *rig) {
+    repost_at_flushes(rig, 200);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void stop_at_the_first_flush(struct rig *rig) {
+    repost_at_flushes(rig, 0);
+}
+
+/* completions-after-destroy: a QP destroyed with its WRITE's completion
+ * still in the CQ, which the program then polls for a new QP's work; the
+ * twin polls the completion before the destroy. */
+static void destroy_with_a_completion(struct rig *rig, int poll_first) {
+    connect_self(rig);
+    if (post_write(rig, 1, 1)) die("ibv_post_send");
+    usleep(100 * 1000); /* it completes */
+    if (poll_first) poll_completions(rig, 1);
+    if (ibv_destroy_qp(rig->qp)) die("ibv_destroy_qp");
+    rig->qp = create_qp(rig, rig->cq);
+    connect_self(rig);
+    if (post_write(rig, 2, 1)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void poll_after_destroying_a_qp(struct rig *rig) {
+    destroy_with_a_completion(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void drain_before_destroying_a_qp(struct rig *rig) {
+    destroy_with_a_completion(rig, 1);
+}
+
+/* mtu-above-active: a QP connected to itself with path_mtu 4096 on a port
+ * whose active_mtu is less (test_check.py runs it on a 1500-byte link);
+ * the twin takes the port's. */
+static void connect_at_mtu(struct rig *rig, int the_ports) {
+    struct ibv_port_attr port;
+    if (ibv_query_port(rig->context, 1, &port)) die("ibv_query_port");
+    if (port.active_mtu >= IBV_MTU_4096) {
+        fprintf(stderr, "the port's active_mtu is 4096: nothing is above it\n");
+        exit(1);
+    }
+    const enum ibv_mtu mtu = the_ports ? port.active_mtu : IBV_MTU_4096;
+    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, mtu, 1});
+    if (post_write(rig, 1, 1)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void connect_above_the_active_mtu(struct rig *rig) {
+    connect_at_mtu(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void connect_at_the_active_mtu(struct rig *rig) {
+    connect_at_mtu(rig, 1);
+}
+
+/* fork-unsafe: the parent forks a child, which exits at once, and then
+ * writes from the MR it registered before; the twin asked for fork safety
+ * (ibv_fork_init before opening the device: its kCases entry says so). */
+static void write_after_a_fork(struct rig *rig) {
+    connect_self(rig);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    if (child == 0) _exit(0);
+    if (waitpid(child, NULL, 0) != child) die("waitpid");
+    if (post_write(rig, 5, 1)) die("ibv_post_send");
+    poll_completions(rig, 1);
+}
+
+__attribute__((noinline)) void write_after_forking(struct rig *rig) {
+    write_after_a_fork(rig);
+    __asm__ volatile("" ::: "memory");
+}
+
 struct test_case {
     const char *name;
     void (*run)(struct rig *);
+    int fork_init; /* ibv_fork_init before the device is opened */
 };
 
 static const struct test_case kCases[] = {
@@ -926,6 +1127,14 @@ static const struct test_case kCases[] = {
     {"given-back-twin", send_from_shared_memory_advised},
     {"race-programs", write_from_two_programs_at_once},
     {"race-programs-twin", write_from_two_programs_in_turn},
+    {"stranded", arm_and_wait_without_polling}, {"stranded-twin", arm_and_poll_again},
+    {"inline", inline_beyond_what_was_asked}, {"inline-twin", inline_within_what_was_asked},
+    {"caps", post_more_elements_than_the_cap}, {"caps-twin", write_after_rts},
+    {"flush-loop", repost_each_flushed_receive}, {"flush-loop-twin", stop_at_the_first_flush},
+    {"after-destroy", poll_after_destroying_a_qp},
+    {"after-destroy-twin", drain_before_destroying_a_qp},
+    {"fork", write_after_forking}, {"fork-twin", write_after_forking, 1},
+    {"mtu", connect_above_the_active_mtu}, {"mtu-twin", connect_at_the_active_mtu},
 };
 
 int main(int argc, char **argv) {
@@ -936,6 +1145,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); ++i) {
         if (strcmp(argv[2], kCases[i].name)) continue;
         struct rig rig = {0};
+        if (kCases[i].fork_init && ibv_fork_init()) die("ibv_fork_init");
         open_rig(argv[1], &rig);
         if (kCases[i].run) kCases[i].run(&rig);
         close_rig(&rig);

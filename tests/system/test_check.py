@@ -13,6 +13,7 @@ import time
 import unittest
 
 import harness
+import hosts
 
 # (class, case of check_programs.c, the function where the bug is)
 CASES = [
@@ -34,7 +35,7 @@ CASES = [
     ("memory-unmapped", "given-back", "send_from_memory_given_back"),
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
-    ("peer-mismatch", "rnr", "send_before_the_receive"),  # found when polled
+    ("rnr-settings", "rnr", "send_before_the_receive"),  # found when polled
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
     ("peer-mismatch", "qkey", "send_with_another_qkey"),
     ("write-race", "race", "write_from_two_qps_at_once"),
@@ -42,7 +43,33 @@ CASES = [
     ("dereg-in-use", "mw-in-use", "dealloc_a_window_being_bound"),
     # a child process of the program's, found when it polls its WRITE
     ("write-race", "race-programs", "write_from_two_programs_at_once"),
+    ("stranded-completion", "stranded", "arm_and_wait_without_polling"),
+    ("beyond-caps", "caps", "post_more_elements_than_the_cap"),
+    ("post-loop-in-error", "flush-loop", "repost_each_flushed_receive"),
+    ("completions-after-destroy", "after-destroy", "poll_after_destroying_a_qp"),
+    ("fork-unsafe", "fork", "write_after_forking"),
 ]
+
+# The portability notes: reported as a NOTE, never fatal.
+NOTES = [
+    ("inline-beyond-asked", "inline", "inline_beyond_what_was_asked"),
+]
+
+# Those that need a link below 4096 bytes: run on a host of a fabric.
+FABRIC_CASES = [
+    ("mtu-above-active", "mtu", "connect_above_the_active_mtu"),
+]
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
+
+
+def catalog():
+    """{class: severity} of provider/check/catalog.cpp's rows."""
+    with open(os.path.join(ROOT, "provider", "check", "catalog.cpp")) as f:
+        rows = re.findall(r'\{k\w+, "([a-z-]+)", k(Finding|Note),', f.read())
+    if not rows:
+        raise RuntimeError("cannot read the catalog's rows")
+    return dict(rows)
 
 
 def programs():
@@ -68,16 +95,17 @@ def read_until(process, stream, end, log, timeout=30):
 
 class CheckModeTest(harness.DaemonTestCase):
 
-    def run_case(self, case, mode="report"):
-        env = dict(self.daemon.env(), UROCE_CHECK=mode)
+    def run_case(self, case, mode="report", env=None):
+        env = dict(self.daemon.env(), UROCE_CHECK=mode, **(env or {}))
         return harness.run_program([programs(), "uroce0", case], env, log=self.daemon.log)
 
-    def reports(self, stderr):
-        """(class, text) of each report in a program's stderr."""
+    def reports(self, stderr, severity="ERROR"):
+        """(class, text) of each report (or NOTE) in a program's stderr."""
         found = []
-        for block in stderr.split("==ERROR: uroce check: ")[1:]:
+        for block in re.split(r"==(?:ERROR|NOTE): uroce check: ", stderr)[1:]:
             found.append((block.split(" ", 1)[0], block))
-        return found
+        marked = re.findall(r"==(ERROR|NOTE): uroce check: ", stderr)
+        return [r for r, mark in zip(found, marked) if mark == severity]
 
     def test_each_bug_is_reported_with_its_class_and_call_site(self):
         for kind, case, function in CASES:
@@ -88,7 +116,8 @@ class CheckModeTest(harness.DaemonTestCase):
                 self.assertEqual([k for k, _ in reports], [kind], result.stderr)
                 text = reports[0][1]
                 self.assertIn(" in %s+0x" % function, text, "the call site is named")
-                for part in ("  A NIC: ", "  Fix: ", "SUMMARY: uroce check: " + kind):
+                for part in ("  A NIC: ", "  Fix: ", "  See: docs/check.md#" + kind + "\n",
+                             "SUMMARY: uroce check: " + kind + "\n"):
                     self.assertIn(part, text)
 
     def test_aborted_batches_post_nothing(self):
@@ -97,8 +126,30 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertNotIn("uroce check", result.stderr)
 
+    def test_each_note_is_reported_with_its_class_and_call_site_and_never_aborts(self):
+        for kind, case, function in NOTES:
+            for mode in ("report", "abort"):
+                with self.subTest(case=case, mode=mode):
+                    result = self.run_case(case, mode)
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    self.assertEqual(self.reports(result.stderr), [], result.stderr)
+                    notes = self.reports(result.stderr, "NOTE")
+                    self.assertEqual([k for k, _ in notes], [kind], result.stderr)
+                    self.assertIn(" in %s+0x" % function, notes[0][1])
+                    self.assertIn("SUMMARY: uroce check: %s (a note)" % kind, notes[0][1])
+
+    def test_the_catalog_is_documented_and_each_class_has_a_case(self):
+        with open(os.path.join(ROOT, "docs", "check.md")) as f:
+            documented = re.findall(r"^### `([a-z-]+)`", f.read(), re.M)
+        classes = catalog()
+        self.assertEqual(sorted(documented), sorted(classes))
+        tested = {kind for kind, _, _ in CASES + NOTES + FABRIC_CASES}
+        self.assertEqual(tested, set(classes))
+        self.assertEqual({kind for kind, _, _ in NOTES},
+                         {c for c, severity in classes.items() if severity == "Note"})
+
     def test_the_correct_twins_are_not_reported(self):
-        for _, case, _ in CASES:
+        for _, case, _ in CASES + NOTES:
             with self.subTest(case=case):
                 result = self.run_case(case + "-twin")
                 self.assertEqual(result.returncode, 0, result.stderr)
@@ -173,7 +224,8 @@ class CheckModeTest(harness.DaemonTestCase):
                       "and this QP takes 1 (max_dest_rd_atomic)", pair)
         rnr = self.reports(self.run_case("rnr").stderr)[0][1]
         self.assertIn("a send (wr_id 0x2) completed with IBV_WC_RNR_RETRY_EXC_ERR", rnr)
-        self.assertIn("this QP's rnr_retry is 0", rnr)
+        self.assertIn("this QP's rnr_retry is 0, so RNR NAK 1 in a row ended it.", rnr)
+        self.assertIn("(0 is the longest, 655.36 ms; 12 is 0.64 ms)", rnr)
         rkey = self.reports(self.run_case("bad-rkey").stderr)[0][1]
         self.assertRegex(rkey, r"wr_id 0xa completed with IBV_WC_REM_ACCESS_ERR: QP 0x([0-9a-f]+) "
                                r"of uroce0, its peer, refused an RDMA READ of 64 bytes at "
@@ -200,6 +252,38 @@ class CheckModeTest(harness.DaemonTestCase):
                                    r"bytes of an RDMA WRITE \(wr_id 0x11\) from QP 0x[0-9a-f]+ of "
                                    r"uroce0 to the same memory that its program has not seen "
                                    r"complete")
+        stranded = self.reports(self.run_case("stranded").stderr)[0][1]
+        self.assertIn("ibv_get_cq_event has waited a second on a completion channel whose 1 "
+                      "armed CQ(s) hold 1 completion(s) not polled", stranded)
+        caps = self.reports(self.run_case("caps").stderr)[0][1]
+        self.assertRegex(caps, r"ibv_post_send failed with EINVAL at wr_id 0x4: num_sge (\d+) "
+                               r"is above the QP's max_send_sge (\d+) \(as ibv_create_qp gave "
+                               r"them\)\.")
+        asked, cap = re.search(r"num_sge (\d+) is above the QP's max_send_sge (\d+)", caps).groups()
+        self.assertEqual(int(asked), int(cap) + 1)
+        loop = self.reports(self.run_case("flush-loop").stderr)[0][1]
+        self.assertRegex(loop, r"ibv_post_recv on a QP in ERR: (\d+) posts since it went to "
+                               r"ERR, each flushed at once\.")
+        after = self.reports(self.run_case("after-destroy").stderr)[0][1]
+        self.assertRegex(after, r"ibv_poll_cq on a CQ that held 1 completion\(s\) of QP "
+                                r"0x[0-9a-f]+ not polled when ibv_destroy_qp destroyed it\.")
+        self.assertIn("  NICs differ (completions-after-destroy): uroce takes a destroyed QP's "
+                      "completions out of its CQs; mlx5 and bnxt_re remove them too; rxe and EFA "
+                      "leave them", after)
+        fork = self.reports(self.run_case("fork").stderr)[0][1]
+        self.assertRegex(fork, r"ibv_post_send: element 0 of wr_id 0x5 \(64 bytes at 0x[0-9a-f]+, "
+                               r"lkey 0x[0-9a-f]+\) is in the MR with lkey 0x[0-9a-f]+ \(4096 "
+                               r"bytes at 0x[0-9a-f]+\), registered before this process called "
+                               r"fork\(\), and neither ibv_fork_init nor RDMAV_FORK_SAFE asked "
+                               r"for fork safety\.")
+        safe = self.run_case("fork", env={"RDMAV_FORK_SAFE": "1"})
+        self.assertEqual(safe.returncode, 0, safe.stderr)
+        self.assertNotIn("uroce check", safe.stderr)
+        inline = self.reports(self.run_case("inline").stderr, "NOTE")[0][1]
+        self.assertRegex(inline, r"ibv_post_send: wr_id 0x3 carries 16 bytes inline, and "
+                                 r"ibv_create_qp was asked for max_inline_data 0 \(this device "
+                                 r"granted (\d+)\)\.")
+        self.assertIn("  NICs differ (inline-granted): uroce grants ", inline)
         leak = self.reports(self.run_case("leak").stderr)[0][1]
         self.assertIn("the program exits with the device open and 4 object(s) still alive:", leak)
         for line in ("    PD\n", "    CQ of ", "    QP 0x", "    MR lkey 0x"):
@@ -221,6 +305,11 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
                       "acknowledged", never)
         self.assertIn(" in close_rig+0x", never)
+        # Where NICs differ is said in full once per program.
+        self.assertIn("  NICs differ (destroy-with-unacked-events): uroce destroys an object "
+                      "whose events were not all acknowledged at once; every kernel provider",
+                      over)
+        self.assertIn("  NICs differ (destroy-with-unacked-events): as said above\n", never)
 
     def test_unsignaled_is_decided_by_the_nics_rule_while_the_daemon_lags(self):
         # The daemon stopped: nothing leaves the send queue's ring, which
@@ -291,6 +380,46 @@ class CheckModeTest(harness.DaemonTestCase):
                                      harness.tool_environment(self.daemon.runtime_dir))
         self.assertEqual(result.returncode, 0, result.stderr)
         return json.loads(result.stdout)
+
+
+class FabricCheckModeTest(unittest.TestCase):
+    """The cases of FABRIC_CASES on a host whose link is 1500 bytes (its
+    device's active_mtu 1024)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fabric = hosts.Fabric().start()
+        cls.host = cls.fabric.hosts[0]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fabric.close()
+
+    def run_case(self, case, mode="report"):
+        return self.host.run(["env", "UROCE_CHECK=" + mode, programs(), self.host.device, case])
+
+    def test_each_bug_is_reported_and_its_twin_is_not(self):
+        for kind, case, function in FABRIC_CASES:
+            with self.subTest(case=case):
+                result = self.run_case(case)
+                self.assertEqual(result.returncode, 0, result.stdout + self.fabric.log())
+                self.assertEqual(re.findall(r"==ERROR: uroce check: (\S+)", result.stdout),
+                                 [kind], result.stdout)
+                self.assertIn(" in %s+0x" % function, result.stdout)
+                self.assertIn("  See: docs/check.md#%s\n" % kind, result.stdout)
+                twin = self.run_case(case + "-twin")
+                self.assertEqual(twin.returncode, 0, twin.stdout)
+                self.assertNotIn("uroce check", twin.stdout)
+                aborted = self.run_case(case, "abort")
+                self.assertNotEqual(aborted.returncode, 0, aborted.stdout)
+                self.assertIn("UROCE_CHECK=abort: aborting", aborted.stdout)
+
+    def test_what_the_report_says(self):
+        result = self.run_case("mtu")
+        self.assertIn("ibv_modify_qp: path_mtu 4096 is above the port's active_mtu 1024 "
+                      "(ibv_query_port), which the link carries.", result.stdout)
+        self.assertIn("  NICs differ (mtu-above-active): uroce lowers a path MTU above the "
+                      "port's active MTU to it;", result.stdout)
 
 
 class OthersProgramsTest(harness.DaemonTestCase):

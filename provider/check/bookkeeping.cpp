@@ -2,6 +2,7 @@
 // it (until its completion, or a later signaled one's, is polled), the
 // QPs' states and how they got there, and the objects alive.
 #include "check.h"
+#include "checker.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -95,6 +96,14 @@ std::string hex(uint64_t value) {
     return text;
 }
 
+uint64_t gathered_length(const ibv_send_wr& wr) {
+    uint64_t length = 0;
+    for (int i = 0; i < wr.num_sge && wr.sg_list; ++i) {
+        length += wr.sg_list[i].length;
+    }
+    return length;
+}
+
 // "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
 std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
     return "element " + std::to_string(index) + " of wr_id " + hex(wr_id) + " (" +
@@ -103,7 +112,11 @@ std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
 }
 
 CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
-    : mode_(mode), opener_(getpid()), client_(client), device_(device) {}
+    : mode_(mode),
+      opener_(getpid()),
+      client_(client),
+      device_(device),
+      checkers_(make_checkers()) {}
 
 CheckState::~CheckState() = default;
 
@@ -111,11 +124,11 @@ void CheckState::report(const Finding& finding) {
     deliver(mode_, client_, device_, finding);
 }
 
-void CheckState::report_once(QpState& qp, uint32_t kind_bit, const Finding& finding) {
-    if (qp.reported & kind_bit) {
+void CheckState::report_once(QpState& qp, const Finding& finding) {
+    if (qp.reported & bit(finding.rule)) {
         return;
     }
-    qp.reported |= kind_bit;
+    qp.reported |= bit(finding.rule);
     report(finding);
 }
 
@@ -143,10 +156,11 @@ void CheckState::destroyed(const void* object) {
     async_events_.erase(object);
     cq_pending_.erase(object);
     cqs_reported_.erase(object);
+    each_checker([&](Checker& c) { c.destroyed(*this, object); });
 }
 
-void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all,
-                            queues::RingHeader* ring) {
+void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& asked, const ibv_qp_cap& granted,
+                            bool signal_all, queues::RingHeader* ring) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     state.ring = ring;
@@ -154,13 +168,16 @@ void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all,
     state.qpn = qp->qp_num;
     state.handle = qp->handle;
     state.type = qp->qp_type;
-    state.sq_depth = cap.max_send_wr;
+    state.sq_depth = granted.max_send_wr;
+    state.asked = asked;
+    state.granted = granted;
     state.send_cq = qp->send_cq;
     state.recv_cq = qp->recv_cq;
     state.srq = qp->srq;
     state.signal_all = signal_all;
     by_qpn_[qp->qp_num] = qp;
     live_[qp] = {next_object_++, "QP " + hex(qp->qp_num) + " (" + qp_type_name(qp->qp_type) + ")"};
+    each_checker([&](Checker& c) { c.qp_created(*this, state); });
 }
 
 void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn) {
@@ -186,7 +203,7 @@ void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn
             receives += qp.receives.size();
         }
     }
-    report({"cq-overrun", qpn,
+    report({Rule::kCqOverrun, qpn,
             "the CQ of " + std::to_string(cq->cqe) + " entries may have to hold " +
                 std::to_string(pending) + " completions before the program polls it: " +
                 std::to_string(sends) + " signaled send(s) and " + std::to_string(receives) +
@@ -212,6 +229,7 @@ void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags
     }
     MrKey key = it->second;
     mrs_.erase(it);
+    each_checker([&](Checker& c) { c.mr_gone(*this, old_lkey); });
     if (flags & IBV_REREG_MR_CHANGE_PD) {
         key.pd_handle = pd->handle;
     }
@@ -231,11 +249,22 @@ void CheckState::mr_destroyed(const ibv_mr* mr) {
     destroyed(mr);
     std::lock_guard lock(lock_);
     mrs_.erase(mr->lkey);
+    each_checker([&](Checker& c) { c.mr_gone(*this, mr->lkey); });
+}
+
+const MrKey* CheckState::mr_of(uint32_t lkey) const {
+    const auto it = mrs_.find(lkey);
+    return it == mrs_.end() ? nullptr : &it->second;
+}
+
+void CheckState::forking(bool fork_safe) {
+    std::lock_guard lock(lock_);
+    each_checker([&](Checker& c) { c.forking(*this, fork_safe); });
 }
 
 void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count,
                             bool writes, const char* verb, uint64_t wr_id) {
-    for (int i = 0; i < count && !(qp.reported & kBadKey); ++i) {
+    for (int i = 0; i < count && !(qp.reported & bit(Rule::kBadLocalKey)); ++i) {
         const ibv_sge& sge = sges[i];
         if (sge.length == 0) {
             continue;
@@ -256,26 +285,34 @@ void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, 
             check_given_back(qp, it->second, i, sge, verb, wr_id);
             continue;
         }
-        report_once(qp, kBadKey,
-                    {"bad-local-key", qp.qpn,
-                     std::string(verb) + ": element " + std::to_string(i) + " of wr_id " +
-                         hex(wr_id) + " (" + std::to_string(sge.length) + " bytes at " +
-                         hex(sge.addr) + ", lkey " + hex(sge.lkey) + "): the lkey " + wrong + ".",
-                     "the work request completes with IBV_WC_LOC_PROT_ERR (or "
-                     "IBV_WC_LOC_LEN_ERR) when the NIC reaches it, and the QP goes to ERR",
-                     "name each element by the lkey of an MR of the QP's PD that covers it, "
-                     "registered with IBV_ACCESS_LOCAL_WRITE where the NIC writes"});
+        report_once(
+            qp, {Rule::kBadLocalKey, qp.qpn,
+                 std::string(verb) + ": element " + std::to_string(i) + " of wr_id " + hex(wr_id) +
+                     " (" + std::to_string(sge.length) + " bytes at " + hex(sge.addr) + ", lkey " +
+                     hex(sge.lkey) + "): the lkey " + wrong + ".",
+                 "the work request completes with IBV_WC_LOC_PROT_ERR (or "
+                 "IBV_WC_LOC_LEN_ERR) when the NIC reaches it, and the QP goes to ERR",
+                 "name each element by the lkey of an MR of the QP's PD that covers it, "
+                 "registered with IBV_ACCESS_LOCAL_WRITE where the NIC writes"});
     }
 }
 
 void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& attr, int mask) {
     const ibv_qp_state to = (mask & IBV_QP_STATE) ? attr.qp_state : from;
+    // The port's active MTU, asked before the lock (a verb of its own).
+    ibv_port_attr port{};
+    const bool port_known =
+        (mask & IBV_QP_PATH_MTU) &&
+        ibv_query_port(qp->context, (mask & IBV_QP_PORT) ? attr.port_num : 1, &port) == 0;
     {
         std::lock_guard lock(lock_);
         QpState& state = qps_[qp];
         if (mask & IBV_QP_RNR_RETRY) {
             state.rnr_retry = attr.rnr_retry;
         }
+        each_checker([&](Checker& c) {
+            c.qp_modified(*this, state, from, attr, mask, port_known ? &port : nullptr);
+        });
         if (!(mask & IBV_QP_STATE)) {
             return;
         }
@@ -321,10 +358,15 @@ void CheckState::publish_retired(QpState& qp) {
     qp.ring->check_retires.store(next + 1, std::memory_order_release);
 }
 
-void CheckState::qp_destroyed(ibv_qp* qp) {
+void CheckState::qp_destroyed(ibv_qp* qp, uint32_t removed_send, uint32_t removed_recv) {
     std::lock_guard lock(lock_);
     live_.erase(qp);
-    forget_posted(qps_[qp]);
+    QpState& state = qps_[qp];
+    each_checker([&](Checker& c) {
+        c.qp_destroyed(*this, state, qp->send_cq, removed_send);
+        c.qp_destroyed(*this, state, qp->recv_cq, removed_recv);
+    });
+    forget_posted(state);
     by_qpn_.erase(qp->qp_num);
     qps_.erase(qp);
     async_events_.erase(qp);
@@ -334,17 +376,18 @@ void CheckState::posting_send(ibv_qp* qp) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
     const ibv_qp_state now = qp->state;
+    each_checker([&](Checker& c) { c.posting(*this, state, now, true); });
     if (now == IBV_QPS_RESET || now == IBV_QPS_INIT || now == IBV_QPS_RTR) {
-        report_once(state, kWrongStateSend,
-                    {"post-in-wrong-state", state.qpn,
+        report_once(state,
+                    {Rule::kWrongStateSend, state.qpn,
                      std::string("ibv_post_send on a QP in ") + qp_state_name(now) + ": " +
                          how_it_got_there(state, now) + ".",
                      "a QP sends from RTS only: the post fails with EINVAL (rxe, mlx5) and "
                      "nothing is sent",
                      "move the QP to RTR and then RTS (ibv_modify_qp) before posting sends"});
     } else if (!state.error_cause.empty()) {
-        report_once(state, kWrongStateSend,
-                    {"post-in-wrong-state", state.qpn,
+        report_once(state,
+                    {Rule::kWrongStateSend, state.qpn,
                      "ibv_post_send on a QP in ERR: " + state.error_cause + ".",
                      "work posted to a QP in ERR is never executed: it completes at once with "
                      "IBV_WC_WR_FLUSH_ERR",
@@ -356,9 +399,10 @@ void CheckState::posting_send(ibv_qp* qp) {
 void CheckState::posting_recv(ibv_qp* qp) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
+    each_checker([&](Checker& c) { c.posting(*this, state, qp->state, false); });
     if (qp->state == IBV_QPS_RESET) {
-        report_once(state, kWrongStateRecv,
-                    {"post-in-wrong-state", state.qpn,
+        report_once(state,
+                    {Rule::kWrongStateRecv, state.qpn,
                      "ibv_post_recv on a QP in RESET: " + how_it_got_there(state, qp->state) + ".",
                      "a QP in RESET has no receive queue to post to: the post fails with EINVAL",
                      "move the QP to INIT (ibv_modify_qp) before posting receives"});
@@ -378,6 +422,7 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     if (qp->qp_type == IBV_QPT_UD && wr.wr.ud.ah) {
         check_ud_destination(state, wr);
     }
+    each_checker([&](Checker& c) { c.posted_send(*this, state, wr); });
     Posted work = posted(wr.wr_id, state.signal_all || (wr.send_flags & IBV_SEND_SIGNALED),
                          inline_data ? nullptr : wr.sg_list, wr.num_sge);
     work.posted_at = caller;
@@ -424,18 +469,21 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
         return posting;
     }
     report_once(
-        state, kUnsignaled,
-        {"send-queue-unsignaled", state.qpn,
-         "ibv_post_send: " + std::to_string(state.sends.size()) +
-             " work requests are on a send queue of " + std::to_string(state.sq_depth) + ", " +
-             std::to_string(run) + " of them posted since the last signaled one" +
-             (run == state.sends.size() ? " (none was signaled)" : "") +
-             (stuck ? ": the queue is full, and no completion can free it." : "."),
-         "send queue slots are freed only when a completion for a signaled work request at or "
-         "after them is polled (mlx5): with none the queue fills and ibv_post_send fails with "
-         "ENOMEM",
-         "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll its "
-         "completion before the queue fills"});
+        state,
+        differing(
+            {Rule::kUnsignaled, state.qpn,
+             "ibv_post_send: " + std::to_string(state.sends.size()) +
+                 " work requests are on a send queue of " + std::to_string(state.sq_depth) + ", " +
+                 std::to_string(run) + " of them posted since the last signaled one" +
+                 (run == state.sends.size() ? " (none was signaled)" : "") +
+                 (stuck ? ": the queue is full, and no completion can free it." : "."),
+             "send queue slots are freed only when a completion for a signaled work request at or "
+             "after them is polled (mlx5): with none the queue fills and ibv_post_send fails with "
+             "ENOMEM",
+             "set IBV_SEND_SIGNALED on at least one work request in every max_send_wr, and poll "
+             "its "
+             "completion before the queue fills"},
+            Difference::kUnsignaledSlots));
     return posting;
 }
 
@@ -458,6 +506,7 @@ void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
                                 "ibv_post_recv", wr.wr_id, state.qpn);
     state.receives.push_back(std::move(work));
     add_pending(state.recv_cq, 1, state.qpn);
+    each_checker([&](Checker& c) { c.posted_recv(*this, &state, wr); });
 }
 
 void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
@@ -470,11 +519,30 @@ void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
                                 "ibv_post_srq_recv", wr.wr_id, 0);
     srq_receives_[srq].push_back(std::move(work));
     srq_reported_[srq] = none.reported;
+    each_checker([&](Checker& c) { c.posted_recv(*this, nullptr, wr); });
+}
+
+void CheckState::refused_send(ibv_qp* qp, const ibv_send_wr& bad, int error) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    each_checker([&](Checker& c) { c.refused(*this, state, {error, &bad, nullptr}); });
+}
+
+void CheckState::refused_recv(ibv_qp* qp, const ibv_recv_wr& bad, int error) {
+    std::lock_guard lock(lock_);
+    QpState& state = qps_[qp];
+    each_checker([&](Checker& c) { c.refused(*this, state, {error, nullptr, &bad}); });
+}
+
+void CheckState::polling(const ibv_cq* cq) {
+    std::lock_guard lock(lock_);
+    each_checker([&](Checker& c) { c.polling(*this, cq); });
 }
 
 void CheckState::completed(const ibv_wc& wc) {
     std::lock_guard lock(lock_);
     QpState* qp = find_qp(wc.qp_num);
+    each_checker([&](Checker& c) { c.completed(*this, qp, wc); });
     if (qp && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR &&
         qp->error_cause.empty()) {
         qp->error_cause = std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
@@ -555,7 +623,7 @@ void CheckState::deallocating_mw(const ibv_mw* mw) {
         if (it == qp.sends.end()) {
             continue;
         }
-        report({"dereg-in-use", qp.qpn,
+        report({Rule::kDeregInUse, qp.qpn,
                 "ibv_dealloc_mw of the memory window with rkey " + hex(mw->rkey) +
                     " while a send work request (wr_id " + hex(it->wr_id) +
                     ") posted on this QP names it (" +
@@ -597,7 +665,7 @@ void CheckState::deregistering(const ibv_mr* mr) {
     if (!work) {
         return;
     }
-    report({"dereg-in-use", qpn,
+    report({Rule::kDeregInUse, qpn,
             "ibv_dereg_mr of the MR with lkey " + hex(mr->lkey) + " (" +
                 std::to_string(mr->length) + " bytes at " +
                 hex(reinterpret_cast<uintptr_t>(mr->addr)) + ") while a " + kind +
@@ -642,7 +710,7 @@ void CheckState::async_event_got(const ibv_async_event& event) {
     events.last = event.event_type;
     if (event.event_type == IBV_EVENT_CQ_ERR && cqs_reported_.insert(object).second) {
         // An overrun the posted work did not foretell (SRQ receives, say).
-        report({"cq-overrun", 0,
+        report({Rule::kCqOverrun, 0,
                 "ibv_get_async_event: IBV_EVENT_CQ_ERR: the CQ of " +
                     std::to_string(event.element.cq->cqe) +
                     " entries overran: more completions came into it than it holds before the "
@@ -672,7 +740,7 @@ void CheckState::report_leaks(bool closing) {
     for (const auto& [order, description] : alive) {
         what += "\n    " + description;
     }
-    report({"leak", 0, what,
+    report({Rule::kLeak, 0, what,
             "the kernel destroys them when the device's file closes; a long-running program "
             "that leaks them runs out of the NIC's QPs, CQs and pinned memory",
             "destroy each object (ibv_destroy_qp, ibv_dereg_mr, ibv_destroy_cq, "

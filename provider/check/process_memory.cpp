@@ -1,5 +1,5 @@
 // Check mode's digests of send buffers and its test for unmapped memory.
-#include "check_memory.h"
+#include "process_memory.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "check.h"
+#include "checker.h"
 
 namespace uroce::check {
 namespace {
@@ -60,28 +61,31 @@ void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
     }
     const std::string entries = "ibv_destroy_cq on a CQ of " + std::to_string(cq->cqe) + " entries";
     if (acknowledged > events_reported) {
-        report({"unacked-events", 0,
-                entries + " on which ibv_ack_cq_events acknowledged " +
-                    std::to_string(acknowledged) + " completion event(s), " +
-                    std::to_string(acknowledged - events_reported) + " more than the " +
-                    std::to_string(events_reported) +
-                    " ibv_get_cq_event returned for it: they were meant for another CQ.",
-                "libibverbs counts acknowledgements per CQ: the CQ the events came from still "
-                "has them unacknowledged, and its ibv_destroy_cq waits for ever (rdma-core's "
-                "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use)",
-                "acknowledge each event on the CQ that ibv_get_cq_event returned in its cq "
-                "argument, not on the CQ the program expected"});
+        report(differing(
+            {Rule::kUnackedEvents, 0,
+             entries + " on which ibv_ack_cq_events acknowledged " + std::to_string(acknowledged) +
+                 " completion event(s), " + std::to_string(acknowledged - events_reported) +
+                 " more than the " + std::to_string(events_reported) +
+                 " ibv_get_cq_event returned for it: they were meant for another CQ.",
+             "libibverbs counts acknowledgements per CQ: the CQ the events came from still "
+             "has them unacknowledged, and its ibv_destroy_cq waits for ever (rdma-core's "
+             "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use)",
+             "acknowledge each event on the CQ that ibv_get_cq_event returned in its cq "
+             "argument, not on the CQ the program expected"},
+            Difference::kDestroyWithUnackedEvents));
         return;
     }
-    report({"unacked-events", 0,
-            entries + " whose " + std::to_string(events_reported - acknowledged) + " of " +
-                std::to_string(events_reported) +
-                " completion event(s) from ibv_get_cq_event were never acknowledged.",
-            "ibv_destroy_cq waits until every event taken is acknowledged (rdma-core's "
-            "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use): the program "
-            "blocks for ever",
-            "call ibv_ack_cq_events(cq, n) for the events ibv_get_cq_event returned (it may "
-            "count them and acknowledge them at once) before destroying the CQ"});
+    report(differing(
+        {Rule::kUnackedEvents, 0,
+         entries + " whose " + std::to_string(events_reported - acknowledged) + " of " +
+             std::to_string(events_reported) +
+             " completion event(s) from ibv_get_cq_event were never acknowledged.",
+         "ibv_destroy_cq waits until every event taken is acknowledged (rdma-core's "
+         "ibv_cmd_destroy_cq, which kernel providers such as rxe and mlx5 use): the program "
+         "blocks for ever",
+         "call ibv_ack_cq_events(cq, n) for the events ibv_get_cq_event returned (it may "
+         "count them and acknowledge them at once) before destroying the CQ"},
+        Difference::kDestroyWithUnackedEvents));
 }
 
 void CheckState::cq_created(ibv_cq* cq) {
@@ -102,7 +106,7 @@ std::vector<ibv_cq*> CheckState::cqs_on_channel(int fd) {
 
 void CheckState::blocked_unarmed(uint32_t cqs, uint32_t held) {
     std::lock_guard lock(lock_);
-    report({"unacked-events", 0,
+    report({Rule::kUnackedEvents, 0,
             "ibv_get_cq_event has waited a second on a completion channel none of whose " +
                 std::to_string(cqs) + " CQ(s) is armed" +
                 (held ? "; they hold " + std::to_string(held) + " completion(s) not polled"
@@ -115,6 +119,11 @@ void CheckState::blocked_unarmed(uint32_t cqs, uint32_t held) {
             "that came before the arm are not left behind) before waiting again"});
 }
 
+void CheckState::blocked_armed(const ChannelWait& wait) {
+    std::lock_guard lock(lock_);
+    each_checker([&](Checker& c) { c.waiting(*this, wait); });
+}
+
 void CheckState::destroying(const void* object, const char* verb, const uint32_t* completed,
                             pthread_mutex_t* mutex) {
     const uint32_t acknowledged = acknowledged_events(mutex, *completed);
@@ -125,31 +134,35 @@ void CheckState::destroying(const void* object, const char* verb, const uint32_t
     }
     const uint32_t got = it->second.count;
     if (acknowledged > got) {
-        report({"unacked-events", 0,
-                std::string(verb) + " after ibv_ack_async_event acknowledged " +
-                    std::to_string(acknowledged) + " async event(s) for it, " +
-                    std::to_string(acknowledged - got) + " more than the " + std::to_string(got) +
-                    " ibv_get_async_event returned: an event was acknowledged twice.",
-                "the destroy of a kernel provider (rxe, mlx5) waits until the acknowledgements "
-                "count up to the events got: a second acknowledgement of one event stands in "
-                "for another event of the object that the program still holds, and the object "
-                "is destroyed under it",
-                "call ibv_ack_async_event exactly once for each event ibv_get_async_event "
-                "returns"});
+        report(differing(
+            {Rule::kUnackedEvents, 0,
+             std::string(verb) + " after ibv_ack_async_event acknowledged " +
+                 std::to_string(acknowledged) + " async event(s) for it, " +
+                 std::to_string(acknowledged - got) + " more than the " + std::to_string(got) +
+                 " ibv_get_async_event returned: an event was acknowledged twice.",
+             "the destroy of a kernel provider (rxe, mlx5) waits until the acknowledgements "
+             "count up to the events got: a second acknowledgement of one event stands in "
+             "for another event of the object that the program still holds, and the object "
+             "is destroyed under it",
+             "call ibv_ack_async_event exactly once for each event ibv_get_async_event "
+             "returns"},
+            Difference::kDestroyWithUnackedEvents));
         return;
     }
-    report({"unacked-events", 0,
-            std::string(verb) + " while " + std::to_string(got - acknowledged) + " of the " +
-                std::to_string(got) +
-                " async event(s) ibv_get_async_event returned for it (the "
-                "last " +
-                event_name(it->second.last) + ") are not acknowledged with ibv_ack_async_event.",
-            std::string(verb) +
-                " waits until every async event got for the object is acknowledged (rdma-core's "
-                "ibv_cmd_destroy_* of kernel providers such as rxe and mlx5): the program blocks "
-                "for ever",
-            "call ibv_ack_async_event for each event ibv_get_async_event returns, before "
-            "destroying the object it names"});
+    report(differing(
+        {Rule::kUnackedEvents, 0,
+         std::string(verb) + " while " + std::to_string(got - acknowledged) + " of the " +
+             std::to_string(got) +
+             " async event(s) ibv_get_async_event returned for it (the "
+             "last " +
+             event_name(it->second.last) + ") are not acknowledged with ibv_ack_async_event.",
+         std::string(verb) +
+             " waits until every async event got for the object is acknowledged (rdma-core's "
+             "ibv_cmd_destroy_* of kernel providers such as rxe and mlx5): the program blocks "
+             "for ever",
+         "call ibv_ack_async_event for each event ibv_get_async_event returns, before "
+         "destroying the object it names"},
+        Difference::kDestroyWithUnackedEvents));
 }
 
 }  // namespace uroce::check

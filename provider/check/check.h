@@ -8,22 +8,32 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "catalog.h"
+#include "portability.h"
 #include "protocol/queues.h"
 
 namespace uroce {
 
 class ControlClient;
+
+namespace check {
+class Checker;
+struct ChannelWait;
+}  // namespace check
 
 namespace check {
 
@@ -33,9 +43,9 @@ enum class Mode { kOff, kReport, kLog, kAbort };
 // off; 1 is report), else report when the daemon asks, else off.
 Mode mode_for(bool daemon_checks);
 
-// A finding as the program's stderr shows it (check_report.cpp).
+// A finding as the program's stderr shows it (report.cpp).
 struct Finding {
-    const char* kind;  // the class's name, as docs/check.md lists them
+    Rule rule;         // its class, in the catalog
     uint32_t qpn = 0;  // the QP it is about, or 0
     std::string what;  // what happened, in the program's own terms
     std::string nic;   // what a real NIC does with it
@@ -45,7 +55,15 @@ struct Finding {
     // of the call that `earlier` names.
     const void* posted_at = nullptr;
     const char* earlier = "posted at";
+    // Where NICs differ in what the program relied on (portability.h).
+    std::optional<Difference> differs{};
 };
+
+// `finding`, saying that NICs differ in what it is about.
+inline Finding differing(Finding finding, Difference difference) {
+    finding.differs = difference;
+    return finding;
+}
 
 // Bytes of the process, [start, end).
 struct Range {
@@ -57,24 +75,9 @@ struct Range {
     bool operator==(const Range& other) const = default;
 };
 
-// Bits of QpState::reported (and of an SRQ's): each kind is reported once
-// per QP.
-enum KindBit : uint32_t {
-    kWrongStateSend = 1,
-    kWrongStateRecv = 2,
-    kUnsignaled = 4,
-    kBadKey = 8,
-    kOverlap = 16,
-    kChanged = 32,
-    kUnmapped = 64,
-    kPeer = 128,
-    kRnr = 256,
-    kBadRemoteKey = 512,
-    kQkey = 1024,
-    kWriteRace = 2048,
-};
-
 std::string hex(uint64_t value);
+// The bytes a send's gather list names.
+uint64_t gathered_length(const ibv_send_wr& wr);
 // "element 0 of wr_id 0x5 (64 bytes at 0x7f.., lkey 0x100)"
 std::string element(int index, uint64_t wr_id, const ibv_sge& sge);
 
@@ -88,7 +91,7 @@ struct Posted {
     // atomic's destination), as claimed in CheckState::landings_.
     std::vector<Range> lands;
     // A send's gather elements in the process, each sampled when posted
-    // and compared when it completes (check_memory.h), and the landings
+    // and compared when it completes (process_memory.h), and the landings
     // released by then (CheckState::landing_epoch_).
     struct Source {
         int element;
@@ -105,12 +108,32 @@ struct Posted {
     uint32_t seq = 0;
 };
 
-// A QP's part of the state (check.cpp).
+// An MR, as work requests' lkeys are checked against it.
+struct MrKey {
+    uint32_t pd_handle;
+    uint64_t iova;
+    uint64_t length;
+    int access;
+    uint64_t addr;        // where iova is in the process
+    bool process_memory;  // false: device memory (ibv_alloc_dm)
+    // Memory under it the program gave back (the first few).
+    struct GivenBack {
+        Range range;
+        const char* call;
+        const void* caller;
+    };
+    std::vector<GivenBack> given_back{};
+};
+
+// A QP's part of the state (bookkeeping.cpp).
 struct QpState {
     uint32_t qpn = 0;
     uint32_t handle = 0;  // the daemon's
     ibv_qp_type type = IBV_QPT_RC;
-    uint32_t sq_depth = 0;  // max_send_wr as created
+    uint32_t sq_depth = 0;        // max_send_wr as created
+    ibv_qp_cap asked{};           // the caps ibv_create_qp was asked for
+    ibv_qp_cap granted{};         // and those it gave
+    uint32_t posts_in_error = 0;  // ibv_post_* calls since it went to ERR
     const ibv_cq* send_cq = nullptr;
     const ibv_cq* recv_cq = nullptr;
     std::deque<Posted> sends;     // in posting order, until completed
@@ -127,7 +150,7 @@ struct QpState {
     uint32_t sends_posted = 0;
     std::vector<std::string> history;  // the last transitions, "RESET -> INIT"
     std::string error_cause;           // set when an error completion moved it to ERR
-    uint32_t reported = 0;             // bits of the kinds already reported on it
+    uint32_t reported = 0;             // bit()s of the rules already reported on it
 };
 
 // One context's state in check mode. Every hook takes the one lock: check
@@ -148,12 +171,16 @@ class CheckState {
     void mr_destroyed(const ibv_mr* mr);
     void destroyed(const void* object);
 
-    // The depths as created (ibv_qp_cap); `signal_all`: sq_sig_all.
-    // `ring`: the send queue's, whose check words it writes and reads.
-    void qp_created(ibv_qp* qp, const ibv_qp_cap& cap, bool signal_all, queues::RingHeader* ring);
+    // The caps asked for and granted (ibv_qp_cap); `signal_all`:
+    // sq_sig_all. `ring`: the send queue's, whose check words it writes
+    // and reads.
+    void qp_created(ibv_qp* qp, const ibv_qp_cap& asked, const ibv_qp_cap& granted, bool signal_all,
+                    queues::RingHeader* ring);
     // After a successful ibv_modify_qp; `from`: the state before.
     void qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& attr, int mask);
-    void qp_destroyed(ibv_qp* qp);
+    // `removed`: the completions of it the destroy took out of its send
+    // and receive CQs.
+    void qp_destroyed(ibv_qp* qp, uint32_t removed_send, uint32_t removed_recv);
     // After a move to RTR or RTS: asks the daemon how the QP and its peer
     // (when both are its devices') disagree, and reports it.
     void check_peer(ibv_qp* qp);
@@ -176,7 +203,11 @@ class CheckState {
     void unposted_sends(ibv_qp* qp, uint32_t count);
     void posted_recv(ibv_qp* qp, const ibv_recv_wr& wr);
     void posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr);
-    // Each completion polled.
+    // A post the provider refused with `error`, at `bad` (Refusal).
+    void refused_send(ibv_qp* qp, const ibv_send_wr& bad, int error);
+    void refused_recv(ibv_qp* qp, const ibv_recv_wr& bad, int error);
+    // Each poll of a CQ, and each completion polled.
+    void polling(const ibv_cq* cq);
     void completed(const ibv_wc& wc);
 
     // Before ibv_dereg_mr: reports posted work that still names its keys.
@@ -194,6 +225,8 @@ class CheckState {
     // ibv_get_cq_event has waited a while on a channel none of whose
     // `cqs` CQs is armed; they hold `held` completions.
     void blocked_unarmed(uint32_t cqs, uint32_t held);
+    // It has waited a while, and some of the channel's CQs are armed.
+    void blocked_armed(const ChannelWait& wait);
     // Each async event ibv_get_async_event returned, and the destroy of an
     // object (QP, CQ, SRQ, WQ) some of whose events were not acknowledged:
     // `completed` is libibverbs' count of acknowledged ones, under `mutex`.
@@ -210,23 +243,21 @@ class CheckState {
     // (`closing`) or at exit (by the process that opened the device only).
     void report_leaks(bool closing);
 
+    // The process is about to fork(); `fork_safe`: ibv_fork_init or
+    // RDMAV_FORK_SAFE asked for fork safety.
+    void forking(bool fork_safe);
+
+    // For the checkers (checker.h), under the lock their hooks run in.
+    void report(const Finding& finding);
+    // Reports `finding` once per QP and rule.
+    void report_once(QpState& qp, const Finding& finding);
+    // The MR `lkey` names, or null.
+    const MrKey* mr_of(uint32_t lkey) const;
+    const std::map<uint32_t, MrKey>& mrs() const { return mrs_; }
+    // Whether this is the process that opened the device (not a child).
+    bool in_opener() const { return getpid() == opener_; }
+
   private:
-    // What work requests' lkeys are checked against.
-    struct MrKey {
-        uint32_t pd_handle;
-        uint64_t iova;
-        uint64_t length;
-        int access;
-        uint64_t addr;        // where iova is in the process
-        bool process_memory;  // false: device memory (ibv_alloc_dm)
-        // Memory under it the program gave back (the first few).
-        struct GivenBack {
-            Range range;
-            const char* call;
-            const void* caller;
-        };
-        std::vector<GivenBack> given_back{};
-    };
     // An outstanding write of the NIC into the process (Posted::lands).
     struct Landing {
         uint32_t count;  // work requests with exactly this range
@@ -279,14 +310,14 @@ class CheckState {
     // change of `sends`).
     static void publish_retired(QpState& qp);
     // At a send completion: asks the daemon for the finding about the QP
-    // it has counted in the ring since the last (check_peers.cpp).
+    // it has counted in the ring since the last (peers.cpp).
     void ask_findings(QpState& qp);
     // A UD send's first to its destination: asks the daemon whether that QP
     // takes its Q_Key.
     void check_ud_destination(QpState& qp, const ibv_send_wr& wr);
-    void report(const Finding& finding);
-    // Reports `finding` once per QP and kind (bit `kind_bit`).
-    void report_once(QpState& qp, uint32_t kind_bit, const Finding& finding);
+    // Calls `hook` of each checker.
+    template <class Hook>
+    void each_checker(Hook hook);
 
     Mode mode_;
     pid_t opener_;
@@ -299,7 +330,7 @@ class CheckState {
     std::map<uint32_t, MrKey> mrs_;                           // by lkey
     std::map<const void*, uint64_t> cq_pending_;              // by ibv_cq*
     std::set<const void*> cqs_reported_;                      // ibv_cq*s reported
-    std::map<const void*, uint32_t> srq_reported_;            // KindBits by ibv_srq*
+    std::map<const void*, uint32_t> srq_reported_;            // rule bit()s by ibv_srq*
     std::set<ibv_cq*> cqs_;
     // UD destinations (AH handle, remote QPN, remote Q_Key) whose Q_Key the
     // daemon was asked about, at most kUdDestinationsAsked.
@@ -315,6 +346,7 @@ class CheckState {
     std::deque<std::pair<uint64_t, Range>> landed_;  // the latest released, by epoch
     uint64_t next_object_ = 0;
     std::map<const void*, std::pair<uint64_t, std::string>> live_;  // object -> (order, what)
+    std::vector<std::unique_ptr<Checker>> checkers_;
 };
 
 // Whether the verb being run was called from the library whose file name
@@ -323,7 +355,7 @@ bool called_from(const char* library);
 
 // Writes `finding` as a report (with the program's call stack, the
 // provider's frames left out) where `mode` says, and sends it to the
-// daemon; aborts in abort mode (check_report.cpp).
+// daemon; aborts in abort mode (report.cpp).
 void deliver(Mode mode, ControlClient& client, const std::string& device, const Finding& finding);
 
 }  // namespace check

@@ -21,12 +21,12 @@ void CheckState::check_peer(ibv_qp* qp) {
     {
         std::lock_guard lock(lock_);
         QpState& state = qps_[qp];
-        if (state.reported & kPeer) {
+        if (state.reported & bit(Rule::kPeerAttributes)) {
             return;
         }
-        state.reported |= kPeer;
+        state.reported |= bit(Rule::kPeerAttributes);
     }
-    report({"peer-mismatch", qp->qp_num,
+    report({Rule::kPeerAttributes, qp->qp_num,
             "ibv_modify_qp: " + std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
             "each end does what it was told: the disagreement shows later as retries, NAKs or a "
             "QP in ERR, far from the ibv_modify_qp that caused it",
@@ -39,7 +39,7 @@ void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
     constexpr size_t kUdDestinationsAsked = 1024;
     const auto destination =
         std::make_tuple(wr.wr.ud.ah->handle, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey);
-    if ((qp.reported & kQkey) || ud_asked_.size() == kUdDestinationsAsked ||
+    if ((qp.reported & bit(Rule::kUdQkey)) || ud_asked_.size() == kUdDestinationsAsked ||
         !ud_asked_.insert(destination).second) {
         return;
     }
@@ -51,15 +51,14 @@ void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
         !reply.text[0]) {
         return;
     }
-    report_once(qp, kQkey,
-                {"peer-mismatch", qp.qpn,
-                 "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
-                     " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
-                     std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
-                 "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
-                 "sender's completion is a success, and the receiver waits for ever",
-                 "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
-                 "rdma_cm's), or create both with the same one"});
+    report_once(qp, {Rule::kUdQkey, qp.qpn,
+                     "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
+                         " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
+                         std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
+                     "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
+                     "sender's completion is a success, and the receiver waits for ever",
+                     "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "
+                     "rdma_cm's), or create both with the same one"});
 }
 
 void CheckState::ask_findings(QpState& qp) {
@@ -73,13 +72,13 @@ void CheckState::ask_findings(QpState& qp) {
     const auto work = std::find_if(qp.sends.begin(), qp.sends.end(),
                                    [&reply](const Posted& one) { return one.seq == reply.seq; });
     Finding finding{
-        "write-race", qp.qpn, std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
+        Rule::kWriteRace, qp.qpn, std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
         "WRITEs of different QPs are not ordered with each other: the bytes of both land in "
         "either order, or interleaved, and the memory holds a mix that changes from run to run",
         "poll one WRITE's completion before posting the other (and tell the other writer), send "
         "both from one QP (which orders them), or write disjoint ranges"};
     finding.posted_at = work != qp.sends.end() ? work->posted_at : nullptr;
-    report_once(qp, kWriteRace, finding);
+    report_once(qp, finding);
 }
 
 }  // namespace uroce::check

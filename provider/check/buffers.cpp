@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "check.h"
-#include "check_memory.h"
+#include "process_memory.h"
 #include "protocol/client.h"
 #include "qp/qp_transitions.h"
 
@@ -50,15 +50,17 @@ std::vector<Range> CheckState::claim_landings(uint32_t& reported, const void* qu
         }
         const uint64_t from = range.start > longest_landing_ ? range.start - longest_landing_ : 0;
         for (auto it = landings_.lower_bound({from, 0});
-             it != landings_.end() && it->first.start < range.end && !(reported & kOverlap); ++it) {
+             it != landings_.end() && it->first.start < range.end &&
+             !(reported & bit(Rule::kOverlap));
+             ++it) {
             if (!overlap(it->first, range) || (it->first == range && it->second.queue == queue)) {
                 continue;
             }
-            reported |= kOverlap;
+            reported |= bit(Rule::kOverlap);
             const Landing& other = it->second;
             const uint64_t shared =
                 std::min(range.end, it->first.end) - std::max(range.start, it->first.start);
-            report({"overlapping-receives", qpn,
+            report({Rule::kOverlap, qpn,
                     std::string(verb) + ": " + element(i, wr_id, sges[i]) + " overlaps " +
                         std::to_string(shared) + " bytes of " + other.what + " (wr_id " +
                         hex(other.wr_id) +
@@ -127,8 +129,8 @@ bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
         }
         if (rereads ? !digest(range, sampled) : !mapped(range)) {
             readable = false;
-            if (!(qp.reported & kUnmapped)) {
-                qp.reported |= kUnmapped;
+            if (!(qp.reported & bit(Rule::kUnmapped))) {
+                qp.reported |= bit(Rule::kUnmapped);
                 report_unmapped(qp.qpn,
                                 std::string(verb) + ": " +
                                     element(static_cast<int>(i), work.wr_id, work.sges[i]),
@@ -151,8 +153,8 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
             continue;  // deregistered under it: dereg-in-use's
         }
         if (!digest(source.range, now)) {
-            if (!(qp.reported & kUnmapped)) {
-                qp.reported |= kUnmapped;
+            if (!(qp.reported & bit(Rule::kUnmapped))) {
+                qp.reported |= bit(Rule::kUnmapped);
                 report_unmapped(qp.qpn,
                                 "the completion of " + element(source.element, work.wr_id, sge),
                                 sge, work.posted_at);
@@ -163,7 +165,7 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
             continue;  // unchanged, or the NIC wrote it (a receive or READ into it)
         }
         Finding finding{
-            "send-buffer-changed", qp.qpn,
+            Rule::kSendBufferChanged, qp.qpn,
             "the bytes of " + element(source.element, work.wr_id, sge) +
                 " changed between ibv_post_send on this " + std::string(qp_type_name(qp.type)) +
                 " QP and the completion that retired it: the program "
@@ -176,38 +178,41 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
             "signaled one's on the same send queue, is polled; or post it with IBV_SEND_INLINE, "
             "whose bytes are copied at once"};
         finding.posted_at = work.posted_at;
-        report_once(qp, kChanged, finding);
+        report_once(qp, finding);
     }
 }
 
 void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc) {
-    if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR && qp && qp->rnr_retry == 0 &&
-        !(qp->reported & kRnr)) {
-        qp->reported |= kRnr;
+    if (wc.status == IBV_WC_RNR_RETRY_EXC_ERR && qp && qp->rnr_retry < 7 &&
+        !(qp->reported & bit(Rule::kRnrRetryExhausted))) {
+        qp->reported |= bit(Rule::kRnrRetryExhausted);
+        const std::string retries = std::to_string(qp->rnr_retry);
         Finding finding{
-            "peer-mismatch", qp->qpn,
+            Rule::kRnrRetryExhausted, qp->qpn,
             "a send (wr_id " + hex(work.wr_id) +
                 ") completed with IBV_WC_RNR_RETRY_EXC_ERR: the peer had no receive posted "
-                "when it arrived (an RNR NAK), and this QP's rnr_retry is 0, so that first "
-                "RNR NAK ended it.",
-            "with rnr_retry 0 the requester gives up at the first RNR NAK, and the QP goes "
-            "to ERR; a peer that posts its receives a moment late (after it reaches RTR, or "
-            "after polling) meets it on a fast link, and not on a slow one",
+                "when it arrived (an RNR NAK), and this QP's rnr_retry is " +
+                retries + ", so RNR NAK " + std::to_string(qp->rnr_retry + 1) +
+                " in a row ended it.",
+            "the requester retries an RNR NAK rnr_retry times (7: for ever), each after the "
+            "peer's min_rnr_timer (0 is the longest, 655.36 ms; 12 is 0.64 ms), then gives up "
+            "and the QP goes to ERR; a peer that posts its receives a moment late (after it "
+            "reaches RTR, or after polling) meets it on a fast link, and not on a slow one",
             "post the peer's receives before the sends that need them can arrive, or set "
-            "rnr_retry (7 retries for ever) with a min_rnr_timer that fits the peer"};
+            "rnr_retry 7 (retry for ever) with a min_rnr_timer that fits the peer"};
         finding.posted_at = work.posted_at;
         report(finding);
         return;
     }
     const bool refused = wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_INV_REQ_ERR;
-    if (refused && qp && !(qp->reported & kBadRemoteKey)) {
+    if (refused && qp && !(qp->reported & bit(Rule::kBadRemoteKey))) {
         rpc::CheckPeerReply reply{};
         if (client_.call(rpc::CheckPeerRequest{qp->handle, rpc::PeerQuestion::kRefusal, 0, 0, 0, 0},
                          &reply) == 0 &&
             reply.text[0]) {
-            qp->reported |= kBadRemoteKey;
+            qp->reported |= bit(Rule::kBadRemoteKey);
             Finding finding{
-                "bad-remote-key", qp->qpn,
+                Rule::kBadRemoteKey, qp->qpn,
                 "wr_id " + hex(work.wr_id) + " completed with " +
                     (wc.status == IBV_WC_REM_ACCESS_ERR ? "IBV_WC_REM_ACCESS_ERR: "
                                                         : "IBV_WC_REM_INV_REQ_ERR: ") +
@@ -228,11 +233,11 @@ void CheckState::explain_error(QpState* qp, const Posted& work, const ibv_wc& wc
         if (!process_range(work.sges[i], range) || mapped(range)) {
             continue;
         }
-        if (qp && (qp->reported & kUnmapped)) {
+        if (qp && (qp->reported & bit(Rule::kUnmapped))) {
             return;
         }
         if (qp) {
-            qp->reported |= kUnmapped;
+            qp->reported |= bit(Rule::kUnmapped);
         }
         report_unmapped(qp ? qp->qpn : wc.qp_num,
                         std::string("a completion with status ") + ibv_wc_status_str(wc.status) +
@@ -246,7 +251,7 @@ void CheckState::report_unmapped(uint32_t qpn, const std::string& what, const ib
                                  const void* posted_at) {
     const MrKey& mr = mrs_.at(sge.lkey);  // the callers found it
     Finding finding{
-        "memory-unmapped", qpn,
+        Rule::kUnmapped, qpn,
         what + ": the element is in the MR with lkey " + hex(sge.lkey) + " (" +
             std::to_string(mr.length) + " bytes at " + hex(mr.addr) +
             "), and part of it is no longer mapped in the process: freed (munmap, or free() of a "
@@ -285,7 +290,7 @@ void CheckState::memory_given_back(const Range& range, const char* call, const v
 
 void CheckState::check_given_back(QpState& qp, const MrKey& mr, int index, const ibv_sge& sge,
                                   const char* verb, uint64_t wr_id) {
-    if (mr.given_back.empty() || (qp.reported & kUnmapped) || !mr.process_memory) {
+    if (mr.given_back.empty() || (qp.reported & bit(Rule::kUnmapped)) || !mr.process_memory) {
         return;
     }
     const Range bytes{mr.addr + (sge.addr - mr.iova), mr.addr + (sge.addr - mr.iova) + sge.length};
@@ -294,7 +299,7 @@ void CheckState::check_given_back(QpState& qp, const MrKey& mr, int index, const
             continue;
         }
         Finding finding{
-            "memory-unmapped", qp.qpn,
+            Rule::kUnmapped, qp.qpn,
             std::string(verb) + ": " + element(index, wr_id, sge) +
                 ": the element is in the MR with lkey " + hex(sge.lkey) + " (" +
                 std::to_string(mr.length) + " bytes at " + hex(mr.addr) +
@@ -308,7 +313,7 @@ void CheckState::check_given_back(QpState& qp, const MrKey& mr, int index, const
             "after), or register it with IBV_ACCESS_ON_DEMAND, whose pages follow the process's"};
         finding.posted_at = back.caller;
         finding.earlier = "given back at";
-        report_once(qp, kUnmapped, finding);
+        report_once(qp, finding);
         return;
     }
 }

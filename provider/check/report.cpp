@@ -102,8 +102,11 @@ std::string posted_at(const void* return_address) {
 }
 
 std::string format(const std::string& device, const Finding& finding) {
+    const Entry& rule = entry(finding.rule);
+    const bool note = rule.severity == Severity::kNote;
     const std::string pid = std::to_string(getpid());
-    std::string text = "==" + pid + "==ERROR: uroce check: " + finding.kind + " on " + device;
+    std::string text = "==" + pid + (note ? "==NOTE" : "==ERROR") + ": uroce check: " + rule.name +
+                       " on " + device;
     if (finding.qpn) {
         char qpn[32];
         snprintf(qpn, sizeof(qpn), ", QP 0x%06x", finding.qpn);
@@ -115,8 +118,12 @@ std::string format(const std::string& device, const Finding& finding) {
         text += "  " + std::string(finding.earlier) + ":\n" + posted_at(finding.posted_at);
     }
     text += "  A NIC: " + finding.nic + "\n";
+    if (finding.differs) {
+        text += differences_line(*finding.differs);
+    }
     text += "  Fix: " + finding.fix + "\n";
-    text += "SUMMARY: uroce check: " + std::string(finding.kind) + "\n";
+    text += "  See: " + anchor(finding.rule) + "\n";
+    text += "SUMMARY: uroce check: " + std::string(rule.name) + (note ? " (a note)\n" : "\n");
     return text;
 }
 
@@ -168,12 +175,12 @@ void deliver(Mode mode, ControlClient& client, const std::string& device, const 
         [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, text.data(), text.size());
     }
     rpc::CheckFindingRequest request{};
-    snprintf(request.kind, sizeof(request.kind), "%s", finding.kind);
+    snprintf(request.kind, sizeof(request.kind), "%s", class_name(finding.rule));
     request.qpn = finding.qpn;
     snprintf(request.text, sizeof(request.text), "%s", text.c_str());
     rpc::Empty none;
     client.call(request, &none);  // a daemon gone takes nothing from the program's report
-    if (mode == Mode::kAbort) {
+    if (mode == Mode::kAbort && entry(finding.rule).severity == Severity::kFinding) {
         static const char kAborting[] = "uroce check: UROCE_CHECK=abort: aborting\n";
         [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kAborting, sizeof(kAborting) - 1);
         abort();
