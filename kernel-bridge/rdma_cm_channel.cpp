@@ -357,6 +357,27 @@ int call(Channel* c, const rpc::CmCommandRequest& request, rpc::CmCommandReply& 
     return error;
 }
 
+// Whether `c` is still the channel whose token was `token` when the write
+// began: another thread may have closed it, and a new channel taken its slot.
+bool still_open(Channel* c, uint64_t token) {
+    pthread_mutex_lock(&c->mutex);
+    const bool same = c->open && c->token == token;
+    pthread_mutex_unlock(&c->mutex);
+    return same;
+}
+
+// A kernel's write(2) holds its file: a GET_EVENT asleep when another thread
+// closes the descriptor sleeps on, until the process ends (rping's client
+// closes its channel under its CM thread so, and exits 0). Here closing ends
+// the channel in the daemon, which closes the pipe and wakes the waiter; it
+// goes back to sleep as the kernel's would, or finds no event if O_NONBLOCK.
+int sleep_as_on_a_held_file(bool blocking) {
+    while (blocking) {
+        poll(nullptr, 0, -1);
+    }
+    return EAGAIN;
+}
+
 // The kernel's GET_EVENT sleeps until an event waits unless the file is
 // O_NONBLOCK. Here the wait is on the channel's pipe, outside the channel's
 // mutex so that other threads' commands go on meanwhile; a thread that finds
@@ -367,14 +388,26 @@ int get_event(int fd, Channel* c, const rpc::CmCommandRequest& request,
               rpc::CmCommandReply& reply) {
     const int flags = fcntl(fd, F_GETFL);
     const bool blocking = flags >= 0 && !(flags & O_NONBLOCK);
+    pthread_mutex_lock(&c->mutex);
+    const uint64_t token = c->token;
+    pthread_mutex_unlock(&c->mutex);
     for (;;) {
+        if (!still_open(c, token)) {
+            return sleep_as_on_a_held_file(blocking);
+        }
         const int error = call(c, request, reply);
+        if (error == EBADF && !still_open(c, token)) {
+            return sleep_as_on_a_held_file(blocking);
+        }
         if (!blocking || error != EAGAIN) {
             return error;
         }
         pollfd ready[] = {{fd, POLLIN, 0}, {c->sock, POLLRDHUP, 0}};
         if (poll(ready, 2, -1) < 0) {
             return errno;
+        }
+        if (!still_open(c, token)) {
+            continue;  // closed by another thread: not the daemon gone
         }
         if (ready[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
             return ENODEV;

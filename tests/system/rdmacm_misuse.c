@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -170,6 +171,58 @@ static int close_behind(int replace) {
     check_channel(another);
     puts("ok");
     return 0;
+}
+
+struct waiter {
+    struct rdma_event_channel* channel;
+    int got; /* atomic: the waiter took its event */
+};
+
+static void* wait_for_an_event(void* arg) {
+    struct waiter* w = arg;
+    struct rdma_cm_event* event;
+    if (rdma_get_cm_event(w->channel, &event)) {
+        printf("rdma_get_cm_event failed with %s while another thread closed the channel\n",
+               strerror(errno));
+        exit(1);
+    }
+    rdma_ack_cm_event(event);
+    __atomic_store_n(&w->got, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Destroys an ID whose event is on its way and closes the channel while
+ * another thread sleeps in rdma_get_cm_event, as rping's client does on its
+ * way out, `rounds` times with the event a little later each round. On the
+ * kernel the waiter takes the event, or sleeps on (its write(2) holds the
+ * file) until the process ends; it never fails. */
+static int close_under_waiter(int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+        struct waiter* w = calloc(1, sizeof(*w)); /* kept: a sleeping waiter holds it */
+        w->channel = rdma_create_event_channel();
+        if (!w->channel) {
+            fail("rdma_create_event_channel");
+        }
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, wait_for_an_event, w)) {
+            fail("pthread_create");
+        }
+        usleep(1000); /* the waiter asleep in its GET_EVENT */
+        struct rdma_cm_id* id = resolving_id(w->channel);
+        usleep((round % 20) * 25);
+        if (rdma_destroy_id(id)) {
+            fail("rdma_destroy_id");
+        }
+        if (close(w->channel->fd)) { /* rdma_destroy_event_channel, less its free() */
+            fail("close");
+        }
+        for (int ms = 0; ms < 20 && !__atomic_load_n(&w->got, __ATOMIC_ACQUIRE); ++ms) {
+            usleep(1000); /* time for a waiter woken to fail, if it would */
+        }
+    }
+    puts("ok");
+    fflush(stdout);
+    _exit(0);
 }
 
 /* A raw ucma command, as librdmacm writes them. */
@@ -373,6 +426,9 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "replace")) {
         return close_behind(1);
     }
+    if (!strcmp(mode, "close-under-waiter")) {
+        return close_under_waiter(argc > 2 ? count : 100);
+    }
     if (!strcmp(mode, "efault")) {
         return efault();
     }
@@ -385,7 +441,8 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "ids")) {
         return hold_ids();
     }
-    fprintf(stderr, "usage: %s drain|fill|close|replace|efault|fork [ROUNDS]|hold|ids\n",
+    fprintf(stderr,
+            "usage: %s drain|fill|close|replace|close-under-waiter|efault|fork [ROUNDS]|hold|ids\n",
             argv[0]);
     return 2;
 }

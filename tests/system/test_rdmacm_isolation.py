@@ -91,6 +91,11 @@ class ChannelMisuseTest(RdmaCmCase):
         harness.wait_for(lambda: not self.cm_lines(), 5.0, "the closed channel's IDs to go",
                          self.daemon.log)
 
+    def test_a_channel_closed_under_a_waiting_thread(self):
+        """rdma_get_cm_event asleep in one thread while another closes the
+        channel sleeps on, as on the kernel (rping's client exits so)."""
+        self.misuse("close-under-waiter")
+
     def test_a_channel_replaced_behind_librdmacms_back(self):
         self.misuse("replace")
         harness.wait_for(lambda: not self.cm_lines(), 5.0, "the replaced channel's IDs to go",
