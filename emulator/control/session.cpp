@@ -236,6 +236,9 @@ void Session::check_peer(const rpc::RequestHeader& header, std::span<const std::
         } else if (request.question == rpc::PeerQuestion::kWriteRace) {
             text = qp->requester.write_race;
             answer.seq = qp->requester.write_race_seq;
+        } else if (request.question == rpc::PeerQuestion::kRnrWait) {
+            text = qp->requester.rnr_wait;
+            answer.seq = qp->requester.rnr_wait_seq;
         } else if (auto ah = context_->ahs().find(request.ah_handle)) {
             text = ud_qkey_mismatch(*qp, ah->attr, request.remote_qpn, request.remote_qkey,
                                     server_.devices());

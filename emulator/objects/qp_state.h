@@ -148,6 +148,10 @@ struct RequesterState {
     // that WRITE's SendWqe::check_seq.
     std::string write_race;
     uint32_t write_race_seq = 0;
+    // And rnr-settings' (transport/completer.cpp): the first RNR NAK that
+    // made it wait long, and the WQE it held back.
+    std::string rnr_wait;
+    uint32_t rnr_wait_seq = 0;
 };
 
 // A READ or atomic the responder answered: duplicates are answered again

@@ -175,9 +175,10 @@ struct CheckFindingRequest {
 // first send to a destination (ah_handle, remote_qpn, remote_qkey), whether
 // that QP of this daemon takes the Q_Key; once the ring says the daemon
 // found one (queues::RingHeader::check_findings), the RDMA WRITE of the QP
-// that raced another QP's (transport/write_races.h), and its `seq`. Empty
-// when they agree, or no such peer (or refusal, or race) is known.
-enum class PeerQuestion : uint32_t { kAttributes, kRefusal, kUdQkey, kWriteRace };
+// that raced another QP's (transport/write_races.h), or the RNR NAK that
+// made it wait long (kRnrWait, transport/completer.cpp), and its `seq`.
+// Empty when they agree, or no such peer (or refusal, or race) is known.
+enum class PeerQuestion : uint32_t { kAttributes, kRefusal, kUdQkey, kWriteRace, kRnrWait };
 struct CheckPeerRequest {
     uint32_t qp_handle;
     PeerQuestion question;
@@ -187,7 +188,7 @@ struct CheckPeerRequest {
     uint32_t reserved;
 };
 struct CheckPeerReply {
-    uint32_t seq;  // kWriteRace: the WRITE's SendWqe::check_seq
+    uint32_t seq;  // kWriteRace, kRnrWait: the WQE's SendWqe::check_seq
     uint32_t reserved;
     char text[1024];
 };

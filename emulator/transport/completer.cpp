@@ -4,6 +4,7 @@
 // ERR and flush what is left.
 #include "transport/completer.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "transport/completion.h"
 #include "transport/placements.h"
 #include "transport/receive_queue.h"
+#include "util/log.h"
 #include "wire/psn.h"
 #include "wire/rnr_timer.h"
 
@@ -49,6 +51,31 @@ void acknowledge_before(Qp& qp, uint32_t psn, Clock::time_point now) {
         qp.requester.unacked_psn = psn;
         made_progress(qp, now);
     }
+}
+
+// Check mode's rnr-settings: the first RNR NAK whose timer (`code`, the
+// responder's min_rnr_timer: 0 is the longest, 655.36 ms, and what rdma_cm
+// sets) makes a checked QP wait long, kept for its provider to ask for.
+void note_rnr_wait(const Device& device, Qp& qp, uint8_t code) {
+    constexpr auto kLongWait = std::chrono::milliseconds(100);
+    RequesterState& r = qp.requester;
+    const auto delay = wire::rnr_nak_delay(code);
+    if (delay < kLongWait || r.window.empty() || r.window.front().wqe.check_seq == 0 ||
+        !r.rnr_wait.empty()) {
+        return;
+    }
+    const SendWork& w = r.window.front();
+    char text[256];
+    snprintf(text, sizeof(text),
+             "an RNR NAK (the peer had no receive posted) made this QP wait %.2f ms before "
+             "sending wr_id 0x%llx again: the responder's min_rnr_timer is %u.",
+             static_cast<double>(delay.count()) / 1000,
+             static_cast<unsigned long long>(w.wqe.wr_id), code & 0x1fu);
+    const LogCase tagged(qp.owner_case->c_str());
+    log_info("%s: QP 0x%x: check mode: rnr-settings: %s", device.name().c_str(), qp.qpn, text);
+    r.rnr_wait = text;
+    r.rnr_wait_seq = w.wqe.check_seq;
+    qp.send_queue.add_check_finding();
 }
 
 // Where acknowledgement stops for a response that reaches `psn`: at the
@@ -248,6 +275,7 @@ void Completer::on_acknowledgement(const Incoming& in) {
                 --r.rnr_retries_left;
             }
             r.retransmit_at = kNever;
+            note_rnr_wait(device, qp, aeth.value());
             r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
             r.retry_started = true;
             restart_from(r, from);

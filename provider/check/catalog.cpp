@@ -30,6 +30,7 @@ constexpr std::array<Entry, static_cast<size_t>(kCount)> kCatalog = {{
     {kUdQkey, "peer-mismatch", kFinding, "a datagram with a Q_Key its receiver drops"},
     {kWriteRace, "write-race", kFinding, "WRITEs of two QPs into the same bytes at once"},
     {kRnrRetryExhausted, "rnr-settings", kFinding, "rnr_retry too small for the peer's receives"},
+    {kRnrWait, "rnr-settings", kFinding, "an RNR NAK timer that stalls the sender"},
     {kStrandedCompletion, "stranded-completion", kFinding,
      "a CQ armed over completions not polled, then waited on"},
     {kInlineBeyondAsked, "inline-beyond-asked", kNote,

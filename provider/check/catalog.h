@@ -31,6 +31,7 @@ enum class Rule : uint8_t {
     kUdQkey,
     kWriteRace,
     kRnrRetryExhausted,
+    kRnrWait,
     kStrandedCompletion,
     kInlineBeyondAsked,
     kPostLoopInError,

@@ -81,6 +81,7 @@ struct end {
     enum ibv_mtu mtu;
     uint8_t depth; /* max_rd_atomic and max_dest_rd_atomic */
     int gives_up;  /* rnr_retry 0 rather than 7 (for ever) */
+    int slow_rnr;  /* min_rnr_timer 0 (655.36 ms, as rdma_cm sets) rather than 12 */
 };
 
 /* INIT, RTR and RTS, connected to QP `dest` of the same device. */
@@ -88,7 +89,8 @@ static void connect_qp(struct rig *rig, struct ibv_qp *qp, uint32_t dest, struct
     qp_to_init(qp);
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_RTR, .path_mtu = end.mtu,
                                .dest_qp_num = dest, .rq_psn = 0,
-                               .max_dest_rd_atomic = end.depth, .min_rnr_timer = 12,
+                               .max_dest_rd_atomic = end.depth,
+                               .min_rnr_timer = end.slow_rnr ? 0 : 12,
                                .ah_attr = {.is_global = 1, .port_num = 1}};
     if (ibv_query_gid(rig->context, 1, 0, &attr.ah_attr.grh.dgid)) die("ibv_query_gid");
     attr.ah_attr.grh.hop_limit = 1;
@@ -576,6 +578,29 @@ static void send_before_or_after_the_receive(struct rig *rig, int receive_first)
 __attribute__((noinline)) void send_before_the_receive(struct rig *rig) {
     send_before_or_after_the_receive(rig, 0);
     __asm__ volatile("" ::: "memory");
+}
+
+/* rnr-settings: a SEND that meets an RNR NAK from a receiver (itself)
+ * whose min_rnr_timer is 0: the receive is posted 50 ms late, and the send
+ * waits 655.36 ms. The twin's receiver sets 12 (0.64 ms). */
+static void send_to_a_late_receive(struct rig *rig, int slow_rnr) {
+    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1, 0, slow_rnr});
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 2048, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+                             .send_flags = IBV_SEND_SIGNALED}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    usleep(50 * 1000);
+    post_receive(rig, 1);
+    poll_completions(rig, 2);
+}
+
+__attribute__((noinline)) void receive_late_with_a_long_rnr_timer(struct rig *rig) {
+    send_to_a_late_receive(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void receive_late_with_a_short_rnr_timer(struct rig *rig) {
+    send_to_a_late_receive(rig, 0);
 }
 
 __attribute__((noinline)) void send_after_the_receive(struct rig *rig) {
@@ -1113,6 +1138,8 @@ static const struct test_case kCases[] = {
     {"peer", send_from_another_psn},         {"peer-twin", write_after_rts},
     {"peer-pair", connect_a_pair_unevenly},  {"peer-pair-twin", connect_a_pair_evenly},
     {"rnr", send_before_the_receive},        {"rnr-twin", send_after_the_receive},
+    {"rnr-wait", receive_late_with_a_long_rnr_timer},
+    {"rnr-wait-twin", receive_late_with_a_short_rnr_timer},
     {"bad-rkey", read_without_remote_read},  {"bad-rkey-twin", write_after_rts},
     {"qkey", send_with_another_qkey},        {"qkey-twin", send_with_the_receivers_qkey},
     {"race", write_from_two_qps_at_once},    {"race-twin", write_from_two_qps_in_turn},

@@ -36,6 +36,7 @@ CASES = [
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
     ("rnr-settings", "rnr", "send_before_the_receive"),  # found when polled
+    ("rnr-settings", "rnr-wait", "receive_late_with_a_long_rnr_timer"),  # found when polled
     ("bad-remote-key", "bad-rkey", "read_without_remote_read"),  # found when polled
     ("peer-mismatch", "qkey", "send_with_another_qkey"),
     ("write-race", "race", "write_from_two_qps_at_once"),
@@ -226,6 +227,10 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("a send (wr_id 0x2) completed with IBV_WC_RNR_RETRY_EXC_ERR", rnr)
         self.assertIn("this QP's rnr_retry is 0, so RNR NAK 1 in a row ended it.", rnr)
         self.assertIn("(0 is the longest, 655.36 ms; 12 is 0.64 ms)", rnr)
+        wait = self.reports(self.run_case("rnr-wait").stderr)[0][1]
+        self.assertIn("an RNR NAK (the peer had no receive posted) made this QP wait 655.36 ms "
+                      "before sending wr_id 0x2 again: the responder's min_rnr_timer is 0.", wait)
+        self.assertRegex(wait, r"  posted at:\n    #0 0x[0-9a-f]+ ")
         rkey = self.reports(self.run_case("bad-rkey").stderr)[0][1]
         self.assertRegex(rkey, r"wr_id 0xa completed with IBV_WC_REM_ACCESS_ERR: QP 0x([0-9a-f]+) "
                                r"of uroce0, its peer, refused an RDMA READ of 64 bytes at "
