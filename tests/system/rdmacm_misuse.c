@@ -175,11 +175,13 @@ static int close_behind(int replace) {
 
 struct waiter {
     struct rdma_event_channel* channel;
+    int tid; /* atomic */
     int got; /* atomic: the waiter took its event */
 };
 
 static void* wait_for_an_event(void* arg) {
     struct waiter* w = arg;
+    __atomic_store_n(&w->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
     struct rdma_cm_event* event;
     if (rdma_get_cm_event(w->channel, &event)) {
         printf("rdma_get_cm_event failed with %s while another thread closed the channel\n",
@@ -189,6 +191,28 @@ static void* wait_for_an_event(void* arg) {
     rdma_ack_cm_event(event);
     __atomic_store_n(&w->got, 1, __ATOMIC_RELEASE);
     return NULL;
+}
+
+/* Whether thread `tid` of this process sleeps in the write(2) of its
+ * GET_EVENT (the kernel's file), or in the poll the bridge waits in. */
+static int asleep_in_get_event(int tid) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+    FILE* file = fopen(path, "r");
+    long number = -1;
+    if (!file) {
+        fail("reading the waiter's syscall");
+    }
+    if (fscanf(file, "%ld", &number) != 1) {
+        number = -1; /* "running" */
+    }
+    fclose(file);
+#ifdef SYS_poll
+    if (number == SYS_poll) {
+        return 1;
+    }
+#endif
+    return number == SYS_write || number == SYS_ppoll;
 }
 
 /* Destroys an ID whose event is on its way and closes the channel while
@@ -207,7 +231,16 @@ static int close_under_waiter(int rounds) {
         if (pthread_create(&thread, NULL, wait_for_an_event, w)) {
             fail("pthread_create");
         }
-        usleep(1000); /* the waiter asleep in its GET_EVENT */
+        for (int ms = 0;; ++ms) {
+            const int tid = __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE);
+            if (tid && asleep_in_get_event(tid)) {
+                break;
+            }
+            if (ms == 10 * 1000) {
+                fail("waiting for the waiter to sleep in rdma_get_cm_event");
+            }
+            usleep(1000);
+        }
         struct rdma_cm_id* id = resolving_id(w->channel);
         usleep((round % 20) * 25);
         if (rdma_destroy_id(id)) {
