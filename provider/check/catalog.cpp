@@ -37,7 +37,7 @@ constexpr std::array<Entry, static_cast<size_t>(kCount)> kCatalog = {{
      "IBV_SEND_INLINE beyond the max_inline_data asked for"},
     {kPostLoopInError, "post-loop-in-error", kFinding,
      "work posted again and again to a QP in ERR"},
-    {kCompletionsAfterDestroy, "completions-after-destroy", kFinding,
+    {kCompletionsAfterDestroy, "completions-after-destroy", kNote,
      "a CQ polled after a QP with completions in it was destroyed"},
     {kBeyondCaps, "beyond-caps", kFinding, "a work request beyond the QP's caps (EINVAL)"},
     {kMtuAboveActive, "mtu-above-active", kFinding, "a path MTU above the port's active MTU"},

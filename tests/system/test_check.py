@@ -47,13 +47,14 @@ CASES = [
     ("stranded-completion", "stranded", "arm_and_wait_without_polling"),
     ("beyond-caps", "caps", "post_more_elements_than_the_cap"),
     ("post-loop-in-error", "flush-loop", "repost_each_flushed_receive"),
-    ("completions-after-destroy", "after-destroy", "poll_after_destroying_a_qp"),
     ("fork-unsafe", "fork", "write_after_forking"),
 ]
 
 # The portability notes: reported as a NOTE, never fatal.
 NOTES = [
     ("inline-beyond-asked", "inline", "inline_beyond_what_was_asked"),
+    # Open MPI's finalize over libfabric's verbs provider does it
+    ("completions-after-destroy", "after-destroy", "poll_after_destroying_a_qp"),
 ]
 
 # Those that need a link below 4096 bytes: run on a host of a fabric.
@@ -269,7 +270,7 @@ class CheckModeTest(harness.DaemonTestCase):
         loop = self.reports(self.run_case("flush-loop").stderr)[0][1]
         self.assertRegex(loop, r"ibv_post_recv on a QP in ERR: (\d+) posts since it went to "
                                r"ERR, each flushed at once\.")
-        after = self.reports(self.run_case("after-destroy").stderr)[0][1]
+        after = self.reports(self.run_case("after-destroy").stderr, "NOTE")[0][1]
         self.assertRegex(after, r"ibv_poll_cq on a CQ that held 1 completion\(s\) of QP "
                                 r"0x[0-9a-f]+ not polled when ibv_destroy_qp destroyed it\.")
         self.assertIn("  NICs differ (completions-after-destroy): uroce takes a destroyed QP's "
