@@ -19,6 +19,16 @@ void copy(std::byte* to, const void* from, size_t bytes) {
     }
 }
 
+// A gather or scatter list `wq` takes: within its cap, and there when it
+// has elements (a NULL list is EINVAL, not a crash here).
+int check_list(const WorkQueue& wq, const ibv_sge* list, int num_sge) {
+    if (num_sge < 0 || static_cast<uint32_t>(num_sge) > wq.max_sge || (num_sge > 0 && !list)) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+// The bytes of a gather list check_list passed.
 uint64_t total_length(const ibv_send_wr& wr) {
     uint64_t length = 0;
     for (int i = 0; i < wr.num_sge; ++i) {
@@ -33,8 +43,7 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
     uint32_t value;
     memcpy(&value, &wr.opcode, sizeof(value));
     const wr::OpcodeInfo* info = wr::opcode_info(value);
-    if (!info || !(qp.send_opcodes & (1u << value)) || wr.num_sge < 0 ||
-        static_cast<uint32_t>(wr.num_sge) > qp.sq.max_sge) {
+    if (!info || !(qp.send_opcodes & (1u << value))) {
         return EINVAL;
     }
     if (info->kind == wr::Kind::kAtomic && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
@@ -148,8 +157,8 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
 }
 
 int post_one_recv(WorkQueue& wq, const ibv_recv_wr& wr) {
-    if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > wq.max_sge) {
-        return EINVAL;
+    if (int error = check_list(wq, wr.sg_list, wr.num_sge)) {
+        return error;
     }
     if (wq.ring.full()) {
         return ENOMEM;
@@ -326,6 +335,9 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
 }  // namespace
 
 int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
+    if (int error = check_list(qp.sq, wr.sg_list, wr.num_sge)) {
+        return error;
+    }
     const uint64_t length = total_length(wr);
     if (int error = check_send(qp, wr, length)) {
         return error;

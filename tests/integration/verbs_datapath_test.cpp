@@ -10,6 +10,7 @@
 
 #include <bit>
 #include <chrono>
+#include <climits>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -291,6 +292,32 @@ TEST_F(DatapathTest, MoreSgesThanMaxSendSgeIsInvalid) {
     EXPECT_EQ(bad, &wr);
     wr.num_sge = static_cast<int>(cap.max_send_sge);
     EXPECT_EQ(ibv_post_send(qp.get(), &wr, &bad), 0);
+}
+
+// A fuzzer's gather lists: NULL with elements, or a count no array has.
+// Each post is refused with EINVAL at that work request, nothing read.
+TEST_F(DatapathTest, MissingOrImpossibleListsAreInvalid) {
+    ibv_qp_cap cap = kCap;
+    QpPtr qp = create_qp(IBV_QPT_RC, cap);
+    ASSERT_TRUE(qp);
+    move_to(qp.get(), IBV_QPS_RTS);
+    for (int num_sge : {1, INT_MAX, -1}) {
+        ibv_send_wr send = send_wr(1);
+        send.sg_list = nullptr;
+        send.num_sge = num_sge;
+        ibv_send_wr* bad_send = nullptr;
+        EXPECT_EQ(ibv_post_send(qp.get(), &send, &bad_send), EINVAL) << num_sge;
+        EXPECT_EQ(bad_send, &send);
+        ibv_recv_wr recv{2, nullptr, nullptr, num_sge};
+        ibv_recv_wr* bad_recv = nullptr;
+        EXPECT_EQ(ibv_post_recv(qp.get(), &recv, &bad_recv), EINVAL) << num_sge;
+        EXPECT_EQ(bad_recv, &recv);
+    }
+    ibv_send_wr empty = send_wr(3);
+    empty.sg_list = nullptr;
+    empty.num_sge = 0;
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(qp.get(), &empty, &bad), 0);  // a zero-length SEND
 }
 
 TEST_F(DatapathTest, InlineBeyondMaxInlineDataIsInvalid) {
