@@ -54,7 +54,7 @@ void CheckState::check_ud_destination(QpState& qp, const ibv_send_wr& wr) {
     report_once(qp, {Rule::kUdQkey, qp.qpn,
                      "ibv_post_send on this UD QP to QP " + hex(wr.wr.ud.remote_qpn) +
                          " with remote_qkey " + hex(wr.wr.ud.remote_qkey) + ": " +
-                         std::string(reply.text, strnlen(reply.text, sizeof(reply.text))),
+                         std::string(reply.text, strnlen(reply.text, sizeof(reply.text))) + ".",
                      "the receiving QP drops a datagram whose Q_Key is not its own, silently: the "
                      "sender's completion is a success, and the receiver waits for ever",
                      "send with the Q_Key the receiving QP was given (ibv_modify_qp's qkey, or "

@@ -240,7 +240,8 @@ class CheckModeTest(harness.DaemonTestCase):
         qkey = self.reports(self.run_case("qkey").stderr)[0][1]
         self.assertRegex(qkey, r"ibv_post_send on this UD QP to QP 0x[0-9a-f]+ with remote_qkey "
                                r"0x3333: QP 0x[0-9a-f]+ of uroce0, where these datagrams go, has "
-                               r"Q_Key 0x2222 and they carry 0x3333: it drops every one")
+                               r"Q_Key 0x2222 and they carry 0x3333: it drops every one "
+                               r"\(rcvd_qkey_err\), and the sender's completions say success\.\n")
         race = self.reports(self.run_case("race").stderr)[0][1]
         self.assertRegex(race, r"ibv_post_send: an RDMA WRITE \(wr_id 0xd\) of 64 bytes to "
                                r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
