@@ -561,13 +561,19 @@ __attribute__((noinline)) void connect_a_pair_evenly(struct rig *rig) {
 
 /* peer-mismatch: rnr_retry 0, and a send that arrives before its receive
  * is posted (the twin posts the receive first). */
-static void send_before_or_after_the_receive(struct rig *rig, int receive_first) {
-    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1, 1});
-    if (receive_first) post_receive(rig, 1);
+/* A signaled SEND (wr_id 2) of 8 bytes at buffer + 2048, on a QP
+ * connected to itself. */
+static void post_send_to_self(struct rig *rig) {
     struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 2048, .length = 8, .lkey = rig->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
                              .send_flags = IBV_SEND_SIGNALED}, *bad;
     if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+}
+
+static void send_before_or_after_the_receive(struct rig *rig, int receive_first) {
+    connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1, 1});
+    if (receive_first) post_receive(rig, 1);
+    post_send_to_self(rig);
     struct ibv_wc wc = next_completion(rig);
     if ((wc.status == IBV_WC_RNR_RETRY_EXC_ERR) == receive_first) {
         fprintf(stderr, "the send completed with %s\n", ibv_wc_status_str(wc.status));
@@ -585,10 +591,7 @@ __attribute__((noinline)) void send_before_the_receive(struct rig *rig) {
  * waits 655.36 ms. The twin's receiver sets 12 (0.64 ms). */
 static void send_to_a_late_receive(struct rig *rig, int slow_rnr) {
     connect_qp(rig, rig->qp, rig->qp->qp_num, (struct end){0, IBV_MTU_1024, 1, 0, slow_rnr});
-    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer + 2048, .length = 8, .lkey = rig->mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
-                             .send_flags = IBV_SEND_SIGNALED}, *bad;
-    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    post_send_to_self(rig);
     usleep(50 * 1000);
     post_receive(rig, 1);
     poll_completions(rig, 2);
