@@ -55,11 +55,11 @@ void acknowledge_before(Qp& qp, uint32_t psn, Clock::time_point now) {
 
 // Check mode's rnr-settings: the first RNR NAK whose timer (`code`, the
 // responder's min_rnr_timer: 0 is the longest, 655.36 ms, and what rdma_cm
-// sets) makes a checked QP wait long, kept for its provider to ask for.
-void note_rnr_wait(const Device& device, Qp& qp, uint8_t code) {
+// sets) makes a checked QP wait long (`delay`), kept for its provider to
+// ask for.
+void note_rnr_wait(const Device& device, Qp& qp, uint8_t code, std::chrono::microseconds delay) {
     constexpr auto kLongWait = std::chrono::milliseconds(100);
     RequesterState& r = qp.requester;
-    const auto delay = wire::rnr_nak_delay(code);
     if (delay < kLongWait || r.window.empty() || r.window.front().wqe.check_seq == 0 ||
         !r.rnr_wait.empty()) {
         return;
@@ -275,8 +275,9 @@ void Completer::on_acknowledgement(const Incoming& in) {
                 --r.rnr_retries_left;
             }
             r.retransmit_at = kNever;
-            note_rnr_wait(device, qp, aeth.value());
-            r.rnr_resume_at = now + wire::rnr_nak_delay(aeth.value());
+            const auto delay = wire::rnr_nak_delay(aeth.value());
+            note_rnr_wait(device, qp, aeth.value(), delay);
+            r.rnr_resume_at = now + delay;
             r.retry_started = true;
             restart_from(r, from);
             return;
