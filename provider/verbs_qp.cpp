@@ -45,6 +45,25 @@ int map_queues(const rpc::CreateQpReply& reply, const ReceivedFds& received, Pro
     return 0;
 }
 
+// The queues of `attr` the daemon holds for the QP's life, and so the
+// ones the QP keeps: an XRC_TGT QP has none (ibv_create_qp_ex(3) says they
+// are ignored), an XRC_INI QP no receive CQ, an RSS QP none (its WQs have
+// them), as the kernel's create_qp takes them. One kept beyond them would
+// be followed after the program destroyed it, which nothing forbids (a
+// fuzzer's ibv_destroy_qp crashed in a freed CQ's ring).
+struct KeptQueues {
+    bool send_cq;
+    bool recv_cq;
+    bool srq;
+};
+KeptQueues kept_queues(const ibv_qp_init_attr_ex& attr) {
+    const bool rss = (attr.comp_mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr.rwq_ind_tbl;
+    if (attr.qp_type == IBV_QPT_XRC_RECV || rss) {
+        return {false, false, false};
+    }
+    return {true, attr.qp_type != IBV_QPT_XRC_SEND, true};
+}
+
 // The daemon's request for `attr`, the QP's address as its user handle;
 // false when the RSS hash key cannot be carried.
 bool create_qp_request(const ibv_qp_init_attr_ex& attr, const ProviderQp& qp,
@@ -56,9 +75,10 @@ bool create_qp_request(const ibv_qp_init_attr_ex& attr, const ProviderQp& qp,
     request.qp_type = attr.qp_type;
     request.sq_sig_all = attr.sq_sig_all;
     request.pd = pd ? pd->handle : rpc::kNoHandle;
-    request.send_cq = handle_of(attr.send_cq);
-    request.recv_cq = handle_of(attr.recv_cq);
-    request.srq = attr.srq ? attr.srq->handle : rpc::kNoHandle;
+    const KeptQueues kept = kept_queues(attr);
+    request.send_cq = kept.send_cq ? handle_of(attr.send_cq) : rpc::kNoHandle;
+    request.recv_cq = kept.recv_cq ? handle_of(attr.recv_cq) : rpc::kNoHandle;
+    request.srq = kept.srq && attr.srq ? attr.srq->handle : rpc::kNoHandle;
     request.xrcd = xrcd ? reinterpret_cast<verbs_xrcd*>(xrcd)->handle : rpc::kNoHandle;
     request.rwq_ind_tbl = ((mask & IBV_QP_INIT_ATTR_IND_TABLE) && attr.rwq_ind_tbl)
                               ? attr.rwq_ind_tbl->ind_tbl_handle
@@ -94,9 +114,10 @@ void fill_qp(ibv_context* context, const ibv_qp_init_attr_ex& attr, const rpc::C
     ibqp.context = context;
     ibqp.qp_context = attr.qp_context;
     ibqp.pd = (mask & IBV_QP_INIT_ATTR_PD) ? attr.pd : nullptr;
-    ibqp.send_cq = attr.send_cq;
-    ibqp.recv_cq = attr.recv_cq;
-    ibqp.srq = attr.srq;
+    const KeptQueues kept = kept_queues(attr);
+    ibqp.send_cq = kept.send_cq ? attr.send_cq : nullptr;
+    ibqp.recv_cq = kept.recv_cq ? attr.recv_cq : nullptr;
+    ibqp.srq = kept.srq ? attr.srq : nullptr;
     ibqp.handle = reply.handle;
     ibqp.qp_num = reply.qpn;
     ibqp.state = IBV_QPS_RESET;

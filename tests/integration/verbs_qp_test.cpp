@@ -123,6 +123,52 @@ INSTANTIATE_TEST_SUITE_P(Types, QpCapsTest,
                                            QpCaps{IBV_QPT_XRC_RECV, {}}),
                          [](const auto& p) { return type_name(p.param.type); });
 
+// ibv_create_qp_ex(3): an XRC_TGT QP ignores the CQs and SRQ it is given,
+// an XRC_INI QP its receive CQ, as the kernel does; the QP neither keeps
+// nor follows them. A fuzzer's sequence: such CQs destroyed (nothing holds
+// them), then the QP moved to RESET and destroyed, which crashed the
+// provider in the freed CQs' rings.
+TEST_F(QpTest, XrcQpsNeitherKeepNorFollowTheQueuesTheyIgnore) {
+    struct Case {
+        ibv_qp_type type;
+        bool keeps_send_cq;
+    };
+    for (const Case& c : {Case{IBV_QPT_XRC_RECV, false}, Case{IBV_QPT_XRC_SEND, true}}) {
+        SCOPED_TRACE(type_name(c.type));
+        CqPtr send_cq = create_cq();
+        CqPtr recv_cq = create_cq();
+        ASSERT_TRUE(send_cq && recv_cq);
+        ibv_qp_init_attr_ex attr{};
+        attr.qp_type = c.type;
+        attr.send_cq = send_cq.get();
+        attr.recv_cq = recv_cq.get();
+        if (c.type == IBV_QPT_XRC_RECV) {
+            attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+            attr.xrcd = xrcd_.get();
+        } else {
+            attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+            attr.pd = pd();
+            attr.cap = {4, 0, 1, 0, 0};
+        }
+        QpPtr qp(ibv_create_qp_ex(context(), &attr));
+        ASSERT_TRUE(qp) << strerror(errno);
+        EXPECT_EQ(qp->send_cq, c.keeps_send_cq ? send_cq.get() : nullptr);
+        EXPECT_EQ(qp->recv_cq, nullptr);
+        ibv_qp_attr got{};
+        ibv_qp_init_attr init{};
+        ASSERT_EQ(ibv_query_qp(qp.get(), &got, IBV_QP_STATE, &init), 0);
+        EXPECT_EQ(init.recv_cq, nullptr);
+        EXPECT_EQ(ibv_destroy_cq(recv_cq.release()), 0) << "a CQ the QP ignores is not held";
+        if (!c.keeps_send_cq) {
+            EXPECT_EQ(ibv_destroy_cq(send_cq.release()), 0) << "a CQ the QP ignores is not held";
+        }
+        ibv_qp_attr reset{};
+        reset.qp_state = IBV_QPS_RESET;
+        EXPECT_EQ(ibv_modify_qp(qp.get(), &reset, IBV_QP_STATE), 0);
+        EXPECT_EQ(ibv_destroy_qp(qp.release()), 0);
+    }
+}
+
 // The kernel lets only CAP_NET_RAW create raw packet QPs.
 TEST_F(QpTest, RawPacketNeedsNetRaw) {
     ibv_qp_cap cap = kCap;
