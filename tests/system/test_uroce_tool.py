@@ -120,9 +120,11 @@ class UroceToolTest(unittest.TestCase):
     def test_env_prints_export_lines_for_the_runtime_dir(self):
         """`uroce env` prints only `export NAME=value` lines that a POSIX
         shell can eval: the runtime dir, its sysfs tree, the bridge first in
-        LD_PRELOAD (ahead of existing preloads) and the provider."""
+        LD_PRELOAD (ahead of existing preloads), the provider, and ASan's
+        link-order check turned off ahead of the user's ASan options."""
         existing = "/opt/other/libfoo.so"
-        result = self.uroce("env", env=dict(self.env, LD_PRELOAD=existing))
+        result = self.uroce("env", env=dict(self.env, LD_PRELOAD=existing,
+                                            ASAN_OPTIONS="detect_leaks=0"))
         self.assertEqual(result.returncode, 0, result.stderr)
         exported = {}
         for line in result.stdout.splitlines():
@@ -137,6 +139,8 @@ class UroceToolTest(unittest.TestCase):
         self.assertTrue(any(os.path.basename(p) == "liburoce-bridge.so" for p in preloads),
                         preloads)
         self.assertEqual(preloads[-1], existing, "existing preloads come after the bridge")
+        self.assertEqual(exported["ASAN_OPTIONS"], "verify_asan_link_order=0:detect_leaks=0",
+                         "ASan's order check off, the user's options after it")
         # libibverbs appends -rdmav<N>.so, N the private ABI it was built with.
         self.assertEqual(exported["RDMAV_DRIVERS"] + "-rdmav%s.so" % harness.provider_abi(),
                          harness.required_path("UROCE_PROVIDER_FILE"))
@@ -205,6 +209,38 @@ class UroceToolTest(unittest.TestCase):
         missing = self.uroce("exec", "--", os.path.join(self.base, "no-such-program"))
         self.assertEqual(missing.returncode, EXIT_COMMAND_NOT_FOUND, missing.stderr)
         self.assertIn("no-such-program", missing.stderr)
+
+    def test_sanitized_programs_run_under_exec_and_env(self):
+        """A pingpong built with AddressSanitizer or ThreadSanitizer, as CI
+        suites build their tests, runs under `uroce exec` and after eval
+        "$(uroce env)" with no sanitizer option of the user's: ASan's check
+        that its runtime comes first, which the preloaded bridge fails, is
+        turned off for it. An option the user gives still applies."""
+        env = {name: value for name, value in self.env.items()
+               if name not in ("ASAN_OPTIONS", "TSAN_OPTIONS")}
+        self.start()
+        harness.require_program("bash")
+        for sanitizer in ("address", "thread"):
+            program = os.environ.get("UROCE_CHECK_PROGRAMS_" + sanitizer)
+            if not program:
+                self.skipTest("a sanitizer build does not build its sanitized programs")
+            runs = {
+                "exec": [self.tool, "exec", "--", program, "uroce0", "rnr-twin"],
+                "env": ["bash", "-c", 'eval "$("$UROCE" env)" && exec "$@"', "bash",
+                        program, "uroce1", "rnr-twin"],
+            }
+            for how, args in runs.items():
+                with self.subTest(sanitizer=sanitizer, how=how):
+                    result = harness.run_program(args, env=dict(env, UROCE=self.tool),
+                                                 log=self.log)
+                    self.assertEqual(result.returncode, 0, result.stderr + self.log())
+                    self.assertNotIn("Sanitizer", result.stderr)
+        # The user's own word on the check wins: ASan refuses to start.
+        result = harness.run_program(
+            [self.tool, "exec", "--", os.environ["UROCE_CHECK_PROGRAMS_address"], "uroce0",
+             "rnr-twin"], env=dict(env, ASAN_OPTIONS="verify_asan_link_order=1"), log=self.log)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("ASan runtime does not come first", result.stderr)
 
     def test_stop_returns_once_the_daemon_has_exited(self):
         """`uroce stop` returns as soon as the daemon has exited, also where

@@ -13,7 +13,23 @@
 namespace uroce::tool {
 namespace {
 
-// What a program needs to see the devices: the tree, the bridge, the provider.
+// An AddressSanitizer program checks that its runtime comes first among
+// the libraries loaded, and the bridge is preloaded ahead of it: it would
+// abort at once ("ASan runtime does not come first"). The bridge replaces
+// nothing ASan intercepts (it calls through to what follows it), so the
+// order is harmless and the check is turned off, unless the user's own
+// $ASAN_OPTIONS names it. Programs without ASan ignore the variable.
+std::string asan_options() {
+    const std::string order = "verify_asan_link_order=0";
+    const char* given = getenv("ASAN_OPTIONS");
+    if (!given || !*given) {
+        return order;
+    }
+    return strstr(given, "verify_asan_link_order") ? given : order + ":" + given;
+}
+
+// What a program needs to see the devices: the tree, the bridge, the
+// provider, and what a sanitized program needs to run with the bridge.
 std::vector<std::pair<std::string, std::string>> environment(const RuntimePaths& paths) {
     const Locations where = locate();
     std::vector<std::pair<std::string, std::string>> vars = {
@@ -30,6 +46,7 @@ std::vector<std::pair<std::string, std::string>> environment(const RuntimePaths&
         }
     }
     vars.emplace_back("LD_PRELOAD", preload);
+    vars.emplace_back("ASAN_OPTIONS", asan_options());
     if (!where.provider.empty()) {
         vars.emplace_back("RDMAV_DRIVERS", where.provider.native());
     }
