@@ -233,6 +233,7 @@ verbs_context* make_context(ibv_device* ibdev, int cmd_fd, ControlClient* client
     context->client = client;
     new (&context->doorbell) ProviderDoorbell(std::move(doorbell));
     new (&context->local_memory) LocalMemory();
+    new (&context->refusals) RefusalLog();
     context->check = nullptr;
     context->ibv.context.async_fd = async_fd;
     context->ibv.context.num_comp_vectors = 1;
@@ -321,6 +322,7 @@ void free_context(ibv_context* ibctx) {
     delete context->client;  // the daemon destroys whatever is left
     std::destroy_at(&context->doorbell);
     std::destroy_at(&context->local_memory);
+    std::destroy_at(&context->refusals);
     verbs_uninit_context(&context->ibv);  // closes cmd_fd and async_fd
     free(context);
 }

@@ -12,6 +12,7 @@
 #include "protocol/client.h"
 #include "protocol/driver_abi.h"
 #include "queue.h"
+#include "refusal.h"
 
 namespace uroce {
 
@@ -25,6 +26,7 @@ struct ProviderContext {
     ProviderDoorbell doorbell;  // constructed in place: libibverbs allocates the context
     LocalMemory local_memory;   // likewise
     check::CheckState* check;   // in check mode only (check.h)
+    RefusalLog refusals;        // constructed in place too
 };
 
 // The context's check state, or nullptr when it does not check.
@@ -191,10 +193,12 @@ ibv_rwq_ind_table* create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_att
 int destroy_rwq_ind_table(ibv_rwq_ind_table*);
 
 int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
-// Whether the QP's state lets it post sends.
-bool can_send(const ibv_qp& qp);
+// 0 when the QP's state lets it post sends, else EINVAL with its sentence
+// (refused()).
+int refuse_send_state(const ibv_qp& qp);
 // Checks one send WR as ibv_post_send does and writes it to the next slot of
-// the send queue (not published); 0 or the errno ibv_post_send returns.
+// the send queue (not published); 0 or the errno ibv_post_send returns, its
+// sentence given to refused().
 // `caller`: the program's call of the verb, for check mode's reports.
 int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller);
 // Sets the ibv_wr_* functions of a QP created with send_ops_flags.

@@ -52,6 +52,7 @@ class SharedRing {
     // advertised depth; the ring's size when never set).
     void set_limit(uint32_t limit) { limit_ = limit < entries_ ? limit : entries_; }
     bool full() const;
+    uint32_t limit() const { return limit_; }
 
     // Consumer side. Entries published and not consumed yet: 0, and broken(),
     // once the producer index claims more than the ring holds.

@@ -8,9 +8,15 @@
 
 #include "protocol/work_requests.h"
 #include "provider.h"
+#include "qp/qp_transitions.h"
 
 namespace uroce {
 namespace {
+
+// No ring: a QP type without this queue, or one lost to a failed resize.
+int refuse_unmapped() {
+    return refused(EINVAL, "the QP has no such queue (its type has none, or a resize lost it)");
+}
 
 // memcpy for lists that may be empty, and then null.
 void copy(std::byte* to, const void* from, size_t bytes) {
@@ -19,13 +25,30 @@ void copy(std::byte* to, const void* from, size_t bytes) {
     }
 }
 
-// A gather or scatter list `wq` takes: within its cap, and there when it
-// has elements (a NULL list is EINVAL, not a crash here).
-int check_list(const WorkQueue& wq, const ibv_sge* list, int num_sge) {
-    if (num_sge < 0 || static_cast<uint32_t>(num_sge) > wq.max_sge || (num_sge > 0 && !list)) {
-        return EINVAL;
+// A gather or scatter list `wq` takes: within its cap (named `cap` in the
+// verb that made the queue), and there when it has elements (a NULL list
+// is EINVAL, not a crash here).
+int check_list(const WorkQueue& wq, const char* cap, const ibv_sge* list, int num_sge) {
+    if (num_sge < 0 || static_cast<uint32_t>(num_sge) > wq.max_sge) {
+        return refused(EINVAL, "num_sge %d is beyond the queue's %s of %u", num_sge, cap,
+                       wq.max_sge);
+    }
+    if (num_sge > 0 && !list) {
+        return refused(EINVAL, "sg_list is NULL with num_sge %d", num_sge);
     }
     return 0;
+}
+
+// A queue with no room for one more work request.
+int refuse_full_send_queue(const WorkQueue& sq) {
+    return refused(ENOMEM,
+                   "the send queue is full: its %u sends are posted and not retired (a send's "
+                   "slot frees when its completion, or a later signaled one, is polled)",
+                   sq.ring.limit());
+}
+int refuse_full_receive_queue(const WorkQueue& rq) {
+    return refused(ENOMEM, "the receive queue is full: its %u receives are posted and not taken",
+                   rq.ring.limit());
 }
 
 // The bytes of a gather list check_list passed.
@@ -43,27 +66,40 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
     uint32_t value;
     memcpy(&value, &wr.opcode, sizeof(value));
     const wr::OpcodeInfo* info = wr::opcode_info(value);
+    const char* type = qp_type_name(qp.ibv.qp.qp_type);
     if (!info || !(qp.send_opcodes & (1u << value))) {
-        return EINVAL;
+        return refused(EINVAL, "opcode %u (%s) is not one that %s QPs post", value,
+                       info ? info->name : "unknown", type);
     }
     if (info->kind == wr::Kind::kAtomic && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
-        return EINVAL;
+        return refused(EINVAL,
+                       "an atomic needs 8 bytes to an 8-byte aligned remote_addr: %llu to 0x%llx",
+                       static_cast<unsigned long long>(length),
+                       static_cast<unsigned long long>(wr.wr.atomic.remote_addr));
     }
     // IBA 1.5's atomic write: exactly 8 bytes to an 8-byte aligned address,
     // read from the gather list when posted (as rxe), and carried inline.
     if (info->kind == wr::Kind::kAtomicWrite &&
         ((wr.wr.rdma.remote_addr & 7) || length != 8 ||
          qp.sq.ring.entry_size() < queues::kSendWqeFixed + 8)) {
-        return EINVAL;
+        return refused(EINVAL,
+                       "an atomic write carries exactly 8 bytes to an 8-byte aligned remote_addr, "
+                       "inline: %llu to 0x%llx, with max_inline_data %u",
+                       static_cast<unsigned long long>(length),
+                       static_cast<unsigned long long>(wr.wr.rdma.remote_addr), qp.sq.max_inline);
     }
-    if ((wr.send_flags & IBV_SEND_INLINE) && (!info->inline_allowed || length > qp.sq.max_inline)) {
-        return EINVAL;
+    if ((wr.send_flags & IBV_SEND_INLINE) && !info->inline_allowed) {
+        return refused(EINVAL, "IBV_SEND_INLINE on %s, which sends no data of its own", info->name);
+    }
+    if ((wr.send_flags & IBV_SEND_INLINE) && length > qp.sq.max_inline) {
+        return refused(EINVAL, "%llu bytes inline are beyond the QP's max_inline_data of %u",
+                       static_cast<unsigned long long>(length), qp.sq.max_inline);
     }
     if (qp.ibv.qp.qp_type == IBV_QPT_UD && !wr.wr.ud.ah) {
-        return EINVAL;
+        return refused(EINVAL, "a UD send needs an address handle: wr.ud.ah is NULL");
     }
     if (wr.opcode == IBV_WR_BIND_MW && !wr.bind_mw.mw) {
-        return EINVAL;
+        return refused(EINVAL, "IBV_WR_BIND_MW needs a window: bind_mw.mw is NULL");
     }
     return 0;
 }
@@ -156,12 +192,12 @@ void write_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length, st
     memcpy(slot, &wqe, sizeof(wqe));
 }
 
-int post_one_recv(WorkQueue& wq, const ibv_recv_wr& wr) {
-    if (int error = check_list(wq, wr.sg_list, wr.num_sge)) {
+int post_one_recv(WorkQueue& wq, const char* cap, const ibv_recv_wr& wr) {
+    if (int error = check_list(wq, cap, wr.sg_list, wr.num_sge)) {
         return error;
     }
     if (wq.ring.full()) {
-        return ENOMEM;
+        return refuse_full_receive_queue(wq);
     }
     std::byte* slot = wq.ring.slot();
     const queues::RecvWqe wqe{wr.wr_id, static_cast<uint32_t>(wr.num_sge), 0};
@@ -172,13 +208,14 @@ int post_one_recv(WorkQueue& wq, const ibv_recv_wr& wr) {
 }
 
 // Posts the list from `wr` on with `post_one` until one fails (refused
-// whole when `refusal` is set), publishes what was written and rings the
-// doorbell. WRs before a failing one stay posted, as ibv_post_send(3) says.
+// whole when `refusal` is set, its sentence written), publishes what was
+// written and rings the doorbell. WRs before a failing one stay posted, as
+// ibv_post_send(3) says. A refusal is logged as `verb`'s.
 template <class Wr, class PostOne>
-int post(ibv_context* context, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr, PostOne post_one) {
+int post(ibv_context* context, const char* verb, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr,
+         PostOne post_one) {
     std::unique_lock lock(wq.lock);
-    // No ring: a QP type without this queue, or one lost to a failed resize.
-    int error = refusal ? refusal : wq.ring.mapped() ? 0 : EINVAL;
+    int error = refusal ? refusal : wq.ring.mapped() ? 0 : refuse_unmapped();
     const uint32_t start = wq.ring.index();
     while (wr && !error) {
         error = post_one(*wr);
@@ -196,15 +233,17 @@ int post(ibv_context* context, WorkQueue& wq, int refusal, Wr* wr, Wr** bad_wr, 
     }
     if (error) {
         *bad_wr = wr;
+        log_refusal(context, verb, error);
     }
     return error;
 }
 
-// Receive WRs onto `rq`: a QP's receive queue, an SRQ or a WQ.
-int post_receives(ibv_context* context, WorkQueue& rq, int refusal, ibv_recv_wr* wr,
-                  ibv_recv_wr** bad_wr) {
-    return post(context, rq, refusal, wr, bad_wr,
-                [&rq](const ibv_recv_wr& one) { return post_one_recv(rq, one); });
+// Receive WRs onto `rq`: a QP's receive queue, an SRQ or a WQ, whose
+// scatter cap is named `cap`.
+int post_receives(ibv_context* context, const char* verb, const char* cap, WorkQueue& rq,
+                  int refusal, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    return post(context, verb, rq, refusal, wr, bad_wr,
+                [&rq, cap](const ibv_recv_wr& one) { return post_one_recv(rq, cap, one); });
 }
 
 // The number of completions ready in `cq`; false when the CQ has lost its
@@ -335,7 +374,7 @@ uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) {
 }  // namespace
 
 int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
-    if (int error = check_list(qp.sq, wr.sg_list, wr.num_sge)) {
+    if (int error = check_list(qp.sq, "max_send_sge", wr.sg_list, wr.num_sge)) {
         return error;
     }
     const uint64_t length = total_length(wr);
@@ -344,7 +383,7 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
     }
     SharedRing& ring = qp.sq.ring;
     if (ring.full()) {
-        return ENOMEM;
+        return refuse_full_send_queue(qp.sq);
     }
     check::CheckState::Posting posting{true, 0, 0};
     if (check::CheckState* check = checking(qp.ibv.qp.context)) {
@@ -355,9 +394,23 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
     return 0;
 }
 
-bool can_send(const ibv_qp& qp) {
+int refuse_send_state(const ibv_qp& qp) {
     // A QP sends from RTS on; SQD and SQE queue, ERR flushes.
-    return qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_RTR;
+    if (qp.state != IBV_QPS_RESET && qp.state != IBV_QPS_INIT && qp.state != IBV_QPS_RTR) {
+        return 0;
+    }
+    return refused(EINVAL, "the QP is in %s: it takes sends from RTS on", qp_state_name(qp.state));
+}
+
+// EINVAL with its sentence when `qp` takes no receives of its own, else 0.
+int refuse_receive_state(const ibv_qp& qp) {
+    if (qp.srq) {
+        return refused(EINVAL, "the QP receives through its SRQ: post to the SRQ");
+    }
+    if (qp.state == IBV_QPS_RESET) {
+        return refused(EINVAL, "the QP is in RESET: it takes receives from INIT on");
+    }
+    return 0;
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
@@ -368,7 +421,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         caller = __builtin_return_address(0);
     }
     const int error =
-        post(ibqp->context, qp->sq, can_send(*ibqp) ? 0 : EINVAL, wr, bad_wr,
+        post(ibqp->context, "ibv_post_send", qp->sq, refuse_send_state(*ibqp), wr, bad_wr,
              [qp, caller](const ibv_send_wr& one) { return post_one_send(*qp, one, caller); });
     if (check::CheckState* check = checking(ibqp->context); check && error && *bad_wr) {
         check->refused_send(ibqp, **bad_wr, error);
@@ -377,13 +430,12 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    const bool can_receive = !ibqp->srq && ibqp->state != IBV_QPS_RESET;
     check::CheckState* check = checking(ibqp->context);
     if (check) {
         check->posting_recv(ibqp);
     }
-    const int error =
-        post_receives(ibqp->context, to_qp(ibqp)->rq, can_receive ? 0 : EINVAL, wr, bad_wr);
+    const int error = post_receives(ibqp->context, "ibv_post_recv", "max_recv_sge", to_qp(ibqp)->rq,
+                                    refuse_receive_state(*ibqp), wr, bad_wr);
     for (ibv_recv_wr* one = wr; check && one && !(error && one == *bad_wr); one = one->next) {
         check->posted_recv(ibqp, *one);
     }
@@ -394,7 +446,8 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    const int error = post_receives(ibsrq->context, to_srq(ibsrq)->rq, 0, wr, bad_wr);
+    const int error = post_receives(ibsrq->context, "ibv_post_srq_recv", "max_sge",
+                                    to_srq(ibsrq)->rq, 0, wr, bad_wr);
     check::CheckState* check = checking(ibsrq->context);
     for (ibv_recv_wr* one = wr; check && one && !(error && one == *bad_wr); one = one->next) {
         check->posted_srq_recv(ibsrq, *one);
@@ -405,7 +458,8 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 // Any state takes receives; those posted in RESET are forgotten when the WQ
 // leaves it, as on mlx5.
 int post_wq_recv(ibv_wq* ibwq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    return post_receives(ibwq->context, to_wq(ibwq)->rq, 0, wr, bad_wr);
+    return post_receives(ibwq->context, "ibv_post_wq_recv", "max_sge", to_wq(ibwq)->rq, 0, wr,
+                         bad_wr);
 }
 
 int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {

@@ -23,6 +23,9 @@ void finish_wr(ProviderQp& qp) {
         b.wr.sg_list = b.sges.data();
         b.wr.num_sge = static_cast<int>(b.sges.size());
         b.error = post_one_send(qp, b.wr, b.caller);
+        if (b.error) {  // ibv_wr_complete returns it
+            log_refusal(qp.ibv.qp.context, "ibv_wr_complete", b.error);
+        }
     }
     b.building = false;
 }
@@ -46,7 +49,13 @@ void wr_start(ibv_qp_ex* qpx) {
     ProviderQp& qp = qp_of(qpx);
     qp.sq.lock.lock();
     qp.batch.start = qp.sq.ring.index();
-    qp.batch.error = can_send(qpx->qp_base) && qp.sq.ring.mapped() ? 0 : EINVAL;
+    qp.batch.error = refuse_send_state(qpx->qp_base);
+    if (!qp.batch.error && !qp.sq.ring.mapped()) {
+        qp.batch.error = refused(EINVAL, "the QP has no send queue");
+    }
+    if (qp.batch.error) {  // ibv_wr_complete returns it
+        log_refusal(qpx->qp_base.context, "ibv_wr_complete", qp.batch.error);
+    }
     qp.batch.building = false;
     qp.batch.caller = __builtin_return_address(0);
 }

@@ -1115,6 +1115,84 @@ __attribute__((noinline)) void write_after_forking(struct rig *rig) {
     __asm__ volatile("" ::: "memory");
 }
 
+/* Not a check-mode case: posts the provider refuses itself, one for each
+ * reason it gives (test_refusals.py reads the sentence each one logs);
+ * exits 1 when one is not refused with the man page's errno. */
+static void expect_refused(const char *what, int got, int want) {
+    if (got == want) return;
+    fprintf(stderr, "%s: %s, not %s\n", what, got ? strerror(got) : "posted", strerror(want));
+    exit(1);
+}
+
+__attribute__((noinline)) void refuse_each_post(struct rig *rig) {
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
+    struct ibv_send_wr send = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                               .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                           .rkey = rig->mr->rkey}}, *bad_send;
+    struct ibv_recv_wr recv = {.sg_list = &sge, .num_sge = 1}, *bad_recv;
+    expect_refused("a send in RESET", ibv_post_send(rig->qp, &send, &bad_send), EINVAL);
+    expect_refused("a receive in RESET", ibv_post_recv(rig->qp, &recv, &bad_recv), EINVAL);
+    connect_self(rig);
+    struct ibv_send_wr wr = send;
+    wr.num_sge = 2;
+    expect_refused("2 send elements", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    wr = send;
+    wr.sg_list = NULL;
+    expect_refused("a NULL gather list", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    struct ibv_recv_wr rwr = recv;
+    rwr.num_sge = 2;
+    expect_refused("2 receive elements", ibv_post_recv(rig->qp, &rwr, &bad_recv), EINVAL);
+    wr = send;
+    wr.opcode = (enum ibv_wr_opcode)99;
+    expect_refused("opcode 99", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    wr = send;
+    wr.send_flags = IBV_SEND_INLINE;
+    sge.length = 1024;
+    expect_refused("1024 bytes inline", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    sge.length = 8;
+    wr.opcode = IBV_WR_RDMA_READ;
+    expect_refused("an inline READ", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    wr = send;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.wr.atomic = (typeof(wr.wr.atomic)){.remote_addr = (uintptr_t)rig->buffer + 2049,
+                                          .rkey = rig->mr->rkey};
+    expect_refused("a misaligned atomic", ibv_post_send(rig->qp, &wr, &bad_send), EINVAL);
+    int error = 0;
+    for (int i = 0; i < 10 * DEPTH && !error; ++i) error = ibv_post_recv(rig->qp, &recv, &bad_recv);
+    expect_refused("a receive beyond the queue", error, ENOMEM);
+    error = 0;  /* unsignaled: no completion frees their slots */
+    for (int i = 0; i < 10 * DEPTH && !error; ++i) error = ibv_post_send(rig->qp, &send, &bad_send);
+    expect_refused("a send beyond the queue", error, ENOMEM);
+
+    struct ibv_qp *ud = ud_qp(rig, 0x1111);
+    wr = send;
+    wr.opcode = IBV_WR_SEND;
+    wr.wr.ud = (typeof(wr.wr.ud)){.ah = NULL, .remote_qpn = ud->qp_num, .remote_qkey = 0x1111};
+    expect_refused("a UD send without an AH", ibv_post_send(ud, &wr, &bad_send), EINVAL);
+    struct ibv_srq_init_attr srq_attr = {.attr = {.max_wr = DEPTH, .max_sge = 1}};
+    struct ibv_srq *srq = ibv_create_srq(rig->pd, &srq_attr);
+    if (!srq) die("ibv_create_srq");
+    expect_refused("2 SRQ elements", ibv_post_srq_recv(srq, &rwr, &bad_recv), EINVAL);
+    struct ibv_qp_init_attr on_srq = {
+        .send_cq = rig->cq, .recv_cq = rig->cq, .srq = srq, .qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = DEPTH, .max_send_sge = 1}};
+    struct ibv_qp *shared = ibv_create_qp(rig->pd, &on_srq);
+    if (!shared) die("ibv_create_qp with an SRQ");
+    qp_to_init(shared);
+    expect_refused("a receive of a QP with an SRQ", ibv_post_recv(shared, &recv, &bad_recv),
+                   EINVAL);
+    if (ibv_destroy_qp(shared) || ibv_destroy_srq(srq) || ibv_destroy_qp(ud))
+        die("destroying");
+}
+
+/* Not a check-mode case: 1000 sends in RESET, then one more a second
+ * later (test_refusals.py: the log's burst, then the count it held back). */
+__attribute__((noinline)) void refuse_in_a_loop(struct rig *rig) {
+    for (int i = 0; i < 1000; ++i) post_write(rig, i, 1);
+    sleep(1);
+    post_write(rig, 1000, 1);
+}
+
 struct test_case {
     const char *name;
     void (*run)(struct rig *);
@@ -1165,6 +1243,7 @@ static const struct test_case kCases[] = {
     {"after-destroy-twin", drain_before_destroying_a_qp},
     {"fork", write_after_forking}, {"fork-twin", write_after_forking, 1},
     {"mtu", connect_above_the_active_mtu}, {"mtu-twin", connect_at_the_active_mtu},
+    {"refused", refuse_each_post}, {"refused-loop", refuse_in_a_loop},
 };
 
 int main(int argc, char **argv) {
