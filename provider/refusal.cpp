@@ -37,4 +37,9 @@ int log_refusal(ibv_context* context, const char* verb, int error) {
     return error;
 }
 
+int refuse_null(ibv_context* context, const char* verb, const char* argument) {
+    errno = log_refusal(context, verb, refused(EINVAL, "%s is NULL", argument));
+    return EINVAL;
+}
+
 }  // namespace uroce

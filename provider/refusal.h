@@ -28,4 +28,8 @@ struct RefusalLog {
 // Logs `verb`'s refusal with this thread's last sentence. Returns `error`.
 int log_refusal(ibv_context* context, const char* verb, int error);
 
+// A NULL `argument` that `verb` reads: EINVAL (also in errno), logged, where
+// following it would crash the program inside the provider.
+int refuse_null(ibv_context* context, const char* verb, const char* argument);
+
 }  // namespace uroce

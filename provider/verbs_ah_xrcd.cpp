@@ -6,6 +6,11 @@
 namespace uroce {
 
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+    if (!attr) {
+        refuse_null(pd->context, "ibv_create_ah", "attr");
+        return nullptr;
+    }
+
     rpc::CreateAhReply reply;
     if (int error = client_of(pd->context).call(rpc::CreateAhRequest{pd->handle, *attr}, &reply)) {
         report(pd->context, "create_ah", error);
@@ -37,6 +42,11 @@ int destroy_ah(ibv_ah* ah) {
 }
 
 ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_open_xrcd", "attr");
+        return nullptr;
+    }
+
     const bool has_fd = (attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) && attr->fd != -1;
     rpc::OpenXrcdRequest request{attr->comp_mask, has_fd,
                                  (attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS) ? attr->oflags : 0};

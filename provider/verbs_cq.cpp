@@ -86,6 +86,10 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 }
 
 int modify_cq(ibv_cq* cq, ibv_modify_cq_attr* attr) {
+    if (!attr) {
+        return refuse_null(cq->context, "ibv_modify_cq", "attr");
+    }
+
     rpc::Empty none;
     if (int error = client_of(cq->context).call(rpc::ModifyCqRequest{cq->handle, *attr}, &none)) {
         return report(cq->context, "modify_cq", error);

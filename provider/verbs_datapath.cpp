@@ -13,6 +13,19 @@
 namespace uroce {
 namespace {
 
+// As rxe's provider: a post with no list, or nowhere to name a refused WR,
+// is EINVAL (logged as `verb`'s), not a crash.
+template <class Wr>
+int refuse_missing(ibv_context* context, const char* verb, const Wr* wr, Wr* const* bad_wr) {
+    if (!bad_wr) {
+        return log_refusal(context, verb, refused(EINVAL, "bad_wr is NULL"));
+    }
+    if (!wr) {
+        return log_refusal(context, verb, refused(EINVAL, "wr is NULL: no work request to post"));
+    }
+    return 0;
+}
+
 // No ring: a QP type without this queue, or one lost to a failed resize.
 int refuse_unmapped() {
     return refused(EINVAL, "the QP has no such queue (its type has none, or a resize lost it)");
@@ -414,6 +427,9 @@ int refuse_receive_state(const ibv_qp& qp) {
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    if (int error = refuse_missing(ibqp->context, "ibv_post_send", wr, bad_wr)) {
+        return error;
+    }
     ProviderQp* qp = to_qp(ibqp);
     const void* caller = nullptr;
     if (check::CheckState* check = checking(ibqp->context)) {
@@ -430,6 +446,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (int error = refuse_missing(ibqp->context, "ibv_post_recv", wr, bad_wr)) {
+        return error;
+    }
     check::CheckState* check = checking(ibqp->context);
     if (check) {
         check->posting_recv(ibqp);
@@ -446,6 +465,9 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (int error = refuse_missing(ibsrq->context, "ibv_post_srq_recv", wr, bad_wr)) {
+        return error;
+    }
     const int error = post_receives(ibsrq->context, "ibv_post_srq_recv", "max_sge",
                                     to_srq(ibsrq)->rq, 0, wr, bad_wr);
     check::CheckState* check = checking(ibsrq->context);
@@ -458,6 +480,9 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 // Any state takes receives; those posted in RESET are forgotten when the WQ
 // leaves it, as on mlx5.
 int post_wq_recv(ibv_wq* ibwq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (int error = refuse_missing(ibwq->context, "ibv_post_wq_recv", wr, bad_wr)) {
+        return error;
+    }
     return post_receives(ibwq->context, "ibv_post_wq_recv", "max_sge", to_wq(ibwq)->rq, 0, wr,
                          bad_wr);
 }

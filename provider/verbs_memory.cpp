@@ -82,6 +82,11 @@ ibv_pd* alloc_pd(ibv_context* context) {
 // feature the device lacks, EOPNOTSUPP as its tests expect; bits no release
 // defines are EINVAL.
 ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_alloc_parent_domain", "attr");
+        return nullptr;
+    }
+
     constexpr uint32_t kAllowCcUnprotectedAlloc = 1u << 2;
     constexpr uint32_t kDefined = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
                                   IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT | kAllowCcUnprotectedAlloc;
@@ -226,6 +231,11 @@ ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsign
 }
 
 ibv_dm* alloc_dm(ibv_context* context, ibv_alloc_dm_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_alloc_dm", "attr");
+        return nullptr;
+    }
+
     auto* dm = static_cast<ProviderDm*>(calloc(1, sizeof(ProviderDm)));
     if (!dm) {
         errno = ENOMEM;

@@ -139,6 +139,11 @@ void fill_qp(ibv_context* context, const ibv_qp_init_attr_ex& attr, const rpc::C
 }  // namespace
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_create_qp_ex", "attr");
+        return nullptr;
+    }
+
     auto* qp = new (std::nothrow) ProviderQp{};
     if (!qp) {
         errno = ENOMEM;
@@ -174,6 +179,11 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 }
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+    if (!attr) {
+        refuse_null(pd->context, "ibv_create_qp", "attr");
+        return nullptr;
+    }
+
     ibv_qp_init_attr_ex ex{};
     ex.qp_context = attr->qp_context;
     ex.send_cq = attr->send_cq;
@@ -224,6 +234,10 @@ std::pair<uint32_t, uint32_t> forget_completions(ibv_qp* qp) {
 }  // namespace
 
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    if (!attr) {
+        return refuse_null(qp->context, "ibv_modify_qp", "attr");
+    }
+
     rpc::Empty none;
     if (int error = client_of(qp->context)
                         .call(rpc::ModifyQpRequest{qp->handle, attr_mask, *attr}, &none)) {
@@ -239,6 +253,13 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 }
 
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+    if (!attr) {
+        return refuse_null(qp->context, "ibv_query_qp", "attr");
+    }
+    if (!init_attr) {
+        return refuse_null(qp->context, "ibv_query_qp", "init_attr");
+    }
+
     rpc::QueryQpReply reply;
     if (int error =
             client_of(qp->context).call(rpc::QueryQpRequest{qp->handle, attr_mask}, &reply)) {
@@ -277,6 +298,11 @@ int destroy_qp(ibv_qp* qp) {
 // An XRC_TGT QP created elsewhere in the same XRC domain: a handle with no
 // queues of its own, checked as ibv_cmd_open_qp() checks it.
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_open_qp", "attr");
+        return nullptr;
+    }
+
     constexpr uint32_t kNeeded =
         IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
     if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
@@ -336,6 +362,11 @@ int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
 // as they are; it parses and checks them. As libibverbs' own command does,
 // the specs are found by their size fields, not by attr->size.
 ibv_flow* create_flow(ibv_qp* qp, ibv_flow_attr* attr) {
+    if (!attr) {
+        refuse_null(qp->context, "ibv_create_flow", "attr");
+        return nullptr;
+    }
+
     rpc::CreateFlowRequest request{qp->handle, sizeof(*attr), {}};
     const auto* bytes = reinterpret_cast<const std::byte*>(attr);
     for (unsigned i = 0; i < attr->num_of_specs; ++i) {

@@ -23,6 +23,11 @@ int map_receive_ring(const ReceivedFds& received, uint32_t entries, uint32_t ent
 }  // namespace
 
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_create_srq_ex", "attr");
+        return nullptr;
+    }
+
     auto* provider_srq = new (std::nothrow) ProviderSrq{};
     if (!provider_srq) {
         errno = ENOMEM;
@@ -76,6 +81,11 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
 }
 
 ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    if (!attr) {
+        refuse_null(pd->context, "ibv_create_srq", "attr");
+        return nullptr;
+    }
+
     ibv_srq_init_attr_ex ex{};
     ex.srq_context = attr->srq_context;
     ex.attr = attr->attr;
@@ -89,6 +99,10 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 }
 
 int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int attr_mask) {
+    if (!attr) {
+        return refuse_null(ibsrq->context, "ibv_modify_srq", "attr");
+    }
+
     WorkQueue& rq = to_srq(ibsrq)->rq;
     // Held across the call: the daemon moves the WQEs pending in the old
     // ring to the new one, so none may be posted to the old one until we switch.
@@ -120,6 +134,10 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int attr_mask) {
 }
 
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+    if (!attr) {
+        return refuse_null(srq->context, "ibv_query_srq", "attr");
+    }
+
     rpc::QuerySrqReply reply;
     rpc::HandleRequest request{srq->handle};
     if (int error =
@@ -154,6 +172,11 @@ int destroy_srq(ibv_srq* srq) {
 }
 
 ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_create_wq", "attr");
+        return nullptr;
+    }
+
     auto* provider_wq = new (std::nothrow) ProviderWq{};
     if (!provider_wq) {
         errno = ENOMEM;
@@ -201,6 +224,10 @@ ibv_wq* create_wq(ibv_context* context, ibv_wq_init_attr* attr) {
 }
 
 int modify_wq(ibv_wq* wq, ibv_wq_attr* attr) {
+    if (!attr) {
+        return refuse_null(wq->context, "ibv_modify_wq", "attr");
+    }
+
     rpc::ModifyWqRequest request{wq->handle,          attr->attr_mask, attr->wq_state,
                                  attr->curr_wq_state, attr->flags,     attr->flags_mask};
     rpc::Empty none;
@@ -228,6 +255,11 @@ int destroy_wq(ibv_wq* wq) {
 }
 
 ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* context, ibv_rwq_ind_table_init_attr* attr) {
+    if (!attr) {
+        refuse_null(context, "ibv_create_rwq_ind_table", "attr");
+        return nullptr;
+    }
+
     rpc::CreateRwqIndTableRequest request{};
     request.log_size = attr->log_ind_tbl_size;
     request.comp_mask = attr->comp_mask;

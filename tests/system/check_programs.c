@@ -1185,6 +1185,31 @@ __attribute__((noinline)) void refuse_each_post(struct rig *rig) {
         die("destroying");
 }
 
+/* Not a check-mode case: verbs given NULL where they read an argument
+ * (a fuzzer's programs do it): EINVAL, never a crash (test_refusals.py). */
+__attribute__((noinline)) void pass_null_arguments(struct rig *rig) {
+    struct ibv_qp_init_attr init;
+    expect_refused("ibv_modify_qp", ibv_modify_qp(rig->qp, NULL, IBV_QP_STATE), EINVAL);
+    expect_refused("ibv_query_qp", ibv_query_qp(rig->qp, NULL, IBV_QP_STATE, &init), EINVAL);
+    errno = 0;
+    if (ibv_create_qp(rig->pd, NULL)) die("ibv_create_qp took NULL");
+    expect_refused("ibv_create_qp's errno", errno, EINVAL);
+    errno = 0;
+    if (ibv_create_srq(rig->pd, NULL)) die("ibv_create_srq took NULL");
+    expect_refused("ibv_create_srq's errno", errno, EINVAL);
+    errno = 0;
+    if (ibv_create_ah(rig->pd, NULL)) die("ibv_create_ah took NULL");
+    expect_refused("ibv_create_ah's errno", errno, EINVAL);
+    /* As rxe's provider: no list, or no bad_wr, is EINVAL. */
+    struct ibv_send_wr *bad;
+    struct ibv_recv_wr *bad_recv;
+    expect_refused("no list", ibv_post_send(rig->qp, NULL, &bad), EINVAL);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 8, .lkey = rig->mr->lkey};
+    struct ibv_recv_wr recv = {.sg_list = &sge, .num_sge = 1};
+    expect_refused("no bad_wr", ibv_post_recv(rig->qp, &recv, NULL), EINVAL);
+    expect_refused("no list", ibv_post_recv(rig->qp, NULL, &bad_recv), EINVAL);
+}
+
 /* Not a check-mode case: 1000 sends in RESET, then one more a second
  * later (test_refusals.py: the log's burst, then the count it held back). */
 __attribute__((noinline)) void refuse_in_a_loop(struct rig *rig) {
@@ -1244,6 +1269,7 @@ static const struct test_case kCases[] = {
     {"fork", write_after_forking}, {"fork-twin", write_after_forking, 1},
     {"mtu", connect_above_the_active_mtu}, {"mtu-twin", connect_at_the_active_mtu},
     {"refused", refuse_each_post}, {"refused-loop", refuse_in_a_loop},
+    {"refused-null", pass_null_arguments},
 };
 
 int main(int argc, char **argv) {

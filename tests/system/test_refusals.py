@@ -35,29 +35,45 @@ REFUSALS = [
     ("ibv_post_recv", "Invalid argument", r"the QP receives through its SRQ: post to the SRQ"),
 ]
 
+# The same for check_programs' "refused-null" case: NULL where a verb
+# reads an argument.
+NULL_REFUSALS = [
+    ("ibv_modify_qp", "Invalid argument", r"attr is NULL"),
+    ("ibv_query_qp", "Invalid argument", r"attr is NULL"),
+    ("ibv_create_qp", "Invalid argument", r"attr is NULL"),
+    ("ibv_create_srq", "Invalid argument", r"attr is NULL"),
+    ("ibv_create_ah", "Invalid argument", r"attr is NULL"),
+    ("ibv_post_send", "Invalid argument", r"wr is NULL: no work request to post"),
+    ("ibv_post_recv", "Invalid argument", r"bad_wr is NULL"),
+    ("ibv_post_recv", "Invalid argument", r"wr is NULL: no work request to post"),
+]
+
 
 class RefusalsTest(harness.DaemonTestCase):
 
-    def run_refused(self, **env):
+    def run_case(self, case, **env):
         return harness.run_program(
-            [harness.required_path("UROCE_CHECK_PROGRAMS"), "uroce0", "refused"],
+            [harness.required_path("UROCE_CHECK_PROGRAMS"), "uroce0", case],
             dict(self.daemon.env(), **env), log=self.daemon.log)
 
-    def test_each_refused_post_logs_its_reason(self):
-        result = self.run_refused(VERBS_LOG_LEVEL="1", VERBS_LOG_FILE="/dev/stderr")
+    def assert_logged(self, case, refusals):
+        result = self.run_case(case, VERBS_LOG_LEVEL="1", VERBS_LOG_FILE="/dev/stderr")
         self.assertEqual(result.returncode, 0, result.stderr)
         logged = [line for line in result.stderr.splitlines() if line.startswith("uroce: ")]
-        self.assertEqual(len(logged), len(REFUSALS), result.stderr)
-        for line, (verb, error, sentence) in zip(logged, REFUSALS):
+        self.assertEqual(len(logged), len(refusals), result.stderr)
+        for line, (verb, error, sentence) in zip(logged, refusals):
             self.assertRegex(line, "^uroce: %s: %s: %s$" % (verb, error, sentence))
+
+    def test_each_refused_post_logs_its_reason(self):
+        self.assert_logged("refused", REFUSALS)
+
+    def test_null_arguments_are_refused_not_followed(self):
+        self.assert_logged("refused-null", NULL_REFUSALS)
 
     def test_a_loop_of_refusals_logs_a_burst(self):
         # 1000 sends in RESET: the first 32 are logged, the rest are counted
         # for the next line that passes, a second later.
-        result = harness.run_program(
-            [harness.required_path("UROCE_CHECK_PROGRAMS"), "uroce0", "refused-loop"],
-            dict(self.daemon.env(), VERBS_LOG_LEVEL="1", VERBS_LOG_FILE="/dev/stderr"),
-            log=self.daemon.log)
+        result = self.run_case("refused-loop", VERBS_LOG_LEVEL="1", VERBS_LOG_FILE="/dev/stderr")
         self.assertEqual(result.returncode, 0, result.stderr)
         logged = [line for line in result.stderr.splitlines() if line.startswith("uroce: ")]
         self.assertGreaterEqual(len(logged), 32, result.stderr)
@@ -67,7 +83,7 @@ class RefusalsTest(harness.DaemonTestCase):
 
     def test_nothing_is_logged_unless_asked(self):
         # libibverbs' log is off by default: a program's stderr stays its own.
-        result = self.run_refused()
+        result = self.run_case("refused")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertNotIn("uroce:", result.stderr)
 
