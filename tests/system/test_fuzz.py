@@ -226,6 +226,33 @@ class VerbSequenceFuzzTest(harness.DaemonTestCase):
                         (64 << 20) + harness.SANITIZER_MEMORY_SLACK)
 
 
+class VerbProgramTest(harness.DaemonTestCase):
+    """Sequences the fuzzers found that once crashed a program, run as
+    verb_program.c programs (8-byte operations: code, a, b, c, then d)."""
+
+    def run_program(self, *ops):
+        path = os.path.join(tempfile.mkdtemp(prefix="uroce-verb-program-"), "case")
+        self.addCleanup(shutil.rmtree, os.path.dirname(path), True)
+        with open(path, "wb") as f:
+            f.write(b"".join(struct.pack("<BBBBI", *op) for op in ops))
+        env = self.daemon.env()
+        harness.without_leak_check(env)  # a verb program leaves its objects to its exit
+        return harness.run_program([harness.required_path("UROCE_VERB_PROGRAM"), path], env,
+                                   log=self.daemon.log)
+
+    def test_xrc_target_given_queues_it_ignores(self):
+        # An XRC_TGT QP created with another type's CQs and SRQ, those CQs
+        # destroyed (the QP holds none), then both XRC QPs destroyed: the
+        # provider once followed the freed CQ and crashed (SIGSEGV).
+        make_pd, make_mr, make_cq, make_srq, destroy, xrc = 0, 1, 2, 4, 14, 19
+        result = self.run_program((make_pd, 0, 0, 0, 0), (make_mr, 0, 0, 0, 4095),
+                                  (make_cq, 0, 7, 0, 0), (make_srq, 0, 3, 0, 0),
+                                  (xrc, 2, 0, 0, 64), (destroy, 2, 0, 0, 0),
+                                  (destroy, 0, 0, 0, 0), (destroy, 0, 0, 0, 0))
+        self.assertEqual(result.returncode, 0, result.stderr + self.daemon.log())
+        self.daemon.assert_alive(self)
+
+
 class CoverageGuidedCampaignTest(unittest.TestCase):
     """campaign.py, the coverage-guided verb-program fuzzer (docs/fuzzing.md),
     for 15 s per UROCE_FUZZ_SCALE from an empty corpus against one daemon

@@ -519,7 +519,10 @@ out:
 
 
 /* XRC: a domain, an XRC SRQ and an XRC_TGT QP on one context, an XRC_INI
- * QP on the other, connected; a SEND, WRITE, READ or atomic to the SRQ. */
+ * QP on the other, connected; a SEND, WRITE, READ or atomic to the SRQ.
+ * With a's bit 2, the XRC_TGT QP is given what other QP types take (the
+ * last CQ made, the last SRQ, caps), which it ignores: a fuzzer's programs
+ * carry attributes over so, and destroying those objects must not matter. */
 static void xrc(const struct op* o) {
     if (!nmr || !ncq) {
         return;
@@ -544,6 +547,12 @@ static void xrc(const struct op* o) {
     struct ibv_srq* srq = ibv_create_srq_ex(ctx[target], &srq_attr);
     struct ibv_qp_init_attr_ex tgt_attr = {.qp_type = IBV_QPT_XRC_RECV,
                                            .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
+    if (o->a & 2) {
+        tgt_attr.send_cq = tgt_attr.recv_cq = cqs[ncq - 1];
+        tgt_attr.srq = nsrq ? srqs[nsrq - 1] : NULL;
+        tgt_attr.cap = (struct ibv_qp_cap){.max_send_wr = 4, .max_recv_wr = 4,
+                                           .max_send_sge = 1, .max_recv_sge = 1};
+    }
     struct ibv_qp* tgt = ibv_create_qp_ex(ctx[target], &tgt_attr);
     struct ibv_qp_init_attr_ex ini_attr = {
         .qp_type = IBV_QPT_XRC_SEND, .send_cq = ini_cq, .recv_cq = ini_cq,
