@@ -262,8 +262,8 @@ void CheckState::forking(bool fork_safe) {
     each_checker([&](Checker& c) { c.forking(*this, fork_safe); });
 }
 
-void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count,
-                            bool writes, const char* verb, uint64_t wr_id) {
+void CheckState::check_keys(QpState& qp, const char* owner, const ibv_pd* pd, const ibv_sge* sges,
+                            int count, bool writes, const char* verb, uint64_t wr_id) {
     for (int i = 0; i < count && !(qp.reported & bit(Rule::kBadLocalKey)); ++i) {
         const ibv_sge& sge = sges[i];
         if (sge.length == 0) {
@@ -274,7 +274,7 @@ void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, 
         if (it == mrs_.end()) {
             wrong = "names no MR of this device context";
         } else if (pd && it->second.pd_handle != pd->handle) {
-            wrong = "is an MR of another protection domain than the QP's";
+            wrong = std::string("is an MR of another protection domain than the ") + owner + "'s";
         } else if (sge.addr < it->second.iova || sge.addr - it->second.iova > it->second.length ||
                    sge.length > it->second.length - (sge.addr - it->second.iova)) {
             wrong = "covers " + std::to_string(it->second.length) + " bytes from " +
@@ -292,8 +292,9 @@ void CheckState::check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, 
                      hex(sge.lkey) + "): the lkey " + wrong + ".",
                  "the work request completes with IBV_WC_LOC_PROT_ERR (or "
                  "IBV_WC_LOC_LEN_ERR) when the NIC reaches it, and the QP goes to ERR",
-                 "name each element by the lkey of an MR of the QP's PD that covers it, "
-                 "registered with IBV_ACCESS_LOCAL_WRITE where the NIC writes"});
+                 std::string("name each element by the lkey of an MR of the ") + owner +
+                     "'s PD that covers it, registered with IBV_ACCESS_LOCAL_WRITE where the "
+                     "NIC writes"});
     }
 }
 
@@ -416,7 +417,7 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
     // (the provider carries them inline, as rxe).
     const bool inline_data = (wr.send_flags & IBV_SEND_INLINE) || wr.opcode == wr::kWrAtomicWrite;
     if (!inline_data) {
-        check_keys(state, qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
+        check_keys(state, "QP", qp->pd, wr.sg_list, wr.num_sge, writes_locally(wr.opcode),
                    "ibv_post_send", wr.wr_id);
     }
     if (qp->qp_type == IBV_QPT_UD && wr.wr.ud.ah) {
@@ -500,7 +501,7 @@ void CheckState::unposted_sends(ibv_qp* qp, uint32_t count) {
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
     QpState& state = qps_[qp];
-    check_keys(state, qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
+    check_keys(state, "QP", qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
     Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
     work.lands = claim_landings(state.reported, qp, wr.sg_list, wr.num_sge, "a receive",
                                 "ibv_post_recv", wr.wr_id, state.qpn);
@@ -513,7 +514,7 @@ void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
     std::lock_guard lock(lock_);
     QpState none;  // an SRQ's kinds reported are kept in srq_reported_
     none.reported = srq_reported_[srq];
-    check_keys(none, srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
+    check_keys(none, "SRQ", srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
     Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
     work.lands = claim_landings(none.reported, srq, wr.sg_list, wr.num_sge, "a receive",
                                 "ibv_post_srq_recv", wr.wr_id, 0);

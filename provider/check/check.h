@@ -275,9 +275,9 @@ class CheckState {
     void forget_posted(QpState& qp);
     // Reports the first gather or scatter element whose lkey names no MR,
     // an MR of another PD, bytes beyond it, or lacks IBV_ACCESS_LOCAL_WRITE
-    // where the NIC writes (`writes`).
-    void check_keys(QpState& qp, const ibv_pd* pd, const ibv_sge* sges, int count, bool writes,
-                    const char* verb, uint64_t wr_id);
+    // where the NIC writes (`writes`). `owner`: "QP" or "SRQ", whose PD `pd` is.
+    void check_keys(QpState& qp, const char* owner, const ibv_pd* pd, const ibv_sge* sges,
+                    int count, bool writes, const char* verb, uint64_t wr_id);
     // Where an element's bytes are in the process, if its lkey names an MR
     // of process memory that covers it.
     bool process_range(const ibv_sge& sge, Range& range);

@@ -264,6 +264,32 @@ __attribute__((noinline)) void write_beyond_the_mr(struct rig *rig) {
     }
 }
 
+/* bad-local-key, of an SRQ: a receive whose MR is of another PD than the
+ * SRQ's. The twin uses an MR of the SRQ's PD. */
+static void post_to_an_srq(struct rig *rig, int other_pd) {
+    struct ibv_srq_init_attr attr = {.attr = {.max_wr = DEPTH, .max_sge = 1}};
+    struct ibv_srq *srq = ibv_create_srq(rig->pd, &attr);
+    struct ibv_pd *pd = other_pd ? ibv_alloc_pd(rig->context) : rig->pd;
+    if (!srq || !pd) die("ibv_create_srq");
+    struct ibv_mr *mr = ibv_reg_mr(pd, rig->buffer, BYTES, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) die("ibv_reg_mr");
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = mr->lkey};
+    struct ibv_recv_wr wr = {.wr_id = 6, .sg_list = &sge, .num_sge = 1}, *bad;
+    if (ibv_post_srq_recv(srq, &wr, &bad)) die("ibv_post_srq_recv");
+    if (ibv_destroy_srq(srq) || ibv_dereg_mr(mr)) die("destroying");
+    if (other_pd && ibv_dealloc_pd(pd)) die("ibv_dealloc_pd");
+}
+
+__attribute__((noinline)) void post_to_an_srq_from_another_pd(struct rig *rig) {
+    post_to_an_srq(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void post_to_an_srq_from_its_pd(struct rig *rig) {
+    post_to_an_srq(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* unacked-events: a completion event taken and never acknowledged when
  * the CQ is destroyed (in close_rig). */
 static void take_an_event(struct rig *rig) {
@@ -1229,6 +1255,8 @@ static const struct test_case kCases[] = {
     {"unsignaled", post_unsignaled_only},    {"unsignaled-twin", post_signaled_every_eighth},
     {"dereg-in-use", dereg_under_a_receive}, {"dereg-in-use-twin", dereg_after_the_receive},
     {"bad-key", write_beyond_the_mr},        {"bad-key-twin", write_after_rts},
+    {"bad-key-srq", post_to_an_srq_from_another_pd},
+    {"bad-key-srq-twin", post_to_an_srq_from_its_pd},
     {"unacked", event_not_acknowledged},     {"unacked-twin", event_acknowledged},
     {"cq-small", post_more_than_the_cq_holds}, {"cq-small-twin", post_what_the_cq_holds},
     {"leak", exit_without_cleanup},          {"leak-twin", NULL},

@@ -21,6 +21,7 @@ CASES = [
     ("send-queue-unsignaled", "unsignaled", "post_unsignaled_only"),
     ("dereg-in-use", "dereg-in-use", "dereg_under_a_receive"),
     ("bad-local-key", "bad-key", "write_beyond_the_mr"),
+    ("bad-local-key", "bad-key-srq", "post_to_an_srq_from_another_pd"),  # names the SRQ
     ("unacked-events", "unacked", "close_rig"),  # where it destroys the CQ
     ("unacked-events", "unarmed", "wait_without_rearming"),
     ("unacked-events", "async-unacked", "close_rig"),  # where it destroys the QP
@@ -181,6 +182,11 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertRegex(bad_key, r"ibv_post_send: element 0 of wr_id 0x5 \(4160 bytes at "
                                   r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the lkey covers 4096 bytes "
                                   r"from 0x[0-9a-f]+, and the element reaches beyond them\.")
+        srq_key = self.reports(self.run_case("bad-key-srq").stderr)[0][1]
+        self.assertRegex(srq_key, r"ibv_post_srq_recv: element 0 of wr_id 0x6 \(64 bytes at "
+                                  r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the lkey is an MR of another "
+                                  r"protection domain than the SRQ's\.")
+        self.assertIn("Fix: name each element by the lkey of an MR of the SRQ's PD", srq_key)
         unacked = self.reports(self.run_case("unacked").stderr)[0][1]
         self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
                       "acknowledged", unacked)
