@@ -141,6 +141,7 @@ void report_leaks_at_exit() {
             c->check->report_leaks(false);
         }
     }
+    check::exit_if_found();
 }
 
 // The bridge's watch over memory the program gives back (bridge_abi.h):

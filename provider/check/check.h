@@ -353,6 +353,10 @@ class CheckState {
 // contains `library` (the first frame outside libibverbs and the provider).
 bool called_from(const char* library);
 
+// At exit, after the leak report: with UROCE_CHECK_OPTIONS' exitcode=N,
+// a process that had a finding ends with status N, as LeakSanitizer's.
+void exit_if_found();
+
 // Writes `finding` as a report (with the program's call stack, the
 // provider's frames left out) where `mode` says, and sends it to the
 // daemon; aborts in abort mode (report.cpp).

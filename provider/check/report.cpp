@@ -3,14 +3,20 @@
 // the daemon for its log and `uroce check`.
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "check.h"
+#include "check/options.h"
 #include "protocol/client.h"
 
 namespace uroce::check {
@@ -55,53 +61,111 @@ std::string frame_line(int number, uintptr_t pc, const Dl_info& info) {
     return line;
 }
 
-// "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the module's offset is
-// what `addr2line -e MODULE OFFSET` takes when the program exports no names.
-// The stack starts after the verb's last inner frame and the libc frames
-// right after it.
-std::string call_stack() {
+struct Frame {
+    uintptr_t pc;
+    Dl_info info;
+};
+
+// The program's frames of the stack: after the verb's last inner frame and
+// the libc frames right after it, kFramesShown at most.
+std::vector<Frame> call_stack() {
     void* frames[kMaxFrames];
     const int count = backtrace(frames, kMaxFrames);
-    uintptr_t pcs[kMaxFrames];
-    Dl_info infos[kMaxFrames];
-    bool known[kMaxFrames];
-    int first = 0;
+    std::vector<Frame> all;
+    size_t first = 0;
     for (int i = 0; i < count; ++i) {
         // A return address points after the call: the call is one byte
         // back (after a call that does not return, the next function starts).
-        pcs[i] = reinterpret_cast<uintptr_t>(frames[i]) - 1;
-        infos[i] = {};
-        known[i] = dladdr(reinterpret_cast<void*>(pcs[i]), &infos[i]) != 0;
-        if (known[i] && place_of(infos[i]) == Place::kVerbs) {
-            first = i + 1;
+        Frame frame{reinterpret_cast<uintptr_t>(frames[i]) - 1, {}};
+        if (!dladdr(reinterpret_cast<void*>(frame.pc), &frame.info)) {
+            continue;
+        }
+        all.push_back(frame);
+        if (place_of(frame.info) == Place::kVerbs) {
+            first = all.size();
         }
     }
-    while (first < count && known[first] && place_of(infos[first]) == Place::kLibc) {
+    while (first < all.size() && place_of(all[first].info) == Place::kLibc) {
         ++first;
     }
+    const size_t last = std::min(all.size(), first + kFramesShown);
+    return {all.begin() + static_cast<std::ptrdiff_t>(first),
+            all.begin() + static_cast<std::ptrdiff_t>(last)};
+}
+
+// "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the module's offset is
+// what `addr2line -e MODULE OFFSET` takes when the program exports no names.
+std::string stack_text(const std::vector<Frame>& stack) {
     std::string text;
-    int shown = 0;
-    for (int i = first; i < count && shown < kFramesShown; ++i) {
-        if (known[i]) {
-            text += frame_line(shown++, pcs[i], infos[i]);
-        }
+    for (size_t i = 0; i < stack.size(); ++i) {
+        text += frame_line(static_cast<int>(i), stack[i].pc, stack[i].info);
     }
     return text.empty() ? "    (no call stack)\n" : text;
 }
 
-// The one frame of the program's call of a posting verb.
-std::string posted_at(const void* return_address) {
-    const uintptr_t pc = reinterpret_cast<uintptr_t>(return_address) - 1;
-    Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(pc), &info)) {
-        char line[64];
-        snprintf(line, sizeof(line), "    #0 0x%zx\n", pc);
-        return line;
+// The one frame of the program's call of a posting verb, if it is known.
+std::optional<Frame> posted_frame(const void* return_address) {
+    Frame frame{reinterpret_cast<uintptr_t>(return_address) - 1, {}};
+    if (!return_address || !dladdr(reinterpret_cast<void*>(frame.pc), &frame.info)) {
+        return std::nullopt;
     }
-    return frame_line(0, pc, info);
+    return frame;
 }
 
-std::string format(const std::string& device, const Finding& finding) {
+std::string posted_at(const void* return_address) {
+    if (const std::optional<Frame> frame = posted_frame(return_address)) {
+        return frame_line(0, frame->pc, frame->info);
+    }
+    char line[64];
+    snprintf(line, sizeof(line), "    #0 0x%zx\n", reinterpret_cast<uintptr_t>(return_address) - 1);
+    return line;
+}
+
+// Whether a suppression of UROCE_CHECK_OPTIONS names the finding's class
+// and a function or module of one of its frames.
+bool suppressed(const Finding& finding, const std::vector<Frame>& stack) {
+    std::vector<Frame> frames = stack;
+    if (const std::optional<Frame> posted = posted_frame(finding.posted_at)) {
+        frames.push_back(*posted);
+    }
+    const std::string_view kind = class_name(finding.rule);
+    for (const Suppression& s : options().suppressions) {
+        if (s.kind != "*" && s.kind != kind) {
+            continue;
+        }
+        for (const Frame& frame : frames) {
+            for (const char* name : {frame.info.dli_sname, frame.info.dli_fname}) {
+                if (name && pattern_matches(s.pattern, name)) {
+                    return true;
+                }
+            }
+        }
+    }
+    return false;
+}
+
+// Findings (not notes) reported by this process, for exitcode=.
+std::atomic<uint32_t> findings_made{0};
+
+// Where reports go: stderr, or log_path=PATH's PATH.PID.
+void write_report(const std::string& text) {
+    int fd = STDERR_FILENO;
+    if (const std::string& path = options().log_path; !path.empty()) {
+        const std::string file = path + "." + std::to_string(getpid());
+        fd = open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            fd = STDERR_FILENO;  // a report is never lost
+        }
+    }
+    // One write: reports of two threads do not interleave.
+    [[maybe_unused]] const ssize_t n = write(fd, text.data(), text.size());
+    if (fd != STDERR_FILENO) {
+        close(fd);
+    }
+}
+
+std::string format(const std::string& device, const Finding& finding,
+                   const std::vector<Frame>& stack) {
     const Entry& rule = entry(finding.rule);
     const bool note = rule.severity == Severity::kNote;
     const std::string pid = std::to_string(getpid());
@@ -113,7 +177,7 @@ std::string format(const std::string& device, const Finding& finding) {
         text += qpn;
     }
     text += "\n  " + finding.what + "\n";
-    text += call_stack();
+    text += stack_text(stack);
     if (finding.posted_at) {
         text += "  " + std::string(finding.earlier) + ":\n" + posted_at(finding.posted_at);
     }
@@ -169,10 +233,17 @@ Mode mode_for(bool daemon_checks) {
 }
 
 void deliver(Mode mode, ControlClient& client, const std::string& device, const Finding& finding) {
-    const std::string text = format(device, finding);
+    const std::vector<Frame> stack = call_stack();
+    if (suppressed(finding, stack)) {
+        return;
+    }
+    const bool note = entry(finding.rule).severity == Severity::kNote;
+    if (!note) {
+        ++findings_made;
+    }
+    const std::string text = format(device, finding, stack);
     if (mode != Mode::kLog) {
-        // One write: reports of two threads do not interleave.
-        [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, text.data(), text.size());
+        write_report(text);
     }
     rpc::CheckFindingRequest request{};
     snprintf(request.kind, sizeof(request.kind), "%s", class_name(finding.rule));
@@ -180,10 +251,17 @@ void deliver(Mode mode, ControlClient& client, const std::string& device, const 
     snprintf(request.text, sizeof(request.text), "%s", text.c_str());
     rpc::Empty none;
     client.call(request, &none);  // a daemon gone takes nothing from the program's report
-    if (mode == Mode::kAbort && entry(finding.rule).severity == Severity::kFinding) {
+    if (mode == Mode::kAbort && !note) {
         static const char kAborting[] = "uroce check: UROCE_CHECK=abort: aborting\n";
         [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kAborting, sizeof(kAborting) - 1);
         abort();
+    }
+}
+
+void exit_if_found() {
+    if (options().exitcode >= 0 && findings_made > 0) {
+        fflush(nullptr);
+        _exit(options().exitcode);
     }
 }
 

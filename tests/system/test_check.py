@@ -7,8 +7,10 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -122,6 +124,56 @@ class CheckModeTest(harness.DaemonTestCase):
                 for part in ("  A NIC: ", "  Fix: ", "  See: docs/check.md#" + kind + "\n",
                              "SUMMARY: uroce check: " + kind + "\n"):
                     self.assertIn(part, text)
+
+    def suppressions(self, *lines):
+        """UROCE_CHECK_OPTIONS naming a suppressions file of `lines`."""
+        folder = tempfile.mkdtemp(prefix="uroce-check-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "suppressions")
+        with open(path, "w") as f:
+            f.write("# check mode's suppressions\n" + "".join(line + "\n" for line in lines))
+        return {"UROCE_CHECK_OPTIONS": "suppressions=" + path}
+
+    def test_a_suppression_silences_one_class_at_one_frame(self):
+        # In abort mode: a suppressed report is not made, nor fatal.
+        quiet = self.run_case("bad-key", "abort",
+                              self.suppressions("bad-local-key:write_beyond_the_mr"))
+        self.assertEqual(quiet.returncode, 0, quiet.stderr)
+        self.assertNotIn("uroce check", quiet.stderr)
+        # The same class at another frame, another class at that frame.
+        for case, lines in (("bad-key", ["bad-local-key:^write_after_rts$"]),
+                            ("changed", ["bad-local-key:rewrite_before_the_completion"]),
+                            ("bad-key", ["send-buffer-changed:write_beyond_the_mr"])):
+            with self.subTest(case=case, lines=lines):
+                result = self.run_case(case, env=self.suppressions(*lines))
+                self.assertEqual(len(self.reports(result.stderr)), 1, result.stderr)
+        # Every class, by the program's module; a wildcard within a name.
+        for line in ("*:check_programs$", "bad-local-key:write_*_mr"):
+            with self.subTest(line=line):
+                result = self.run_case("bad-key", env=self.suppressions(line))
+                self.assertNotIn("uroce check", result.stderr)
+
+    def test_exitcode_and_log_path(self):
+        folder = tempfile.mkdtemp(prefix="uroce-check-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        log = os.path.join(folder, "report")
+        options = {"UROCE_CHECK_OPTIONS": "exitcode=23:log_path=" + log}
+        found = self.run_case("bad-key", env=options)
+        self.assertEqual(found.returncode, 23, found.stderr)
+        self.assertNotIn("uroce check", found.stderr, "the report goes to log_path")
+        written = [name for name in os.listdir(folder) if name.startswith("report.")]
+        self.assertEqual(len(written), 1, written)
+        with open(os.path.join(folder, written[0])) as f:
+            self.assertEqual([k for k, _ in self.reports(f.read())], ["bad-local-key"])
+        self.assertEqual(self.run_case("bad-key-twin", env=options).returncode, 0)
+        # A note is not a finding.
+        self.assertEqual(self.run_case("inline", env=options).returncode, 0)
+
+    def test_options_that_cannot_be_read_are_said(self):
+        result = self.run_case("bad-key-twin", env={"UROCE_CHECK_OPTIONS": "exitcode=300:color=1"})
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("UROCE_CHECK_OPTIONS: 'exitcode=300' is not", result.stderr)
+        self.assertIn("UROCE_CHECK_OPTIONS: 'color=1' is not", result.stderr)
 
     def test_aborted_batches_post_nothing(self):
         # ibv_wr_abort forgets its work requests: none counts towards a full queue.
