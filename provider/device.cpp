@@ -147,6 +147,9 @@ void report_leaks_at_exit() {
 // The bridge's watch over memory the program gives back (bridge_abi.h):
 // every checking context hears of it.
 void memory_given_back(const void* addr, size_t length, const char* call, const void* caller) {
+    if (check::reporting()) {
+        return;  // libdw unmapping what it read for a report, under the check state's lock
+    }
     const auto start = reinterpret_cast<uintptr_t>(addr);
     std::lock_guard lock(open_contexts_lock);
     for (ProviderContext* c : open_contexts) {

@@ -3,6 +3,7 @@
 // QPs' states and how they got there, and the objects alive.
 #include "check.h"
 #include "checker.h"
+#include "symbolize.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -112,11 +113,9 @@ std::string element(int index, uint64_t wr_id, const ibv_sge& sge) {
 }
 
 CheckState::CheckState(Mode mode, ControlClient& client, const char* device)
-    : mode_(mode),
-      opener_(getpid()),
-      client_(client),
-      device_(device),
-      checkers_(make_checkers()) {}
+    : mode_(mode), opener_(getpid()), client_(client), device_(device), checkers_(make_checkers()) {
+    load_symbolizer();
+}
 
 CheckState::~CheckState() = default;
 

@@ -353,6 +353,10 @@ class CheckState {
 // contains `library` (the first frame outside libibverbs and the provider).
 bool called_from(const char* library);
 
+// Whether this thread is making a report (whose own memory calls the
+// bridge's watch must not take for the program's).
+bool reporting();
+
 // At exit, after the leak report: with UROCE_CHECK_OPTIONS' exitcode=N,
 // a process that had a finding ends with status N, as LeakSanitizer's.
 void exit_if_found();

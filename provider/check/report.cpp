@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include "check/options.h"
+#include "check/symbolize.h"
 #include "protocol/client.h"
 
 namespace uroce::check {
@@ -46,11 +47,26 @@ Place place_of(const Dl_info& info) {
     return file.find("/libc.so") != std::string_view::npos ? Place::kLibc : Place::kProgram;
 }
 
-std::string frame_line(int number, uintptr_t pc, const Dl_info& info) {
-    char line[512];
+struct Frame {
+    uintptr_t pc;
+    Dl_info info;
+    std::optional<SourcePlace> source;  // where the debug information says it is
+};
+
+// "#0 0x... in main /src/prog.c:12 (/usr/bin/prog+0x1234)" from the debug
+// information, else "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the
+// module's offset is what `addr2line -e MODULE OFFSET` takes.
+std::string frame_line(int number, const Frame& frame) {
+    char line[1024];
+    const uintptr_t pc = frame.pc;
+    const Dl_info& info = frame.info;
     const char* module = info.dli_fname ? info.dli_fname : "?";
     const auto module_offset = pc - reinterpret_cast<uintptr_t>(info.dli_fbase);
-    if (info.dli_sname) {
+    if (frame.source) {
+        snprintf(line, sizeof(line), "    #%d 0x%zx in %s %s:%d (%s+0x%zx)\n", number, pc,
+                 frame.source->function.c_str(), frame.source->file.c_str(), frame.source->line,
+                 module, module_offset);
+    } else if (info.dli_sname) {
         snprintf(line, sizeof(line), "    #%d 0x%zx in %s+0x%zx (%s+0x%zx)\n", number, pc,
                  info.dli_sname, pc - reinterpret_cast<uintptr_t>(info.dli_saddr), module,
                  module_offset);
@@ -61,14 +77,9 @@ std::string frame_line(int number, uintptr_t pc, const Dl_info& info) {
     return line;
 }
 
-struct Frame {
-    uintptr_t pc;
-    Dl_info info;
-};
-
 // The program's frames of the stack: after the verb's last inner frame and
 // the libc frames right after it, kFramesShown at most.
-std::vector<Frame> call_stack() {
+std::vector<Frame> call_stack(const Symbolizer& symbolizer) {
     void* frames[kMaxFrames];
     const int count = backtrace(frames, kMaxFrames);
     std::vector<Frame> all;
@@ -76,7 +87,7 @@ std::vector<Frame> call_stack() {
     for (int i = 0; i < count; ++i) {
         // A return address points after the call: the call is one byte
         // back (after a call that does not return, the next function starts).
-        Frame frame{reinterpret_cast<uintptr_t>(frames[i]) - 1, {}};
+        Frame frame{reinterpret_cast<uintptr_t>(frames[i]) - 1, {}, {}};
         if (!dladdr(reinterpret_cast<void*>(frame.pc), &frame.info)) {
             continue;
         }
@@ -89,32 +100,35 @@ std::vector<Frame> call_stack() {
         ++first;
     }
     const size_t last = std::min(all.size(), first + kFramesShown);
-    return {all.begin() + static_cast<std::ptrdiff_t>(first),
-            all.begin() + static_cast<std::ptrdiff_t>(last)};
+    std::vector<Frame> stack(all.begin() + static_cast<std::ptrdiff_t>(first),
+                             all.begin() + static_cast<std::ptrdiff_t>(last));
+    for (Frame& frame : stack) {
+        frame.source = symbolizer.place(frame.pc);
+    }
+    return stack;
 }
 
-// "#0 0x... in main+0x4d (/usr/bin/prog+0x1234)": the module's offset is
-// what `addr2line -e MODULE OFFSET` takes when the program exports no names.
 std::string stack_text(const std::vector<Frame>& stack) {
     std::string text;
     for (size_t i = 0; i < stack.size(); ++i) {
-        text += frame_line(static_cast<int>(i), stack[i].pc, stack[i].info);
+        text += frame_line(static_cast<int>(i), stack[i]);
     }
     return text.empty() ? "    (no call stack)\n" : text;
 }
 
 // The one frame of the program's call of a posting verb, if it is known.
-std::optional<Frame> posted_frame(const void* return_address) {
-    Frame frame{reinterpret_cast<uintptr_t>(return_address) - 1, {}};
+std::optional<Frame> posted_frame(const void* return_address, const Symbolizer& symbolizer) {
+    Frame frame{reinterpret_cast<uintptr_t>(return_address) - 1, {}, {}};
     if (!return_address || !dladdr(reinterpret_cast<void*>(frame.pc), &frame.info)) {
         return std::nullopt;
     }
+    frame.source = symbolizer.place(frame.pc);
     return frame;
 }
 
-std::string posted_at(const void* return_address) {
-    if (const std::optional<Frame> frame = posted_frame(return_address)) {
-        return frame_line(0, frame->pc, frame->info);
+std::string posted_at(const std::optional<Frame>& frame, const void* return_address) {
+    if (frame) {
+        return frame_line(0, *frame);
     }
     char line[64];
     snprintf(line, sizeof(line), "    #0 0x%zx\n", reinterpret_cast<uintptr_t>(return_address) - 1);
@@ -122,19 +136,18 @@ std::string posted_at(const void* return_address) {
 }
 
 // Whether a suppression of UROCE_CHECK_OPTIONS names the finding's class
-// and a function or module of one of its frames.
-bool suppressed(const Finding& finding, const std::vector<Frame>& stack) {
-    std::vector<Frame> frames = stack;
-    if (const std::optional<Frame> posted = posted_frame(finding.posted_at)) {
-        frames.push_back(*posted);
-    }
+// and a function, source file or module of one of its frames.
+bool suppressed(const Finding& finding, const std::vector<Frame>& frames) {
     const std::string_view kind = class_name(finding.rule);
     for (const Suppression& s : options().suppressions) {
         if (s.kind != "*" && s.kind != kind) {
             continue;
         }
         for (const Frame& frame : frames) {
-            for (const char* name : {frame.info.dli_sname, frame.info.dli_fname}) {
+            const char* names[] = {frame.info.dli_sname, frame.info.dli_fname,
+                                   frame.source ? frame.source->function.c_str() : nullptr,
+                                   frame.source ? frame.source->file.c_str() : nullptr};
+            for (const char* name : names) {
                 if (name && pattern_matches(s.pattern, name)) {
                     return true;
                 }
@@ -143,6 +156,10 @@ bool suppressed(const Finding& finding, const std::vector<Frame>& stack) {
     }
     return false;
 }
+
+// Set while this thread makes a report: what the report does itself
+// (libdw maps and unmaps the modules' files) is not the program's.
+thread_local bool making_report = false;
 
 // Findings (not notes) reported by this process, for exitcode=.
 std::atomic<uint32_t> findings_made{0};
@@ -165,7 +182,7 @@ void write_report(const std::string& text) {
 }
 
 std::string format(const std::string& device, const Finding& finding,
-                   const std::vector<Frame>& stack) {
+                   const std::vector<Frame>& stack, const std::optional<Frame>& posted) {
     const Entry& rule = entry(finding.rule);
     const bool note = rule.severity == Severity::kNote;
     const std::string pid = std::to_string(getpid());
@@ -179,7 +196,7 @@ std::string format(const std::string& device, const Finding& finding,
     text += "\n  " + finding.what + "\n";
     text += stack_text(stack);
     if (finding.posted_at) {
-        text += "  " + std::string(finding.earlier) + ":\n" + posted_at(finding.posted_at);
+        text += "  " + std::string(finding.earlier) + ":\n" + posted_at(posted, finding.posted_at);
     }
     text += "  A NIC: " + finding.nic + "\n";
     if (finding.differs) {
@@ -233,15 +250,25 @@ Mode mode_for(bool daemon_checks) {
 }
 
 void deliver(Mode mode, ControlClient& client, const std::string& device, const Finding& finding) {
-    const std::vector<Frame> stack = call_stack();
-    if (suppressed(finding, stack)) {
+    making_report = true;
+    struct Done {
+        ~Done() { making_report = false; }
+    } done;
+    const Symbolizer symbolizer;
+    const std::vector<Frame> stack = call_stack(symbolizer);
+    const std::optional<Frame> posted = posted_frame(finding.posted_at, symbolizer);
+    std::vector<Frame> frames = stack;
+    if (posted) {
+        frames.push_back(*posted);
+    }
+    if (suppressed(finding, frames)) {
         return;
     }
     const bool note = entry(finding.rule).severity == Severity::kNote;
     if (!note) {
         ++findings_made;
     }
-    const std::string text = format(device, finding, stack);
+    const std::string text = format(device, finding, stack, posted);
     if (mode != Mode::kLog) {
         write_report(text);
     }
@@ -256,6 +283,10 @@ void deliver(Mode mode, ControlClient& client, const std::string& device, const 
         [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kAborting, sizeof(kAborting) - 1);
         abort();
     }
+}
+
+bool reporting() {
+    return making_report;
 }
 
 void exit_if_found() {

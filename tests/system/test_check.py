@@ -81,6 +81,17 @@ def programs():
     return harness.required_path("UROCE_CHECK_PROGRAMS")
 
 
+# Where a frame names `function`: "in f /src/prog.c:12 (" from the debug
+# information, "in f+0x4d (" from the exported symbols.
+AT = r"(\+0x[0-9a-f]+| \S+:\d+)"
+WHERE = AT + r" \("
+
+
+def frame_of(function):
+    """A frame of a report that names `function` (a regular expression)."""
+    return r" in %s%s" % (re.escape(function), WHERE)
+
+
 def read_until(process, stream, end, log, timeout=30):
     """What `process` writes on `stream` (its stdout or stderr, a pipe) up to
     and with `end`; fails the test if it does not come in `timeout` s."""
@@ -120,7 +131,7 @@ class CheckModeTest(harness.DaemonTestCase):
                 reports = self.reports(result.stderr)
                 self.assertEqual([k for k, _ in reports], [kind], result.stderr)
                 text = reports[0][1]
-                self.assertIn(" in %s+0x" % function, text, "the call site is named")
+                self.assertRegex(text, frame_of(function), "the call site is named")
                 for part in ("  A NIC: ", "  Fix: ", "  See: docs/check.md#" + kind + "\n",
                              "SUMMARY: uroce check: " + kind + "\n"):
                     self.assertIn(part, text)
@@ -152,6 +163,26 @@ class CheckModeTest(harness.DaemonTestCase):
             with self.subTest(line=line):
                 result = self.run_case("bad-key", env=self.suppressions(line))
                 self.assertNotIn("uroce check", result.stderr)
+
+    def test_a_program_without_exported_names_is_named_from_its_debug_information(self):
+        # Built with -g and without -rdynamic: the report names the function,
+        # the file and the line of its call of the verb, as a sanitizer does.
+        with open(os.path.join(ROOT, "tests", "system", "check_programs.c")) as f:
+            lines = f.read().splitlines()
+        start = next(i for i, line in enumerate(lines) if "void write_beyond_the_mr(" in line)
+        call = next(i for i in range(start, len(lines)) if "ibv_post_send(" in lines[i]) + 1
+        env = dict(self.daemon.env(), UROCE_CHECK="report")
+        plain = harness.required_path("UROCE_CHECK_PROGRAMS_PLAIN")
+        result = harness.run_program([plain, "uroce0", "bad-key"], env, log=self.daemon.log)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = self.reports(result.stderr)[0][1]
+        self.assertRegex(report, r"    #0 0x[0-9a-f]+ in write_beyond_the_mr "
+                                 r"\S*tests/system/check_programs\.c:%d \(\S*check_programs_plain"
+                                 r"\+0x[0-9a-f]+\)\n" % call)
+        # A suppression by source file.
+        env.update(self.suppressions("bad-local-key:check_programs.c$"))
+        result = harness.run_program([plain, "uroce0", "bad-key"], env, log=self.daemon.log)
+        self.assertNotIn("uroce check", result.stderr)
 
     def test_exitcode_and_log_path(self):
         folder = tempfile.mkdtemp(prefix="uroce-check-")
@@ -190,7 +221,7 @@ class CheckModeTest(harness.DaemonTestCase):
                     self.assertEqual(self.reports(result.stderr), [], result.stderr)
                     notes = self.reports(result.stderr, "NOTE")
                     self.assertEqual([k for k, _ in notes], [kind], result.stderr)
-                    self.assertIn(" in %s+0x" % function, notes[0][1])
+                    self.assertRegex(notes[0][1], frame_of(function))
                     self.assertIn("SUMMARY: uroce check: %s (a note)" % kind, notes[0][1])
 
     def test_the_catalog_is_documented_and_each_class_has_a_case(self):
@@ -250,7 +281,7 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("the bytes of element 0 of wr_id 0x3 (64 bytes at ", changed)
         # The program's call of the verb: post_write's, or under a sanitizer
         # (no inlining) that of the static ibv_post_send of verbs.h in it.
-        self.assertRegex(changed, r"  posted at:\n    #0 0x[0-9a-f]+ (in post_write\+0x[0-9a-f]+ )?"
+        self.assertRegex(changed, r"  posted at:\n    #0 0x[0-9a-f]+ (in post_write" + AT + r" )?"
                                   r"\(\S*check_programs\+0x[0-9a-f]+\)\n",
                          "the report names the posting call")
         unmapped = self.reports(self.run_case("unmapped").stderr)[0][1]
@@ -265,7 +296,7 @@ class CheckModeTest(harness.DaemonTestCase):
                                      r"the program gave 4096 bytes of it at 0x[0-9a-f]+ back with "
                                      r"madvise\(MADV_DONTNEED\) while the MR is registered\.")
         self.assertRegex(given_back, r"  given back at:\n    #0 0x[0-9a-f]+ (in send_after_madvise"
-                                     r"\+0x[0-9a-f]+ )?\(\S*check_programs\+0x[0-9a-f]+\)\n",
+                                     + AT + r" )?\(\S*check_programs\+0x[0-9a-f]+\)\n",
                          "the report names the madvise call")
         unarmed = self.reports(self.run_case("unarmed").stderr)[0][1]
         self.assertIn("ibv_get_cq_event has waited a second on a completion channel none of "
@@ -305,7 +336,7 @@ class CheckModeTest(harness.DaemonTestCase):
                                r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
                                r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ of uroce0 to the same "
                                r"memory that its program has not seen complete")
-        self.assertRegex(race, r"  posted at:\n    #0 0x[0-9a-f]+ (in write_into\+0x[0-9a-f]+ )?"
+        self.assertRegex(race, r"  posted at:\n    #0 0x[0-9a-f]+ (in write_into" + AT + r" )?"
                                r"\(\S*check_programs\+0x[0-9a-f]+\)\n",
                          "the report names the posting call")
         devices = self.reports(self.run_case("race-devices").stderr)[0][1]
@@ -364,12 +395,12 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("on which ibv_ack_cq_events acknowledged 1 completion event(s), 1 more "
                       "than the 0 ibv_get_cq_event returned for it: they were meant for another "
                       "CQ.", over)
-        self.assertIn(" in ack_on_another_cq+0x", over)
+        self.assertRegex(over, frame_of("ack_on_another_cq"))
         self.assertIn("  Fix: acknowledge each event on the CQ that ibv_get_cq_event returned",
                       over)
         self.assertIn("whose 1 of 1 completion event(s) from ibv_get_cq_event were never "
                       "acknowledged", never)
-        self.assertIn(" in close_rig+0x", never)
+        self.assertRegex(never, frame_of("close_rig"))
         # Where NICs differ is said in full once per program.
         self.assertIn("  NICs differ (destroy-with-unacked-events): uroce destroys an object "
                       "whose events were not all acknowledged at once; every kernel provider",
@@ -412,7 +443,7 @@ class CheckModeTest(harness.DaemonTestCase):
                                              r"(\d+)", report).groups())
         self.assertEqual(on_queue, depth, "reported at the post that filled the queue")
         self.assertGreaterEqual(int(re.fullmatch(r"posted (\d+)\n", posted).group(1)), depth)
-        self.assertIn(" in post_unsignaled_while_it_lags+0x", report)
+        self.assertRegex(report, frame_of("post_unsignaled_while_it_lags"))
 
     def test_abort_makes_the_first_finding_fatal(self):
         for _, case, _ in CASES:
@@ -428,7 +459,7 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertNotIn("uroce check", result.stderr)
         kept = self.findings()["kept"]
         self.assertTrue(any(f["kind"] == "post-in-wrong-state" and
-                            " in send_before_rts+0x" in f["text"] for f in kept), kept)
+                            re.search(frame_of("send_before_rts"), f["text"]) for f in kept), kept)
         self.assertIn("check: client pid", self.daemon.log())
 
     def test_off_reports_nothing(self):
@@ -470,7 +501,7 @@ class FabricCheckModeTest(unittest.TestCase):
                 self.assertEqual(result.returncode, 0, result.stdout + self.fabric.log())
                 self.assertEqual(re.findall(r"==ERROR: uroce check: (\S+)", result.stdout),
                                  [kind], result.stdout)
-                self.assertIn(" in %s+0x" % function, result.stdout)
+                self.assertRegex(result.stdout, frame_of(function))
                 self.assertIn("  See: docs/check.md#%s\n" % kind, result.stdout)
                 twin = self.run_case(case + "-twin")
                 self.assertEqual(twin.returncode, 0, twin.stdout)
