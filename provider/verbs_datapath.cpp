@@ -79,10 +79,9 @@ int check_send(const ProviderQp& qp, const ibv_send_wr& wr, uint64_t length) {
     uint32_t value;
     memcpy(&value, &wr.opcode, sizeof(value));
     const wr::OpcodeInfo* info = wr::opcode_info(value);
-    const char* type = qp_type_name(qp.ibv.qp.qp_type);
     if (!info || !(qp.send_opcodes & (1u << value))) {
         return refused(EINVAL, "opcode %u (%s) is not one that %s QPs post", value,
-                       info ? info->name : "unknown", type);
+                       info ? info->name : "unknown", qp_type_name(qp.ibv.qp.qp_type));
     }
     if (info->kind == wr::Kind::kAtomic && ((wr.wr.atomic.remote_addr & 7) || length < 8)) {
         return refused(EINVAL,
