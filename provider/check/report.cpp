@@ -105,6 +105,12 @@ std::vector<Frame> call_stack(const Symbolizer& symbolizer) {
     for (Frame& frame : stack) {
         frame.source = symbolizer.place(frame.pc);
     }
+    // A verb of libibverbs' header compiled into the program and not
+    // inlined (at -O0) is the verb's inside too.
+    while (!stack.empty() && stack.front().source &&
+           stack.front().source->file.ends_with("/infiniband/verbs.h")) {
+        stack.erase(stack.begin());
+    }
     return stack;
 }
 

@@ -281,7 +281,8 @@ class CheckModeTest(harness.DaemonTestCase):
         self.assertIn("the bytes of element 0 of wr_id 0x3 (64 bytes at ", changed)
         # The program's call of the verb: post_write's, or under a sanitizer
         # (no inlining) that of the static ibv_post_send of verbs.h in it.
-        self.assertRegex(changed, r"  posted at:\n    #0 0x[0-9a-f]+ (in post_write" + AT + r" )?"
+        self.assertRegex(changed, r"  posted at:\n    #0 0x[0-9a-f]+ "
+                                  r"(in (post_write|ibv_post_send)" + AT + r" )?"
                                   r"\(\S*check_programs\+0x[0-9a-f]+\)\n",
                          "the report names the posting call")
         unmapped = self.reports(self.run_case("unmapped").stderr)[0][1]
@@ -336,7 +337,8 @@ class CheckModeTest(harness.DaemonTestCase):
                                r"0x[0-9a-f]+ \(rkey 0x[0-9a-f]+\) overlaps 32 bytes of an RDMA "
                                r"WRITE \(wr_id 0xc\) from QP 0x[0-9a-f]+ of uroce0 to the same "
                                r"memory that its program has not seen complete")
-        self.assertRegex(race, r"  posted at:\n    #0 0x[0-9a-f]+ (in write_into" + AT + r" )?"
+        self.assertRegex(race, r"  posted at:\n    #0 0x[0-9a-f]+ "
+                               r"(in (write_into|ibv_post_send)" + AT + r" )?"
                                r"\(\S*check_programs\+0x[0-9a-f]+\)\n",
                          "the report names the posting call")
         devices = self.reports(self.run_case("race-devices").stderr)[0][1]
