@@ -196,6 +196,9 @@ int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
 // 0 when the QP's state lets it post sends, else EINVAL with its sentence
 // (refused()).
 int refuse_send_state(const ibv_qp& qp);
+// EINVAL with its sentence for a queue with no ring: a QP type without it,
+// or one lost to a failed resize.
+int refuse_unmapped();
 // Checks one send WR as ibv_post_send does and writes it to the next slot of
 // the send queue (not published); 0 or the errno ibv_post_send returns, its
 // sentence given to refused().

@@ -26,11 +26,6 @@ int refuse_missing(ibv_context* context, const char* verb, const Wr* wr, Wr* con
     return 0;
 }
 
-// No ring: a QP type without this queue, or one lost to a failed resize.
-int refuse_unmapped() {
-    return refused(EINVAL, "the QP has no such queue (its type has none, or a resize lost it)");
-}
-
 // memcpy for lists that may be empty, and then null.
 void copy(std::byte* to, const void* from, size_t bytes) {
     if (bytes) {
@@ -404,6 +399,10 @@ int post_one_send(ProviderQp& qp, const ibv_send_wr& wr, const void* caller) {
     write_send(qp, wr, length, ring.slot(), posting);
     ring.advance();
     return 0;
+}
+
+int refuse_unmapped() {
+    return refused(EINVAL, "the QP has no such queue (its type has none, or a resize lost it)");
 }
 
 int refuse_send_state(const ibv_qp& qp) {

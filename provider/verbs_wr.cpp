@@ -51,7 +51,7 @@ void wr_start(ibv_qp_ex* qpx) {
     qp.batch.start = qp.sq.ring.index();
     qp.batch.error = refuse_send_state(qpx->qp_base);
     if (!qp.batch.error && !qp.sq.ring.mapped()) {
-        qp.batch.error = refused(EINVAL, "the QP has no send queue");
+        qp.batch.error = refuse_unmapped();
     }
     if (qp.batch.error) {  // ibv_wr_complete returns it
         log_refusal(qpx->qp_base.context, "ibv_wr_complete", qp.batch.error);

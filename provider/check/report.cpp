@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <string_view>
@@ -24,7 +23,7 @@ namespace uroce::check {
 namespace {
 
 constexpr int kMaxFrames = 32;
-constexpr int kFramesShown = 8;
+constexpr size_t kFramesShown = 8;
 
 // Where a frame is: the verb's insides (the provider, libibverbs, a
 // sanitizer's runtime that intercepts backtrace()), libc (exit() running
@@ -99,17 +98,16 @@ std::vector<Frame> call_stack(const Symbolizer& symbolizer) {
     while (first < all.size() && place_of(all[first].info) == Place::kLibc) {
         ++first;
     }
-    const size_t last = std::min(all.size(), first + kFramesShown);
-    std::vector<Frame> stack(all.begin() + static_cast<std::ptrdiff_t>(first),
-                             all.begin() + static_cast<std::ptrdiff_t>(last));
-    for (Frame& frame : stack) {
-        frame.source = symbolizer.place(frame.pc);
-    }
-    // A verb of libibverbs' header compiled into the program and not
-    // inlined (at -O0) is the verb's inside too.
-    while (!stack.empty() && stack.front().source &&
-           stack.front().source->file.ends_with("/infiniband/verbs.h")) {
-        stack.erase(stack.begin());
+    std::vector<Frame> stack;
+    for (size_t i = first; i < all.size() && stack.size() < kFramesShown; ++i) {
+        all[i].source = symbolizer.place(all[i].pc);
+        // A verb of libibverbs' header compiled into the program and not
+        // inlined (at -O0) is the verb's inside too.
+        const bool verb_inside =
+            all[i].source && all[i].source->file.ends_with("/infiniband/verbs.h");
+        if (!(stack.empty() && verb_inside)) {
+            stack.push_back(all[i]);
+        }
     }
     return stack;
 }
