@@ -1,13 +1,20 @@
-// Check mode's watch over memory the program gives back (docs/check.md,
+// Check mode's watches over memory the program gives back (docs/check.md,
 // memory-unmapped): madvise that drops pages, munmap, mremap. A NIC keeps
 // the pages it pinned for an MR, so such memory under a live MR is no
-// longer the MR's. The provider installs the watch when a context checks;
-// until then each call costs one load. glibc's own calls (free() of a
-// large block) do not come here: the provider finds those by msync.
+// longer the MR's. And over memory that may leave the process (those, and
+// free, realloc and shmdt, behind which glibc unmaps without a call that
+// comes here), so that check mode reads an MR's bytes in place without
+// asking the kernel first while nothing was released. The provider
+// installs the watches when a context checks; until then each call costs
+// one load.
 #undef _FORTIFY_SOURCE
 
+#include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 
 #include "emulator/protocol/bridge_abi.h"
 #include "interpose.h"
@@ -15,8 +22,39 @@
 namespace {
 
 uroce_memory_watch watch;
+uroce_release_watch release_watch;
 // A watch that gives memory back itself is not watched again.
 thread_local bool watching;
+
+void released(const void* addr, size_t length) {
+    if (uroce_release_watch w = __atomic_load_n(&release_watch, __ATOMIC_ACQUIRE)) {
+        w(addr, length);
+    }
+}
+
+// A block of the allocator's, which may have been a mapping of its own.
+void released_block(void* block) {
+    if (block && __atomic_load_n(&release_watch, __ATOMIC_ACQUIRE)) {
+        released(block, malloc_usable_size(block));
+    }
+}
+
+// free's and realloc's next definitions. dlsym may free a former dlerror
+// message while it looks: a free that comes meanwhile is left undone rather
+// than made twice.
+thread_local bool looking_up;
+template <auto Fn>
+decltype(Fn) next_allocator_call(const char* name) {
+    static decltype(Fn) cache;
+    decltype(Fn) fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+    if (!fn && !looking_up) {
+        looking_up = true;
+        fn = reinterpret_cast<decltype(Fn)>(dlsym(RTLD_NEXT, name));
+        looking_up = false;
+        __atomic_store_n(&cache, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
 
 void tell(const void* addr, size_t length, const char* call, const void* caller) {
     uroce_memory_watch w = __atomic_load_n(&watch, __ATOMIC_ACQUIRE);
@@ -31,6 +69,36 @@ void tell(const void* addr, size_t length, const char* call, const void* caller)
 
 EXPORT void uroce_bridge_watch_memory(uroce_memory_watch w) {
     __atomic_store_n(&watch, w, __ATOMIC_RELEASE);
+}
+
+EXPORT void uroce_bridge_watch_releases(uroce_release_watch w) {
+    __atomic_store_n(&release_watch, w, __ATOMIC_RELEASE);
+}
+
+EXPORT void free(void* block) noexcept {
+    released_block(block);
+    if (auto real = next_allocator_call<&free>("free")) {
+        real(block);
+    }
+}
+
+EXPORT void* realloc(void* block, size_t size) noexcept {
+    released_block(block);
+    if (auto real = next_allocator_call<&realloc>("realloc")) {
+        return real(block, size);
+    }
+    errno = ENOMEM;
+    return nullptr;
+}
+
+EXPORT void* reallocarray(void* block, size_t count, size_t size) noexcept {
+    released_block(block);
+    return NEXT(reallocarray)(block, count, size);
+}
+
+EXPORT int shmdt(const void* addr) noexcept {
+    released(addr, 0);
+    return NEXT(shmdt)(addr);
 }
 
 EXPORT int madvise(void* addr, size_t length, int advice) noexcept {
@@ -52,6 +120,7 @@ EXPORT int madvise(void* addr, size_t length, int advice) noexcept {
 
 EXPORT int munmap(void* addr, size_t length) noexcept {
     tell(addr, length, "munmap", __builtin_return_address(0));
+    released(addr, length);
     return NEXT(munmap)(addr, length);
 }
 
@@ -64,6 +133,7 @@ EXPORT void* mremap(void* old_address, size_t old_size, size_t new_size, int fla
         new_address = va_arg(args, void*);
         va_end(args);
     }
+    released(old_address, old_size);
     void* result = NEXT(mremap)(old_address, old_size, new_size, flags, new_address);
     if (result != MAP_FAILED && result != old_address) {
         tell(old_address, old_size, "mremap", __builtin_return_address(0));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "abi_check.h"
+#include "check/process_memory.h"
 #include "protocol/bridge_abi.h"
 #include "provider.h"
 
@@ -203,6 +204,7 @@ void start_checking(ProviderContext& context, const char* device) {
         if (auto watch = bridge_watch()) {
             watch(memory_given_back);
         }
+        check::watch_releases();
     });
 }
 

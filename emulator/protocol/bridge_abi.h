@@ -56,6 +56,15 @@ typedef void (*uroce_memory_watch)(const void* addr, size_t length, const char* 
                                    const void* caller);
 void uroce_bridge_watch_memory(uroce_memory_watch watch);
 
+// Exported by the bridge: check mode's watch over memory the program may
+// have unmapped, which tells it when it must ask the kernel again before
+// reading an MR's bytes. The bridge's free, realloc and reallocarray (the
+// block, whose pages glibc may unmap), munmap, mremap and shmdt call it
+// with the range before the call is made; length 0 when the extent is
+// unknown (shmdt). It must not allocate, lock or free.
+typedef void (*uroce_release_watch)(const void* addr, size_t length);
+void uroce_bridge_watch_releases(uroce_release_watch watch);
+
 // Exported by the bridge, which stands in front of prctl: whether the
 // program itself called prctl(PR_SET_PTRACER), and the pid it named then
 // (0 for none, (long)PR_SET_PTRACER_ANY for any); 0 when it never did.

@@ -3,6 +3,7 @@
 // QPs' states and how they got there, and the objects alive.
 #include "check.h"
 #include "checker.h"
+#include "process_memory.h"
 #include "symbolize.h"
 
 #include <inttypes.h>
@@ -137,12 +138,12 @@ QpState* CheckState::find_qp(uint32_t qpn) {
 }
 
 void CheckState::created(const void* object, std::string description) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     live_[object] = {next_object_++, std::move(description)};
 }
 
 void CheckState::destroyed(const void* object) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     live_.erase(object);
     if (const auto it = srq_receives_.find(object); it != srq_receives_.end()) {
         for (const Posted& work : it->second) {
@@ -160,7 +161,7 @@ void CheckState::destroyed(const void* object) {
 
 void CheckState::qp_created(ibv_qp* qp, const ibv_qp_cap& asked, const ibv_qp_cap& granted,
                             bool signal_all, queues::RingHeader* ring) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     state.ring = ring;
     state.findings_seen = ring ? ring->check_findings.load(std::memory_order_acquire) : 0;
@@ -213,15 +214,17 @@ void CheckState::add_pending(const ibv_cq* cq, int64_t completions, uint32_t qpn
 void CheckState::mr_created(const ibv_mr* mr, uint64_t iova, int access, bool process_memory) {
     created(mr, "MR lkey " + hex(mr->lkey) + ", " + std::to_string(mr->length) + " bytes at " +
                     hex(reinterpret_cast<uintptr_t>(mr->addr)));
-    std::lock_guard lock(lock_);
-    mrs_[mr->lkey] = {
-        mr->pd->handle, iova, mr->length, access, reinterpret_cast<uintptr_t>(mr->addr),
-        process_memory};
+    Held locked(lock_);
+    const auto addr = reinterpret_cast<uintptr_t>(mr->addr);
+    mrs_[mr->lkey] = {mr->pd->handle, iova, mr->length, access, addr, process_memory};
+    if (process_memory) {
+        watch_span(Range{addr, addr + mr->length});
+    }
 }
 
 void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags, const ibv_pd* pd,
                                  uint64_t iova, uint64_t length, int access) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     const auto it = mrs_.find(old_lkey);
     if (it == mrs_.end()) {
         return;
@@ -237,6 +240,10 @@ void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags
         key.addr = iova;
         key.length = length;
         key.given_back.clear();  // it holds the pages mapped there now
+        key.known_mapped = kNotKnown;
+        if (key.process_memory) {
+            watch_span(Range{key.addr, key.addr + key.length});
+        }
     }
     if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
         key.access = access;
@@ -246,7 +253,7 @@ void CheckState::mr_reregistered(uint32_t old_lkey, uint32_t new_lkey, int flags
 
 void CheckState::mr_destroyed(const ibv_mr* mr) {
     destroyed(mr);
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     mrs_.erase(mr->lkey);
     each_checker([&](Checker& c) { c.mr_gone(*this, mr->lkey); });
 }
@@ -257,7 +264,7 @@ const MrKey* CheckState::mr_of(uint32_t lkey) const {
 }
 
 void CheckState::forking(bool fork_safe) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     each_checker([&](Checker& c) { c.forking(*this, fork_safe); });
 }
 
@@ -305,7 +312,7 @@ void CheckState::qp_modified(ibv_qp* qp, ibv_qp_state from, const ibv_qp_attr& a
         (mask & IBV_QP_PATH_MTU) &&
         ibv_query_port(qp->context, (mask & IBV_QP_PORT) ? attr.port_num : 1, &port) == 0;
     {
-        std::lock_guard lock(lock_);
+        Held locked(lock_);
         QpState& state = qps_[qp];
         if (mask & IBV_QP_RNR_RETRY) {
             state.rnr_retry = attr.rnr_retry;
@@ -359,7 +366,7 @@ void CheckState::publish_retired(QpState& qp) {
 }
 
 void CheckState::qp_destroyed(ibv_qp* qp, uint32_t removed_send, uint32_t removed_recv) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     live_.erase(qp);
     QpState& state = qps_[qp];
     each_checker([&](Checker& c) {
@@ -373,7 +380,7 @@ void CheckState::qp_destroyed(ibv_qp* qp, uint32_t removed_send, uint32_t remove
 }
 
 void CheckState::posting_send(ibv_qp* qp) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     const ibv_qp_state now = qp->state;
     each_checker([&](Checker& c) { c.posting(*this, state, now, true); });
@@ -397,7 +404,7 @@ void CheckState::posting_send(ibv_qp* qp) {
 }
 
 void CheckState::posting_recv(ibv_qp* qp) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     each_checker([&](Checker& c) { c.posting(*this, state, qp->state, false); });
     if (qp->state == IBV_QPS_RESET) {
@@ -410,7 +417,7 @@ void CheckState::posting_recv(ibv_qp* qp) {
 }
 
 CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, const void* caller) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     // An atomic write's 8 bytes are read when posted, whatever its flags
     // (the provider carries them inline, as rxe).
@@ -488,7 +495,7 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
 }
 
 void CheckState::unposted_sends(ibv_qp* qp, uint32_t count) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     for (; count && !state.sends.empty(); --count, --state.sends_posted) {
         add_pending(state.send_cq, state.sends.back().signaled ? -1 : 0, state.qpn);
@@ -498,7 +505,7 @@ void CheckState::unposted_sends(ibv_qp* qp, uint32_t count) {
 }
 
 void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     check_keys(state, "QP", qp->pd, wr.sg_list, wr.num_sge, true, "ibv_post_recv", wr.wr_id);
     Posted work = posted(wr.wr_id, true, wr.sg_list, wr.num_sge);
@@ -510,7 +517,7 @@ void CheckState::posted_recv(ibv_qp* qp, const ibv_recv_wr& wr) {
 }
 
 void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState none;  // an SRQ's kinds reported are kept in srq_reported_
     none.reported = srq_reported_[srq];
     check_keys(none, "SRQ", srq->pd, wr.sg_list, wr.num_sge, true, "ibv_post_srq_recv", wr.wr_id);
@@ -523,24 +530,24 @@ void CheckState::posted_srq_recv(ibv_srq* srq, const ibv_recv_wr& wr) {
 }
 
 void CheckState::refused_send(ibv_qp* qp, const ibv_send_wr& bad, int error) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     each_checker([&](Checker& c) { c.refused(*this, state, {error, &bad, nullptr}); });
 }
 
 void CheckState::refused_recv(ibv_qp* qp, const ibv_recv_wr& bad, int error) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState& state = qps_[qp];
     each_checker([&](Checker& c) { c.refused(*this, state, {error, nullptr, &bad}); });
 }
 
 void CheckState::polling(const ibv_cq* cq) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     each_checker([&](Checker& c) { c.polling(*this, cq); });
 }
 
 void CheckState::completed(const ibv_wc& wc) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     QpState* qp = find_qp(wc.qp_num);
     each_checker([&](Checker& c) { c.completed(*this, qp, wc); });
     if (qp && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR &&
@@ -615,7 +622,7 @@ void CheckState::retire(QpState* qp, const Posted& work, const ibv_wc* wc) {
 }
 
 void CheckState::deallocating_mw(const ibv_mw* mw) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     for (const auto& [ibqp, qp] : qps_) {
         const auto it = std::find_if(qp.sends.begin(), qp.sends.end(), [mw](const Posted& work) {
             return work.window == mw || (work.rkey && work.rkey == mw->rkey);
@@ -638,7 +645,7 @@ void CheckState::deallocating_mw(const ibv_mw* mw) {
 }
 
 void CheckState::deregistering(const ibv_mr* mr) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     const Posted* work = nullptr;
     const char* kind = nullptr;   // of work request
     const char* place = nullptr;  // where it is posted
@@ -704,7 +711,7 @@ void CheckState::async_event_got(const ibv_async_event& event) {
         default:
             return;  // a port's or the device's: nothing waits for it
     }
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     AsyncEvents& events = async_events_[object];
     ++events.count;
     events.last = event.event_type;
@@ -725,7 +732,7 @@ void CheckState::report_leaks(bool closing) {
     }
     std::vector<std::pair<uint64_t, std::string>> alive;
     {
-        std::lock_guard lock(lock_);
+        Held locked(lock_);
         for (const auto& [object, entry] : live_) {
             alive.push_back(entry);
         }

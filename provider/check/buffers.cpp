@@ -24,19 +24,24 @@ bool overlap(const Range& a, const Range& b) {
 
 }  // namespace
 
-bool CheckState::process_range(const ibv_sge& sge, Range& range) {
+MrKey* CheckState::process_range(const ibv_sge& sge, Range& range) {
     const auto it = mrs_.find(sge.lkey);
     if (it == mrs_.end() || !it->second.process_memory || sge.length == 0) {
-        return false;
+        return nullptr;
     }
-    const MrKey& key = it->second;
+    MrKey& key = it->second;
     if (sge.addr < key.iova || sge.addr - key.iova > key.length ||
         sge.length > key.length - (sge.addr - key.iova)) {
-        return false;  // bad-local-key's
+        return nullptr;  // bad-local-key's
     }
     range.start = key.addr + (sge.addr - key.iova);
     range.end = range.start + sge.length;
-    return true;
+    return &key;
+}
+
+bool CheckState::readable(MrKey& mr, const Range& range) {
+    // The whole MR mapped, or (part of it given back) the range alone.
+    return mr_mapped({mr.addr, mr.addr + mr.length}, mr.known_mapped) || mapped(range);
 }
 
 std::vector<Range> CheckState::claim_landings(uint32_t& reported, const void* queue,
@@ -120,15 +125,15 @@ bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
     // does not see, and a program with reliability of its own (UCX's UD)
     // rightly reuses a buffer its peer has acknowledged.
     const bool rereads = qp.type == IBV_QPT_RC || qp.type == IBV_QPT_XRC_SEND;
-    bool readable = true;
+    bool all_mapped = true;
     for (size_t i = 0; i < work.sges.size(); ++i) {
         Range range;
-        uint64_t sampled = 0;
-        if (!process_range(work.sges[i], range)) {
+        MrKey* mr = process_range(work.sges[i], range);
+        if (!mr) {
             continue;
         }
-        if (rereads ? !digest(range, sampled) : !mapped(range)) {
-            readable = false;
+        if (!readable(*mr, range)) {
+            all_mapped = false;
             if (!(qp.reported & bit(Rule::kUnmapped))) {
                 qp.reported |= bit(Rule::kUnmapped);
                 report_unmapped(qp.qpn,
@@ -139,20 +144,20 @@ bool CheckState::sample_sources(QpState& qp, Posted& work, const char* verb) {
             continue;
         }
         if (rereads) {
-            work.sources.push_back({static_cast<int>(i), range, sampled});
+            work.sources.push_back({static_cast<int>(i), range, digest(range)});
         }
     }
-    return readable;
+    return all_mapped;
 }
 
 void CheckState::compare_sources(QpState& qp, const Posted& work) {
     for (const Posted::Source& source : work.sources) {
-        uint64_t now;
         const ibv_sge& sge = work.sges[source.element];
-        if (!mrs_.count(sge.lkey)) {
+        const auto mr = mrs_.find(sge.lkey);
+        if (mr == mrs_.end()) {
             continue;  // deregistered under it: dereg-in-use's
         }
-        if (!digest(source.range, now)) {
+        if (!readable(mr->second, source.range)) {
             if (!(qp.reported & bit(Rule::kUnmapped))) {
                 qp.reported |= bit(Rule::kUnmapped);
                 report_unmapped(qp.qpn,
@@ -161,7 +166,8 @@ void CheckState::compare_sources(QpState& qp, const Posted& work) {
             }
             continue;
         }
-        if (now == source.digest || landed_since(source.range, work.landing_epoch)) {
+        if (digest(source.range) == source.digest ||
+            landed_since(source.range, work.landing_epoch)) {
             continue;  // unchanged, or the NIC wrote it (a receive or READ into it)
         }
         Finding finding{
@@ -270,7 +276,7 @@ void CheckState::memory_given_back(const Range& range, const char* call, const v
     // madvise drops a shared mapping's pages from the process only: they
     // come back as they were, the MR's own.
     const bool dropped_pages = strncmp(call, "madvise", 7) == 0;
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     int is_private = -1;  // not looked up yet
     for (auto& [lkey, mr] : mrs_) {
         const Range mine{mr.addr, mr.addr + mr.length};

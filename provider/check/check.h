@@ -123,6 +123,7 @@ struct MrKey {
         const void* caller;
     };
     std::vector<GivenBack> given_back{};
+    uint64_t known_mapped = ~0ULL;  // process_memory.h's mr_mapped memo
 };
 
 // A QP's part of the state (bookkeeping.cpp).
@@ -279,8 +280,10 @@ class CheckState {
     void check_keys(QpState& qp, const char* owner, const ibv_pd* pd, const ibv_sge* sges,
                     int count, bool writes, const char* verb, uint64_t wr_id);
     // Where an element's bytes are in the process, if its lkey names an MR
-    // of process memory that covers it.
-    bool process_range(const ibv_sge& sge, Range& range);
+    // of process memory that covers it: that MR, or null.
+    MrKey* process_range(const ibv_sge& sge, Range& range);
+    // Whether `range`, within `mr`, is mapped (process_memory.h).
+    static bool readable(MrKey& mr, const Range& range);
     // Claims the ranges the NIC writes for a work request posted to `queue`
     // (an ibv_qp or ibv_srq), reporting one that overlaps another
     // outstanding one (not the same range of the same queue: one buffer for
@@ -352,6 +355,26 @@ class CheckState {
 // Whether the verb being run was called from the library whose file name
 // contains `library` (the first frame outside libibverbs and the provider).
 bool called_from(const char* library);
+
+// Marks this thread as running check mode's own code for the object's
+// lifetime: what it frees is not the program's release (process_memory.h).
+class OwnCode {
+  public:
+    OwnCode();
+    ~OwnCode();
+    OwnCode(const OwnCode&) = delete;
+    OwnCode& operator=(const OwnCode&) = delete;
+
+  private:
+    bool was_;
+};
+
+// The check state's lock, taken by a hook, which runs check mode's own code.
+struct Held {
+    explicit Held(std::mutex& m) : lock(m) {}
+    std::lock_guard<std::mutex> lock;
+    OwnCode own;
+};
 
 // Whether this thread is making a report (whose own memory calls the
 // bridge's watch must not take for the program's).

@@ -89,12 +89,12 @@ void CheckState::destroying_cq(const ibv_cq* cq, uint32_t events_reported) {
 }
 
 void CheckState::cq_created(ibv_cq* cq) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     cqs_.insert(cq);
 }
 
 std::vector<ibv_cq*> CheckState::cqs_on_channel(int fd) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     std::vector<ibv_cq*> on;
     for (ibv_cq* cq : cqs_) {
         if (cq->channel && cq->channel->fd == fd) {
@@ -105,7 +105,7 @@ std::vector<ibv_cq*> CheckState::cqs_on_channel(int fd) {
 }
 
 void CheckState::blocked_unarmed(uint32_t cqs, uint32_t held) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     report({Rule::kUnackedEvents, 0,
             "ibv_get_cq_event has waited a second on a completion channel none of whose " +
                 std::to_string(cqs) + " CQ(s) is armed" +
@@ -120,14 +120,14 @@ void CheckState::blocked_unarmed(uint32_t cqs, uint32_t held) {
 }
 
 void CheckState::blocked_armed(const ChannelWait& wait) {
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     each_checker([&](Checker& c) { c.waiting(*this, wait); });
 }
 
 void CheckState::destroying(const void* object, const char* verb, const uint32_t* completed,
                             pthread_mutex_t* mutex) {
     const uint32_t acknowledged = acknowledged_events(mutex, *completed);
-    std::lock_guard lock(lock_);
+    Held locked(lock_);
     const auto it = async_events_.find(object);
     if (it == async_events_.end() || it->second.count == acknowledged) {
         return;

@@ -19,7 +19,7 @@ void CheckState::check_peer(ibv_qp* qp) {
         return;  // no peer of this daemon, both ends agree, or the daemon is gone
     }
     {
-        std::lock_guard lock(lock_);
+        Held locked(lock_);
         QpState& state = qps_[qp];
         if (state.reported & bit(Rule::kPeerAttributes)) {
             return;

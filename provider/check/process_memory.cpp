@@ -1,6 +1,7 @@
 // Check mode's digests of send buffers and its test for unmapped memory.
 #include "process_memory.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,7 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+
+#include "protocol/bridge_abi.h"
 
 namespace uroce::check {
 namespace {
@@ -32,28 +37,84 @@ uint64_t hash(uint64_t h, const unsigned char* bytes, size_t length) {
     return h;
 }
 
+// The release watch's state, for every context of the process: the span
+// of MRs over process memory (only widened), and the releases within it.
+std::atomic<uint64_t> span_start{~0ULL};
+std::atomic<uint64_t> span_end{0};
+std::atomic<uint64_t> releases{0};
+std::atomic<bool> watching_releases{false};
+thread_local bool own_code;
+
+// The bridge's release watch: takes no lock, allocates nothing.
+void released(const void* addr, size_t length) {
+    const auto start = reinterpret_cast<uint64_t>(addr);
+    if (own_code || (length && (start + length <= span_start.load(std::memory_order_relaxed) ||
+                                start >= span_end.load(std::memory_order_relaxed)))) {
+        return;
+    }
+    releases.fetch_add(1, std::memory_order_acq_rel);
+}
+
 }  // namespace
 
-bool digest(const Range& range, uint64_t& out) {
-    // One system call (msync, a fraction of process_vm_readv's cost) tells
-    // whether the pages are still mapped; then the bytes are read in place.
-    if (!mapped(range)) {
+OwnCode::OwnCode() : was_(own_code) {
+    own_code = true;
+}
+
+OwnCode::~OwnCode() {
+    own_code = was_;
+}
+
+void watch_span(const Range& mr) {
+    uint64_t start = span_start.load();
+    while (mr.start < start && !span_start.compare_exchange_weak(start, mr.start)) {
+    }
+    uint64_t end = span_end.load();
+    while (mr.end > end && !span_end.compare_exchange_weak(end, mr.end)) {
+    }
+}
+
+void watch_releases() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const auto watch = reinterpret_cast<decltype(&uroce_bridge_watch_releases)>(
+            dlsym(RTLD_DEFAULT, "uroce_bridge_watch_releases"));
+        if (watch) {
+            watch(released);
+            watching_releases = true;
+        }
+    });
+}
+
+bool mr_mapped(const Range& mr, uint64_t& known) {
+    if (!watching_releases.load(std::memory_order_relaxed)) {
+        return mapped(mr);
+    }
+    // Read before asking: a release meanwhile makes the next look ask again.
+    const uint64_t now = releases.load(std::memory_order_acquire);
+    if (known == now) {
+        return true;
+    }
+    if (!mapped(mr)) {
         return false;
     }
+    known = now;
+    return true;
+}
+
+uint64_t digest(const Range& range) {
     const uint64_t length = range.end - range.start;
     const auto* bytes = reinterpret_cast<const unsigned char*>(range.start);
     uint64_t h = 0xcbf29ce484222325ULL ^ length;
     if (length <= kDigestBytes) {
-        out = hash(h, bytes, length);
-        return true;
+        return hash(h, bytes, length);
     }
     // Piece i starts i/(kPieces-1) of the way to the last piece's start.
     const uint64_t last = length - kPieceBytes;
     for (size_t i = 0; i < kPieces; ++i) {
         h = hash(h, bytes + last * i / (kPieces - 1), kPieceBytes);
     }
-    out = h;
-    return true;
+    return h;
 }
 
 bool mapped(const Range& range) {

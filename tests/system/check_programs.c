@@ -493,8 +493,7 @@ __attribute__((noinline)) void rewrite_after_the_completion(struct rig *rig) {
 }
 
 /* memory-unmapped: an MR's memory unmapped out of the bridge's sight (by
- * the system call, as glibc's free() of a large block does), then a send
- * from it. */
+ * the system call itself), then a send from it. */
 static void send_from_a_mapping(struct rig *rig, int unmap_first) {
     connect_self(rig);
     const size_t bytes = 1 << 20;
@@ -525,6 +524,49 @@ __attribute__((noinline)) void send_from_unmapped_memory(struct rig *rig) {
 
 __attribute__((noinline)) void unmap_after_dereg(struct rig *rig) {
     send_from_a_mapping(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* memory-unmapped: a block of malloc's large enough to be a mapping of its
+ * own registered and sent from, then freed (glibc unmaps it inside free(),
+ * by no call the bridge stands in front of) and sent from again: reported,
+ * where reading it would crash. The twin deregisters it first. */
+static void send_from_a_freed_block(struct rig *rig, int free_first) {
+    connect_self(rig);
+    const size_t bytes = 64 << 20; /* above glibc's largest mmap threshold */
+    char *block = malloc(bytes);
+    if (!block) die("malloc");
+    memset(block, 'f', 4096);
+    struct ibv_mr *mr = ibv_reg_mr(rig->pd, block, bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) die("ibv_reg_mr");
+    struct ibv_sge sge = {.addr = (uintptr_t)block, .length = 64, .lkey = mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 5, .sg_list = &sge, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    struct ibv_wc wc = next_completion(rig);
+    if (wc.status != IBV_WC_SUCCESS) die("the first write");
+    if (!free_first && ibv_dereg_mr(mr)) die("ibv_dereg_mr");
+    free(block);
+    if (!free_first) return;
+    wr.wr_id = 6;
+    if (ibv_post_send(rig->qp, &wr, &bad)) die("ibv_post_send");
+    wc = next_completion(rig);
+    if (wc.status == IBV_WC_SUCCESS) {
+        fprintf(stderr, "the write from freed memory completed with success\n");
+        exit(1);
+    }
+    if (ibv_dereg_mr(mr)) die("ibv_dereg_mr");
+}
+
+__attribute__((noinline)) void send_from_freed_memory(struct rig *rig) {
+    send_from_a_freed_block(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void free_after_dereg(struct rig *rig) {
+    send_from_a_freed_block(rig, 0);
     __asm__ volatile("" ::: "memory");
 }
 
@@ -1266,6 +1308,7 @@ static const struct test_case kCases[] = {
     {"unacked-other-cq", ack_on_another_cq},
     {"changed", rewrite_before_the_completion}, {"changed-twin", rewrite_after_the_completion},
     {"unmapped", send_from_unmapped_memory}, {"unmapped-twin", unmap_after_dereg},
+    {"freed", send_from_freed_memory},       {"freed-twin", free_after_dereg},
     {"unarmed", wait_without_rearming},      {"unarmed-twin", wait_after_rearming},
     {"async-unacked", async_event_not_acknowledged},
     {"async-unacked-twin", async_event_acknowledged},

@@ -36,6 +36,8 @@ CASES = [
     ("send-buffer-changed", "changed", "rewrite_before_the_completion"),  # found when polled
     ("memory-unmapped", "unmapped", "send_from_unmapped_memory"),
     ("memory-unmapped", "given-back", "send_from_memory_given_back"),
+    # after a send that read it in place: glibc's free() unmapped it
+    ("memory-unmapped", "freed", "send_from_freed_memory"),
     ("peer-mismatch", "peer", "send_from_another_psn"),
     ("peer-mismatch", "peer-pair", "connect_a_pair_unevenly"),
     ("rnr-settings", "rnr", "send_before_the_receive"),  # found when polled
