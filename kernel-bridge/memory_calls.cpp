@@ -39,19 +39,24 @@ void released_block(void* block) {
     }
 }
 
-// free's and realloc's next definitions. dlsym may free a former dlerror
-// message while it looks: a free that comes meanwhile is left undone rather
-// than made twice.
-thread_local bool looking_up;
-template <auto Fn>
-decltype(Fn) next_allocator_call(const char* name) {
-    static decltype(Fn) cache;
-    decltype(Fn) fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
-    if (!fn && !looking_up) {
-        looking_up = true;
-        fn = reinterpret_cast<decltype(Fn)>(dlsym(RTLD_NEXT, name));
-        looking_up = false;
+// free's and realloc's next definitions, looked up as the bridge is loaded
+// or, for a call before that, then. dlsym may free a former dlerror message
+// while it looks: a free that comes meanwhile is left undone rather than
+// made twice. No thread-local here: a sanitizer's runtime stands in front
+// of __tls_get_addr and calls free before it can answer.
+bool looking_up;
+using FreeFn = void (*)(void*);
+using ReallocFn = void* (*)(void*, size_t);
+FreeFn next_free;
+ReallocFn next_realloc;
+
+template <class Fn>
+Fn next_allocator_call(Fn& cache, const char* name) {
+    Fn fn = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+    if (!fn && !__atomic_exchange_n(&looking_up, true, __ATOMIC_ACQ_REL)) {
+        fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
         __atomic_store_n(&cache, fn, __ATOMIC_RELEASE);
+        __atomic_store_n(&looking_up, false, __ATOMIC_RELEASE);
     }
     return fn;
 }
@@ -63,6 +68,11 @@ void tell(const void* addr, size_t length, const char* call, const void* caller)
         w(addr, length, call, caller);
         watching = false;
     }
+}
+
+__attribute__((constructor)) void look_up_allocator_calls() {
+    next_allocator_call(next_free, "free");
+    next_allocator_call(next_realloc, "realloc");
 }
 
 }  // namespace
@@ -77,14 +87,14 @@ EXPORT void uroce_bridge_watch_releases(uroce_release_watch w) {
 
 EXPORT void free(void* block) noexcept {
     released_block(block);
-    if (auto real = next_allocator_call<&free>("free")) {
+    if (FreeFn real = next_allocator_call(next_free, "free")) {
         real(block);
     }
 }
 
 EXPORT void* realloc(void* block, size_t size) noexcept {
     released_block(block);
-    if (auto real = next_allocator_call<&realloc>("realloc")) {
+    if (ReallocFn real = next_allocator_call(next_realloc, "realloc")) {
         return real(block, size);
     }
     errno = ENOMEM;
