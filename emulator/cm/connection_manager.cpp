@@ -43,7 +43,7 @@ ConnectionManager::~ConnectionManager() = default;
 // ---- channels and IDs ----------------------------------------------------
 
 Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readiness,
-                                         std::string case_id) {
+                                         CaseRef case_tag) {
     auto channel = std::make_unique<Channel>();
     while (getrandom(&channel->token, sizeof(channel->token), 0) != sizeof(channel->token) ||
            channel->token == 0 || channels_.count(channel->token)) {
@@ -51,7 +51,7 @@ Channel& ConnectionManager::open_channel(pid_t pid, uid_t uid, ClientPipe readin
     channel->pid = pid;
     channel->uid = uid;
     channel->readiness = std::move(readiness);
-    channel->case_id = std::move(case_id);
+    channel->case_tag = std::move(case_tag);
     Channel& ref = *channel;
     channels_.emplace(ref.token, std::move(channel));
     return ref;

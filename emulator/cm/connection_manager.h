@@ -26,6 +26,7 @@
 #include "cm/id_table.h"
 #include "cm/mad.h"
 #include "device/device.h"
+#include "util/case_tag.h"
 #include "util/client_pipe.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -74,7 +75,7 @@ struct Channel {
     uid_t uid = 0;         // ports below 1024 are root's, as for sockets
     ClientPipe readiness;  // holds one byte exactly while events wait
     std::deque<Event> events;
-    std::string case_id;  // the opener's UROCE_CASE: what the CM logs of its IDs carries
+    CaseRef case_tag = no_case();  // the opener's UROCE_CASE: its IDs' log lines and coverage
 };
 
 // rdma_cm's states of an ID (cma_priv.h's enum rdma_cm_state).
@@ -208,7 +209,7 @@ class ConnectionManager {
                       MadSender send);
     ~ConnectionManager();
 
-    Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness, std::string case_id = {});
+    Channel& open_channel(pid_t pid, uid_t uid, ClientPipe readiness, CaseRef case_tag = no_case());
     // Another connection to `channel` (a forked child's).
     void attach_channel(Channel& channel) { ++channel.connections; }
     // A connection to the channel ended (close or death). With the last,
@@ -316,6 +317,8 @@ class ConnectionManager {
     void on_retry_timer(uint32_t handle);
     // `at`: the index of the GID the MAD came to; answers leave from it.
     void handle(Device& to, const wire::IpAddress& src_ip, uint8_t at, const Mad& mad);
+    // The ID a MAD other than a request is about, if any.
+    Id* addressed(Device& to, const wire::IpAddress& src_ip, const Mad& mad);
     void on_req(Device& to, const wire::IpAddress& src_ip, uint8_t at, uint64_t tid,
                 const Req& req);
     void on_repeated_req(Id& id, Device& to, const wire::IpAddress& src_ip, uint64_t tid);

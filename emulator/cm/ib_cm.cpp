@@ -21,6 +21,15 @@ using namespace internal;
 
 // ---- the wire ----------------------------------------------------------------
 
+namespace {
+
+// What an ID does counts in the case of the program whose channel it is on.
+const CaseTag* case_of(const Id& id) {
+    return id.channel ? id.channel->case_tag.get() : nullptr;
+}
+
+}  // namespace
+
 void ConnectionManager::send(Id& id, const Message& message, bool retransmit) {
     const auto mad = encode(id.transaction_id, message);
     ++id.device->stats().cm_mads_sent;
@@ -99,6 +108,7 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
     if (!id) {
         return;
     }
+    const InCase tagged(case_of(*id));
     if (id->cm == CmState::kTimewait) {
         set_cm(*id, CmState::kIdle);
         ids_.forget_connection(*id);
@@ -118,7 +128,6 @@ void ConnectionManager::on_retry_timer(uint32_t handle) {
     }
     // Out of retries: what cm.c reports for each message that went unanswered.
     id->pending_mad.reset();
-    const LogCase tagged(id->channel ? id->channel->case_id.c_str() : nullptr);
     log_info("rdma_cm ID %u: no answer from %s after %d retries (%s)", id->handle,
              to_string(id->dst).c_str(), kMaxCmRetries, name(id->cm));
     switch (id->cm) {
@@ -228,9 +237,49 @@ void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, uint8_
         on_sidr_req(to, src_ip, at, tid, *req);
         return;
     }
-    // Every other message names our side's communication ID and, as the
-    // kernel's cm.c matches them, the peer's too once it is known: anything
-    // else is stale or forged, and changes nothing.
+    Id* const id = addressed(to, src_ip, mad);
+    if (!id) {
+        const auto* dreq = std::get_if<Dreq>(&mad.message);
+        if (dreq &&
+            (by_comm_id(dreq->remote_comm_id, src_ip) || !ids_.by_comm_id(dreq->remote_comm_id))) {
+            // cm_issue_drep: a DREQ for no connection is answered (a peer
+            // whose DREP was lost stops asking); one from another address not.
+            Drep drep;
+            drep.local_comm_id = dreq->remote_comm_id;
+            drep.remote_comm_id = dreq->local_comm_id;
+            send_reply(to, at, src_ip, tid, drep);
+        }
+        ++to.stats().cm_mads_dropped;
+        return;
+    }
+    const InCase tagged(case_of(*id));
+    coverage::cm_message_delivered(static_cast<uint32_t>(mad.header.attribute));
+    std::visit(
+        [&](const auto& message) {
+            using T = std::decay_t<decltype(message)>;
+            if constexpr (std::is_same_v<T, Rep>) {
+                on_rep(*id, message);
+            } else if constexpr (std::is_same_v<T, Rtu>) {
+                on_rtu(*id);
+            } else if constexpr (std::is_same_v<T, Rej>) {
+                on_rej(*id, message);
+            } else if constexpr (std::is_same_v<T, Mra>) {
+                on_mra(*id, message);
+            } else if constexpr (std::is_same_v<T, Dreq>) {
+                on_dreq(*id, message);
+            } else if constexpr (std::is_same_v<T, Drep>) {
+                on_drep(*id);
+            } else if constexpr (std::is_same_v<T, SidrRep>) {
+                on_sidr_rep(*id, message);
+            }
+        },
+        mad.message);
+}
+
+Id* ConnectionManager::addressed(Device& to, const wire::IpAddress& src_ip, const Mad& mad) {
+    // Every message but a request names our side's communication ID and, as
+    // the kernel's cm.c matches them, the peer's too once it is known:
+    // anything else is stale or forged, and changes nothing.
     auto ours = [&](uint32_t local) -> Id* {
         Id* id = by_comm_id(local, src_ip);
         return id && id->device == &to ? id : nullptr;
@@ -245,57 +294,27 @@ void ConnectionManager::handle(Device& to, const wire::IpAddress& src_ip, uint8_
         Id* id = ours(local);
         return id && (!id->remote_comm_id || id->remote_comm_id == remote) ? id : nullptr;
     };
-    Id* id = nullptr;
-    std::visit(
-        [&](const auto& message) {
+    return std::visit(
+        [&](const auto& message) -> Id* {
             using T = std::decay_t<decltype(message)>;
-            if constexpr (std::is_same_v<T, Rep>) {
-                if ((id = ours_then_both(message.remote_comm_id, message.local_comm_id))) {
-                    on_rep(*id, message);
-                }
-            } else if constexpr (std::is_same_v<T, Rtu>) {
-                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
-                    on_rtu(*id);
-                }
+            if constexpr (std::is_same_v<T, Rep> || std::is_same_v<T, Mra>) {
+                return ours_then_both(message.remote_comm_id, message.local_comm_id);
+            } else if constexpr (std::is_same_v<T, Rtu> || std::is_same_v<T, Dreq> ||
+                                 std::is_same_v<T, Drep>) {
+                return both(message.remote_comm_id, message.local_comm_id);
             } else if constexpr (std::is_same_v<T, Rej>) {
                 // cm_acquire_rejected_id: a REJ for a timeout names the peer's
                 // side alone; any other, ours (and theirs once known).
-                id = message.reason == RejectReason::kTimeout
-                         ? gave_up(to, src_ip, message)
-                         : ours_then_both(message.remote_comm_id, message.local_comm_id);
-                if (id) {
-                    on_rej(*id, message);
-                }
-            } else if constexpr (std::is_same_v<T, Mra>) {
-                if ((id = ours_then_both(message.remote_comm_id, message.local_comm_id))) {
-                    on_mra(*id, message);
-                }
-            } else if constexpr (std::is_same_v<T, Dreq>) {
-                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
-                    on_dreq(*id, message);
-                } else if (by_comm_id(message.remote_comm_id, src_ip) ||
-                           !ids_.by_comm_id(message.remote_comm_id)) {
-                    // cm_issue_drep: a DREQ for no connection is answered (a peer
-                    // whose DREP was lost stops asking); one from another address not.
-                    Drep drep;
-                    drep.local_comm_id = message.remote_comm_id;
-                    drep.remote_comm_id = message.local_comm_id;
-                    send_reply(to, at, src_ip, tid, drep);
-                }
-            } else if constexpr (std::is_same_v<T, Drep>) {
-                if ((id = both(message.remote_comm_id, message.local_comm_id))) {
-                    on_drep(*id);
-                }
+                return message.reason == RejectReason::kTimeout
+                           ? gave_up(to, src_ip, message)
+                           : ours_then_both(message.remote_comm_id, message.local_comm_id);
             } else if constexpr (std::is_same_v<T, SidrRep>) {
-                if ((id = ours(message.request_id))) {
-                    on_sidr_rep(*id, message);
-                }
+                return ours(message.request_id);
+            } else {
+                return nullptr;
             }
         },
         mad.message);
-    if (!id) {
-        ++to.stats().cm_mads_dropped;
-    }
 }
 
 // An active side that gave up before it knew our communication ID (its
@@ -406,6 +425,8 @@ void ConnectionManager::on_req(Device& to, const wire::IpAddress& src_ip, uint8_
         return;
     }
     Id& id = requested_id(*listener, to, *header);
+    const InCase tagged(case_of(id));
+    coverage::cm_message_delivered(static_cast<uint32_t>(Attribute::kReq));
     id.has_cm = true;
     set_cm(id, CmState::kReqRcvd);
     ids_.assign_comm_id(id);
@@ -463,6 +484,8 @@ void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, u
         return;
     }
     Id& id = requested_id(*listener, to, *header);
+    const InCase tagged(case_of(id));
+    coverage::cm_message_delivered(static_cast<uint32_t>(Attribute::kSidrReq));
     set_cm(id, CmState::kSidrReqRcvd);
     id.remote_comm_id = req.request_id;
     id.peer_ip = src_ip;

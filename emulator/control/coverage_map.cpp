@@ -8,6 +8,7 @@
 #include "control/dispatcher.h"
 #include "protocol/work_requests.h"
 #include "qp/qp_transitions.h"
+#include "util/case_tag.h"
 #include "util/coverage.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
@@ -253,11 +254,21 @@ std::string coverage_map_json() {
     return nlohmann::json{{"ids", coverage::kIds}, {"entries", std::move(entries)}}.dump();
 }
 
-void read_coverage(bool clear, rpc::CoverageReply& reply) {
+Result read_coverage(const rpc::CoverageRequest& request, rpc::CoverageReply& reply) {
+    const std::string case_id(request.case_id, strnlen(request.case_id, sizeof(request.case_id)));
+    std::shared_ptr<coverage::Counts> kept;
+    if (!case_id.empty() && !(kept = case_map(case_id))) {
+        return fail(ENOENT,
+                    "no coverage is kept for case %s: no program of it has opened a device or an "
+                    "rdma_cm channel, or %zu cases since have",
+                    case_id.c_str(), kCaseMaps);
+    }
+    coverage::Counts& counts = kept ? *kept : coverage::counts();
     reply.ids = coverage::kIds;
     for (uint32_t id = 0; id < coverage::kIds; ++id) {
-        reply.counts[id] = clear ? coverage::counts().take(id) : coverage::counts().count(id);
+        reply.counts[id] = request.clear ? counts.take(id) : counts.count(id);
     }
+    return ok();
 }
 
 }  // namespace uroce

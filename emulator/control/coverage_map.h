@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "protocol/messages.h"
+#include "util/result.h"
 
 namespace uroce {
 
@@ -23,7 +24,8 @@ struct CoverageEntry {
 const std::vector<CoverageEntry>& coverage_entries();
 // {"ids": N, "entries": [{"id", "area", "name"}...]}
 std::string coverage_map_json();
-// The counts by id, cleared as they are read when `clear`.
-void read_coverage(bool clear, rpc::CoverageReply& reply);
+// The counts by id, the daemon's or a case's, cleared as they are read
+// when asked.
+Result read_coverage(const rpc::CoverageRequest& request, rpc::CoverageReply& reply);
 
 }  // namespace uroce

@@ -19,6 +19,7 @@
 #include "control/session.h"
 #include "net/interfaces.h"
 #include "protocol/socket.h"
+#include "util/case_tag.h"
 #include "util/control_section.h"
 #include "util/coverage.h"
 #include "util/log.h"
@@ -247,7 +248,7 @@ Result Server::find(const std::string& name, Device*& device) const {
 }
 
 void Server::end(const std::shared_ptr<Session>& session) {
-    const LogCase tagged(session->case_id().c_str());
+    const InCase tagged(session->case_tag().get());
     if (const Context* context = session->context()) {
         log_info("client pid %d closed %s", session->peer().pid, context->device().name().c_str());
         if (const DeviceStats* before = session->stats_at_open()) {
@@ -394,6 +395,7 @@ Result Server::reset(pid_t caller, const std::string& name, rpc::ResetReply& rep
     }
     if (name.empty()) {
         coverage::counts().clear();  // the daemon's, as at its start
+        forget_case_maps();
     }
     reply.microseconds =
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

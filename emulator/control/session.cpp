@@ -60,10 +60,7 @@ Session::Session(Server& server, boost::asio::io_context& io, int fd, const ucre
       socket_(io, fd),
       peer_(peer),
       admitted_(std::move(admitted)),
-      descriptors_(admitted_ ? 1 : 0) {
-    // Log lines point at its bytes while they are tagged: it never moves.
-    case_.reserve(rpc::kCaseIdLen);
-}
+      descriptors_(admitted_ ? 1 : 0) {}
 
 void Session::start() {
     wait();
@@ -256,7 +253,7 @@ void Session::check_finding(const rpc::RequestHeader& header, std::span<const st
         r = fail(EPROTO, "a check finding before hello for a device");
     }
     if (r) {
-        server_.check_findings().add(peer_.pid, context_->device().name(), request, case_);
+        server_.check_findings().add(peer_.pid, context_->device().name(), request, case_->id);
     }
     reply(header, r, r ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{});
 }
@@ -311,7 +308,8 @@ void Session::handle(std::span<const std::byte> message, std::vector<int>& raw_f
         ending_ = true;
         return;
     }
-    const LogCase tagged(case_.c_str());
+    const CaseRef tag = case_;  // held while its id is in log lines
+    const InCase tagged(tag.get());
     if (Result r = check_request(message, lost_fds, header); !r) {
         reply(header, r, {});
         return;
@@ -326,7 +324,7 @@ Result Session::take_case(const char (&field)[rpc::kCaseIdLen]) {
     if (std::string why = rpc::case_id_problem(field); !why.empty()) {
         return fail(EINVAL, "%s", why.c_str());
     }
-    case_.assign(field, strnlen(field, rpc::kCaseIdLen));
+    case_ = tag_case(std::string(field, strnlen(field, rpc::kCaseIdLen)));
     return ok();
 }
 
@@ -389,7 +387,8 @@ void Session::cm_attach(const rpc::RequestHeader& header, std::span<const std::b
     if (result) {
         server_.cm().attach_channel(*channel);
         cm_channel_ = channel;
-        case_ = channel->case_id;  // a forked child is of its parent's case
+        case_ = channel->case_tag;  // a forked child is of its parent's case
+        const InCase tagged(case_.get());
         log_info("client pid %d attached to an rdma_cm channel of pid %d", peer_.pid, channel->pid);
     } else {
         log_refusal("rdma_cm channel attach", result);
@@ -551,7 +550,8 @@ Result Session::attach(std::span<const std::byte> body) {
         return r;
     }
     context_ = std::move(context);
-    case_ = *context_->case_id();  // a forked child is of its parent's case
+    case_ = context_->case_tag();  // a forked child is of its parent's case
+    const InCase tagged(case_.get());
     log_info("client pid %d attached to a context of %s", peer_.pid, request.device);
     return ok();
 }
@@ -570,6 +570,7 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     if (Result r = take_case(request.case_id); !r) {
         return r;
     }
+    const InCase tagged(case_.get());  // what follows is the case's
     if (request.device[0] == '\0') {
         tool_ = true;
         return ok();
@@ -597,8 +598,8 @@ Result Session::hello(std::span<const std::byte> body, std::vector<UniqueFd>& fd
     ++descriptors_;
     context_ =
         std::make_shared<Context>(*device, peer_.pid, std::move(events), &server_.descriptors());
-    context_->set_case_id(case_);
-    if (!case_.empty()) {
+    context_->set_case(case_);
+    if (!case_->id.empty()) {
         stats_at_open_ = std::make_unique<DeviceStats>(device->stats());
     }
     reply.device_index = device->index();
@@ -632,8 +633,9 @@ Answer Session::tool_request(rpc::Op op, std::span<const std::byte> body,
         rpc::CoverageRequest request;
         if ((answer.result = decode(body, request))) {
             auto reply = std::make_unique<rpc::CoverageReply>();
-            read_coverage(request.clear != 0, *reply);
-            answer.body = bytes_of(*reply);
+            if ((answer.result = read_coverage(request, *reply))) {
+                answer.body = bytes_of(*reply);
+            }
         }
         return answer;
     }

@@ -45,7 +45,7 @@ class Session : public std::enable_shared_from_this<Session> {
     bool is_netlink() const { return netlink_port_ != 0; }
     // The client's UROCE_CASE ("" if none), and the device's counters when
     // its context opened, for the snapshot logged when it closes.
-    const std::string& case_id() const { return case_; }
+    const CaseRef& case_tag() const { return case_; }
     const DeviceStats* stats_at_open() const { return stats_at_open_.get(); }
     uint32_t netlink_port() const { return netlink_port_; }
 
@@ -101,7 +101,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string report_;
     rpc::Op report_op_ = rpc::Op::kStatus;
     bool tool_ = false;
-    std::string case_;
+    CaseRef case_ = no_case();  // UROCE_CASE
     std::unique_ptr<DeviceStats> stats_at_open_;
     const char* device_gone_ = nullptr;  // why its context's device went, if it did
     cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager

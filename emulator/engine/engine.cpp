@@ -473,7 +473,7 @@ void Engine::check_invariants(const Device& device, const Qp& qp, const char* st
     if (broken.empty()) {
         return;
     }
-    const LogCase tagged(qp.owner_case->c_str());
+    const InCase tagged(qp.owner_case.get());
     log_warn(
         "paranoid: a daemon invariant broke on %s QP 0x%x after %s: %s. This is a bug of "
         "uroced, not of the program; aborting",
@@ -531,6 +531,7 @@ void Engine::run_due_timers(Clock::time_point now) {
             continue;
         }
         if (transport::Transport::next_deadline(*qp) <= now) {
+            const coverage::CaseScope its_case(qp->owner_case->coverage.get());
             transport_.run_timers(*device, *qp, now);
             if (options_.paranoid) [[unlikely]] {
                 check_invariants(*device, *qp, "its timers");
@@ -546,6 +547,7 @@ bool Engine::run_responders() {
         const uint32_t slot = responders_[i];
         const auto [qp, device] = doorbell_.owner(slot);
         if (qp) {
+            const coverage::CaseScope its_case(qp->owner_case->coverage.get());
             any |= transport_.run_responder(*device, *qp);
             if (options_.paranoid) [[unlikely]] {
                 check_invariants(*device, *qp, "its responder's turn");
@@ -579,6 +581,7 @@ bool Engine::run_requesters(Clock::time_point now) {
             continue;
         }
         bool more;
+        const coverage::CaseScope its_case(qp->owner_case->coverage.get());
         if (qp->type == IBV_QPT_RAW_PACKET) {
             more = transport_.run_raw_sender(*device, *qp);  // a burst: perhaps more behind it
             any |= more;

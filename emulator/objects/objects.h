@@ -19,6 +19,7 @@
 #include "objects/unpolled_cqs.h"
 #include "queues/ring.h"
 #include "steering/flow_rule.h"
+#include "util/case_tag.h"
 #include "util/client_pipe.h"
 #include "util/coverage.h"
 #include "util/unique_fd.h"
@@ -200,9 +201,10 @@ struct Qp : Object, std::enable_shared_from_this<Qp> {
     std::vector<QpHolder> holders;
     ibv_qp_type type = IBV_QPT_RC;
     uint32_t qpn = 0;
-    // The creating client's UROCE_CASE (never null; "" if none): log lines
-    // and invariant reports about the QP carry it.
-    std::shared_ptr<const std::string> owner_case = std::make_shared<const std::string>();
+    // The creating client's UROCE_CASE (never null): log lines and
+    // invariant reports about the QP carry it, and its work counts in the
+    // case's coverage.
+    CaseRef owner_case = no_case();
     uint32_t doorbell_slot = queues::kNoDoorbellSlot;  // see queues::DoorbellBits
     bool sq_sig_all = false;
     uint32_t create_flags = 0;

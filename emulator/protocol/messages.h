@@ -532,12 +532,15 @@ struct ResetReply {
     uint64_t microseconds;
 };
 
-// kCoverage: the daemon's coverage counts by id (util/coverage.h), read
-// and, when `clear`, set to 0 as they are read. kCoverageMap is a report
-// (ReportRequest) of the map: {"ids": N, "entries": [{"id", "area", "name"}]}.
+// kCoverage: the daemon's coverage counts by id (util/coverage.h), or with
+// a `case_id` those of that case alone (util/case_tag.h; ENOENT when none
+// is kept), read and, when `clear`, set to 0 as they are read. kCoverageMap
+// is a report (ReportRequest) of the map:
+// {"ids": N, "entries": [{"id", "area", "name"}]}.
 struct CoverageRequest {
     uint32_t clear;
     uint32_t reserved;
+    char case_id[kCaseIdLen];  // empty: the daemon's
 };
 inline constexpr uint32_t kMaxCoverageIds = 12288;
 struct CoverageReply {

@@ -71,7 +71,7 @@ void note_rnr_wait(const Device& device, Qp& qp, uint8_t code, std::chrono::micr
              "sending wr_id 0x%llx again: the responder's min_rnr_timer is %u.",
              static_cast<double>(delay.count()) / 1000,
              static_cast<unsigned long long>(w.wqe.wr_id), code & 0x1fu);
-    const LogCase tagged(qp.owner_case->c_str());
+    const InCase tagged(qp.owner_case.get());
     log_info("%s: QP 0x%x: check mode: rnr-settings: %s", device.name().c_str(), qp.qpn, text);
     r.rnr_wait = text;
     r.rnr_wait_seq = w.wqe.check_seq;

@@ -107,6 +107,8 @@ void Transport::receive(Device& to, std::span<const uint8_t> bytes, const Arriva
 // 9. To the part of the QP that takes the packet.
 void Transport::deliver(Device& device, Qp& qp, const wire::ParsedPacket& packet,
                         const Arrival& arrival) {
+    const coverage::CaseScope its_case(qp.owner_case->coverage.get());
+    coverage::packet_delivered(packet.hdr.bth.opcode);
     const Incoming in{{device, qp},    packet,      arrival.src_ip,
                       arrival.dest_ip, arrival.now, arrival.lent};
     if (qp.type == IBV_QPT_UD) {

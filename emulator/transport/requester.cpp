@@ -114,7 +114,7 @@ std::optional<ibv_wc_status> run_local_operation(Device& device, const Qp& qp,
     if (!why) {
         return std::nullopt;
     }
-    const LogCase tagged(qp.owner_case->c_str());
+    const InCase tagged(qp.owner_case.get());
     log_info("%s: QP 0x%x: %s of rkey 0x%x failed: %s", device.name().c_str(), qp.qpn,
              bind ? "binding a memory window" : "local invalidation",
              bind ? wqe.mw_rkey : wqe.imm_data, why);

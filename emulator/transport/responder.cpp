@@ -287,7 +287,7 @@ void Responder::refuse_length(const Incoming& in, uint32_t psn) {
             log_info("%llu more requests refused for their length not logged",
                      static_cast<unsigned long long>(lengths_logged_.suppressed()));
         }
-        const LogCase tagged(qp.owner_case->c_str());
+        const InCase tagged(qp.owner_case.get());
         const Position position = in.packet.info->position;
         log_info(
             "%s: QP 0x%x: the request at PSN %u carries %zu bytes in a packet its path MTU "
@@ -481,7 +481,7 @@ void Responder::execute_send(const Incoming& in) {
     }
     if (ends_message(packet.info->position) && packet.info->has(wire::ExtHeader::kIeth)) {
         if (const char* why = invalidate_window(device, request_pd(qp), packet.hdr.ieth.rkey)) {
-            const LogCase tagged(qp.owner_case->c_str());
+            const InCase tagged(qp.owner_case.get());
             log_info("%s: QP 0x%x: SEND with invalidate of rkey 0x%x failed: %s",
                      device.name().c_str(), qp.qpn, packet.hdr.ieth.rkey, why);
             complete_message(qp, m, packet, IBV_WC_REM_INV_REQ_ERR);

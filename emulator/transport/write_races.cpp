@@ -175,7 +175,7 @@ void claim_write_target(const QpOf& at, const SendWork& w) {
     if (what.empty() || !qp.requester.write_race.empty()) {
         return;
     }
-    const LogCase tagged(qp.owner_case->c_str());
+    const InCase tagged(qp.owner_case.get());
     log_info("%s: QP 0x%x: check mode: write-race: %s", at.device.name().c_str(), qp.qpn,
              what.c_str());
     qp.requester.write_race = std::move(what);

@@ -139,11 +139,39 @@ class Counts {
 // The daemon's one map: every engine thread and the control plane count in it.
 Counts& counts();
 
+// The map of the case (UROCE_CASE) whose work this thread is doing, if any
+// (a CaseScope, util/case_tag.h): a hit counts there too.
+inline thread_local Counts* case_counts = nullptr;
+
 inline void hit(Area area, uint32_t index) {
+    if (index < kAreaSizes[static_cast<size_t>(area)]) {
+        counts().hit(first_id(area) + index);
+        if (Counts* mine = case_counts) {
+            mine->hit(first_id(area) + index);
+        }
+    }
+}
+
+// A hit the daemon's map alone takes: what arrives, before the QP or ID
+// it is for (and so its case) is known; a local peer's packet arrives
+// while the sender's case is this thread's.
+inline void arrival_hit(Area area, uint32_t index) {
     if (index < kAreaSizes[static_cast<size_t>(area)]) {
         counts().hit(first_id(area) + index);
     }
 }
+
+// While one lives, this thread's hits count in `map` too (null: none).
+class CaseScope {
+  public:
+    explicit CaseScope(Counts* map) : outer_(case_counts) { case_counts = map; }
+    ~CaseScope() { case_counts = outer_; }
+    CaseScope(const CaseScope&) = delete;
+    CaseScope& operator=(const CaseScope&) = delete;
+
+  private:
+    Counts* outer_;
+};
 
 // RC 0, UC 1, UD 2, RAW_PACKET 3, XRC_SEND 4, XRC_RECV 5; kQpTypes for others.
 constexpr uint32_t qp_type_index(ibv_qp_type type) {
@@ -204,7 +232,25 @@ inline void async_event(uint32_t event) {
 }
 
 inline void packet(bool sent, uint8_t opcode) {
-    hit(sent ? Area::kPacketSent : Area::kPacketReceived, opcode);
+    if (sent) {
+        hit(Area::kPacketSent, opcode);
+    } else {
+        arrival_hit(Area::kPacketReceived, opcode);
+    }
+}
+
+// A received packet, as its QP's case sees it: the daemon counted it on
+// arrival.
+inline void packet_delivered(uint8_t opcode) {
+    if (Counts* mine = case_counts) {
+        mine->hit(first_id(Area::kPacketReceived) + opcode);
+    }
+}
+
+// A CM attribute ID's entry: REQ (0x10) .. APR (0x1A), the last for any other.
+constexpr uint32_t cm_attribute_index(uint32_t attribute) {
+    return attribute >= 0x10 && attribute < 0x10 + kCmMessages - 1 ? attribute - 0x10
+                                                                   : kCmMessages - 1;
 }
 
 // A MAD to or from QP 1: a CM MAD (class 7) by its attribute ID, any other
@@ -214,12 +260,21 @@ inline void cm_message(bool sent, std::span<const uint8_t> mad) {
     constexpr size_t kAttributeId = 16;
     uint32_t index = kCmMessages - 1;
     if (mad.size() >= kAttributeId + 2 && mad[1] == kCmClass) {
-        const uint32_t attribute = uint32_t{mad[kAttributeId]} << 8 | mad[kAttributeId + 1];
-        if (attribute >= 0x10 && attribute < 0x10 + kCmMessages - 1) {
-            index = attribute - 0x10;
-        }
+        index = cm_attribute_index(uint32_t{mad[kAttributeId]} << 8 | mad[kAttributeId + 1]);
     }
-    hit(sent ? Area::kCmMessageSent : Area::kCmMessageReceived, index);
+    if (sent) {
+        hit(Area::kCmMessageSent, index);
+    } else {
+        arrival_hit(Area::kCmMessageReceived, index);
+    }
+}
+
+// A received CM MAD, as the case of the rdma_cm ID it reached sees it: the
+// daemon counted it on arrival.
+inline void cm_message_delivered(uint32_t attribute) {
+    if (Counts* mine = case_counts) {
+        mine->hit(first_id(Area::kCmMessageReceived) + cm_attribute_index(attribute));
+    }
 }
 
 inline void cm_state(uint32_t from, uint32_t to) {

@@ -44,8 +44,8 @@ class Context {
     // The secret a forked child presents to attach (random, 64 bits).
     uint64_t attach_token() const { return attach_token_; }
     // The client's UROCE_CASE ("" if none); its QPs carry it.
-    void set_case_id(const std::string& id) { case_id_ = std::make_shared<const std::string>(id); }
-    const std::shared_ptr<const std::string>& case_id() const { return case_id_; }
+    void set_case(CaseRef tag) { case_ = std::move(tag); }
+    const CaseRef& case_tag() const { return case_; }
 
     Result query_device(const rpc::QueryDeviceRequest&, rpc::QueryDeviceReply&);
     Result query_port(const rpc::QueryPortRequest&, rpc::QueryPortReply&);
@@ -150,7 +150,7 @@ class Context {
     pid_t pid_;
     uint32_t id_;
     uint64_t attach_token_ = 0;
-    std::shared_ptr<const std::string> case_id_ = std::make_shared<const std::string>();
+    CaseRef case_ = no_case();
     std::shared_ptr<EventPipe> events_;
     HandleTable<Pd> pds_;
     HandleTable<Mr> mrs_;

@@ -169,7 +169,7 @@ Result Context::add_qp(const std::shared_ptr<Qp>& qp, uint64_t user_handle,
     if (Result r = device_.admit(owner_, ObjectKind::kQp); !r) {
         return r;
     }
-    qp->owner_case = case_id_;
+    qp->owner_case = case_;
     if (Doorbell* doorbell = device_.doorbell()) {
         const auto slot = doorbell->attach(*qp, device_, device_.engine());
         if (!slot) {

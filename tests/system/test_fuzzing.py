@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import struct
+import subprocess
 import unittest
 
 import harness
@@ -270,6 +271,7 @@ class FaultScheduleTest(observability.ObservabilityTestCase):
 
 
 class CoverageTest(observability.ObservabilityTestCase):
+    maxDiff = None
     """uroce coverage: the device's map of behaviours, lit exactly by what a
     known program does, cleared on demand, and added to an AFL++ map by
     uroce exec when __AFL_SHM_ID names one."""
@@ -308,6 +310,19 @@ class CoverageTest(observability.ObservabilityTestCase):
             self.assertIn(expected, names)
         self.assertEqual(self.coverage()["ids"], report["ids"])
 
+    # ibv_rc_pingpong's entries (test_a_known_program_lights_exactly_its_entries).
+    KNOWN_PINGPONG = {("qp_transition", "RC %s accepted" % move): 2
+                      for move in ("RESET->INIT", "INIT->RTR", "RTR->RTS")}
+    KNOWN_PINGPONG.update({("work_request", "RC SEND"): 10, ("work_request", "RC RECV"): 10,
+                           ("responder", "ACK"): 10, ("completion", "SEND SUCCESS"): 10,
+                           ("completion", "RECV SUCCESS"): 10})
+    for area in ("packet_sent", "packet_received"):
+        KNOWN_PINGPONG.update({(area, "RC_SEND_FIRST (0x00)"): 10,
+                               (area, "RC_SEND_MIDDLE (0x01)"): 20,
+                               (area, "RC_SEND_LAST (0x02)"): 10,
+                               (area, "RC_ACKNOWLEDGE (0x11)"): 10})
+    del area
+
     def test_a_known_program_lights_exactly_its_entries(self):
         """ibv_rc_pingpong, 5 iterations of 4096 bytes at MTU 1024 between
         uroce0 and uroce1: each side's QP goes RESET->INIT->RTR->RTS; each
@@ -319,19 +334,7 @@ class CoverageTest(observability.ObservabilityTestCase):
         server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 4096,
                                               log=self.daemon.log, extra_args=("-m", "1024"))
         self.assertEqual((server.returncode, client.returncode), (0, 0), server.output)
-        messages = 2 * 5
-        packets = {"RC_SEND_FIRST (0x00)": messages, "RC_SEND_MIDDLE (0x01)": 2 * messages,
-                   "RC_SEND_LAST (0x02)": messages, "RC_ACKNOWLEDGE (0x11)": messages}
-        expected = {("qp_transition", "RC %s accepted" % move): 2
-                    for move in ("RESET->INIT", "INIT->RTR", "RTR->RTS")}
-        expected.update({("work_request", "RC SEND"): messages,
-                         ("work_request", "RC RECV"): messages,
-                         ("responder", "ACK"): messages,
-                         ("completion", "SEND SUCCESS"): messages,
-                         ("completion", "RECV SUCCESS"): messages})
-        for area in ("packet_sent", "packet_received"):
-            expected.update({(area, name): count for name, count in packets.items()})
-        self.assertEqual(self.lit(self.coverage("--reset")), expected)
+        self.assertEqual(self.lit(self.coverage("--reset")), self.KNOWN_PINGPONG)
         self.assertEqual(self.lit(self.coverage()), {}, "--reset cleared the counts")
         result = self.uroce("coverage")
         self.assert_exit(result, 0)
@@ -361,6 +364,48 @@ class CoverageTest(observability.ObservabilityTestCase):
         self.assert_exit(self.uroce("reset"), 0)
         self.assertEqual(self.lit(self.coverage()), {}, "a reset of every device clears it")
         self.assert_exit(self.uroce("coverage", "--bogus"), EXIT_USAGE, "usage:")
+
+    def test_cases_at_once_each_see_only_their_own(self):
+        """An ibv_rc_pingpong server of case-rc holds its QP (and waits on
+        TCP) while the known pyverbs script of case-py runs; then its client
+        completes the pair. `uroce coverage --case` shows each case exactly
+        its own entries, the daemon's map both; --reset of a case clears
+        that case's alone."""
+        self.assert_exit(self.uroce("reset"), 0)
+        program = harness.require_program("ibv_rc_pingpong")
+        port = harness.free_tcp_port()
+        common = ["-g", "0", "-n", "5", "-s", "4096", "-m", "1024", "-p", str(port)]
+        env = dict(self.daemon.env(), UROCE_CASE="case-rc")
+        server = subprocess.Popen([program, "-d", "uroce0", *common], env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: server.poll() is None and server.kill())
+        harness.wait_for(lambda: harness.tcp_port_listening(port, server.pid) or
+                         server.poll() is not None, 10.0, "the server to listen", self.daemon.log)
+        self.run_known_script({"UROCE_CASE": "case-py"})
+        self.assertIsNone(server.poll(), "the server of case-rc ran all the while")
+        client = harness.run_program([program, "-d", "uroce1", *common, "127.0.0.1"], env,
+                                     log=self.daemon.log)
+        self.assert_exit(client, 0)
+        self.assertEqual(server.wait(timeout=60), 0, server.communicate()[0])
+
+        self.assertEqual(self.lit(self.coverage("--case", "case-rc")), self.KNOWN_PINGPONG)
+        self.assertEqual(self.lit(self.coverage("--case", "case-py")), self.KNOWN_SCRIPT)
+        both = dict(self.KNOWN_PINGPONG)
+        for entry, count in self.KNOWN_SCRIPT.items():
+            both[entry] = both.get(entry, 0) + count
+        self.assertEqual(self.lit(self.coverage()), both)
+
+        self.assertEqual(self.lit(self.coverage("--case", "case-py", "--reset")),
+                         self.KNOWN_SCRIPT)
+        self.assertEqual(self.lit(self.coverage("--case", "case-py")), {})
+        self.assertEqual(self.lit(self.coverage("--case", "case-rc")), self.KNOWN_PINGPONG)
+        self.assert_exit(self.uroce("coverage", "--case", "case-nobody"), EXIT_FAILURE,
+                         "no coverage is kept for case case-nobody")
+        self.assert_exit(self.uroce("coverage", "--case"), EXIT_USAGE, "usage:")
+        self.assert_exit(self.uroce("reset"), 0)
+        # a reset of every device forgets the cases' maps
+        self.assert_exit(self.uroce("coverage", "--case", "case-rc"), EXIT_FAILURE,
+                         "no coverage is kept")
 
     def test_uroce_exec_adds_the_device_coverage_to_an_afl_map(self):
         """With __AFL_SHM_ID, `uroce exec` adds what the device did while its

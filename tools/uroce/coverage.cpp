@@ -19,12 +19,21 @@ namespace {
 
 using nlohmann::json;
 
-// The counts by id; null when the daemon refused (the reason is printed).
-std::unique_ptr<rpc::CoverageReply> read_counts(ControlClient& client, bool clear) {
+// The counts by id, the daemon's or (`case_id` not empty) that case's;
+// null when the daemon refused (the reason is printed). A case of which the
+// daemon keeps nothing has counted nothing yet when `none_is_zero`.
+std::unique_ptr<rpc::CoverageReply> read_counts(ControlClient& client, bool clear,
+                                                const std::string& case_id = {},
+                                                bool none_is_zero = false) {
     auto reply = std::make_unique<rpc::CoverageReply>();
     rpc::CoverageRequest request{};
     request.clear = clear ? 1 : 0;
-    if (client.call(request, reply.get()) != 0) {
+    snprintf(request.case_id, sizeof(request.case_id), "%s", case_id.c_str());
+    if (const int error = client.call(request, reply.get()); error != 0) {
+        if (error == ENOENT && none_is_zero) {
+            *reply = {};  // no ids: nothing counted
+            return reply;
+        }
         refused(client);
         return nullptr;
     }
@@ -84,13 +93,17 @@ bool add_to_afl_map(int shm_id, const rpc::CoverageReply& before, const rpc::Cov
 int coverage(const RuntimePaths& paths, const Args& args) {
     bool as_json = false;
     bool clear = false;
-    for (const std::string& arg : args) {
-        if (arg == "--json") {
+    std::string case_id;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--json") {
             as_json = true;
-        } else if (arg == "--reset") {
+        } else if (args[i] == "--reset") {
             clear = true;
+        } else if (args[i] == "--case" && i + 1 < args.size() && !args[i + 1].empty()) {
+            case_id = args[++i];
         } else {
-            return usage_error("coverage takes --json and --reset, not '" + arg + "'");
+            return usage_error("coverage takes --json, --reset and --case ID, not '" + args[i] +
+                               "'");
         }
     }
     int exit_code = 0;
@@ -102,7 +115,7 @@ int coverage(const RuntimePaths& paths, const Args& args) {
     if (!read_map(*client, map)) {
         return kExitFailure;
     }
-    const auto counts = read_counts(*client, clear);
+    const auto counts = read_counts(*client, clear, case_id);
     if (!counts) {
         return kExitFailure;
     }
@@ -137,7 +150,14 @@ int exec_with_afl_map(const RuntimePaths& paths, char* const argv[], int shm_id)
     if (!client) {
         return exit_code;
     }
-    const auto before = read_counts(*client, false);
+    // The command's own coverage, whatever runs beside it: its case's, named
+    // after the map (each AFL++ instance has its own) unless the harness
+    // named it.
+    if (!getenv("UROCE_CASE")) {
+        setenv("UROCE_CASE", ("afl-" + std::to_string(shm_id)).c_str(), 1);
+    }
+    const std::string case_id = getenv("UROCE_CASE");
+    const auto before = read_counts(*client, false, case_id, true);
     if (!before) {
         return kExitFailure;
     }
@@ -155,7 +175,7 @@ int exec_with_afl_map(const RuntimePaths& paths, char* const argv[], int shm_id)
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
-    const auto after = read_counts(*client, false);
+    const auto after = read_counts(*client, false, case_id, true);
     if (!after || !add_to_afl_map(shm_id, *before, *after)) {
         return kExitFailure;
     }

@@ -11,7 +11,7 @@
 //   uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]
 //   uroce console [--read-only] [--port N]
 //   uroce check [--json]
-//   uroce coverage [--json] [--reset]
+//   uroce coverage [--json] [--reset] [--case ID]
 //   uroce log [--case ID]
 #include <iostream>
 
@@ -37,7 +37,7 @@ const char* const kUsage =
     "       uroce step DEVICE [pause | next [ID] | drop [ID] | duplicate [ID] | run]\n"
     "       uroce console [--read-only] [--port N]\n"
     "       uroce check [--json]\n"
-    "       uroce coverage [--json] [--reset]\n"
+    "       uroce coverage [--json] [--reset] [--case ID]\n"
     "       uroce log [--case ID]\n"
     "\n"
     "start: runs uroced in the background with these options (see uroced --help).\n"
@@ -64,7 +64,8 @@ const char* const kUsage =
     "check: the findings of check mode the daemon kept.\n"
     "coverage: the device behaviours the daemon exercised (QP transitions,\n"
     "  opcodes, responder outcomes, completions, events, CM, refusals) and how\n"
-    "  often; --reset clears them. uroce exec adds them to an AFL++ map\n"
+    "  often; --reset clears them; --case ID: only what it did for the programs\n"
+    "  run with UROCE_CASE=ID. uroce exec adds a command's to an AFL++ map\n"
     "  (__AFL_SHM_ID).\n"
     "log: the daemon's log; --case ID: only the lines a program run with\n"
     "  UROCE_CASE=ID caused.\n"
