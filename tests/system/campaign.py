@@ -29,7 +29,7 @@ from harness import Op
 OP_BYTES = 8
 OPS = 20  # verb_program.c's kOps
 MAX_OPS = 64
-COVERAGE_REQUEST = struct.Struct("<II")  # clear, reserved
+COVERAGE_REQUEST = struct.Struct("<II64s")  # clear, reserved, case_id (empty: the daemon's)
 PROGRAM_TIMEOUT = 10.0
 
 
@@ -116,7 +116,7 @@ class Campaign:
 
     def take_coverage(self):
         """The ids the last case lit, cleared as they are read."""
-        reply = self.client.call(Op.COVERAGE, COVERAGE_REQUEST.pack(1, 0))
+        reply = self.client.call(Op.COVERAGE, COVERAGE_REQUEST.pack(1, 0, b""))
         if reply.error:
             raise RuntimeError("coverage refused: %s" % reply.message)
         ids, _ = struct.unpack_from("<II", reply.body)
