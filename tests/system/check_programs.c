@@ -496,7 +496,10 @@ __attribute__((noinline)) void rewrite_after_the_completion(struct rig *rig) {
  * the system call itself), then a send from it. */
 static void send_from_a_mapping(struct rig *rig, int unmap_first) {
     connect_self(rig);
-    const size_t bytes = 1 << 20;
+    /* Large, so that what maps memory meanwhile (the report reading debug
+     * information, a sanitizer's allocator) lands in the top of the hole
+     * the system call leaves (mappings go top-down), not on the element. */
+    const size_t bytes = 16 << 20;
     char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (region == MAP_FAILED) die("mmap");
     struct ibv_mr *mr = ibv_reg_mr(rig->pd, region, bytes, IBV_ACCESS_LOCAL_WRITE);
@@ -552,9 +555,9 @@ static void send_from_a_freed_block(struct rig *rig, int free_first) {
     struct ibv_wc wc = next_completion(rig);
     if (wc.status != IBV_WC_SUCCESS) die("the first write");
     if (!free_first && ibv_dereg_mr(mr)) die("ibv_dereg_mr");
+    const uintptr_t page = (uintptr_t)block & ~(uintptr_t)4095;
     free(block);
-    void *page = (void *)((uintptr_t)block & ~(uintptr_t)4095);
-    const int unmapped = msync(page, 4096, MS_ASYNC) && errno == ENOMEM;
+    const int unmapped = msync((void *)page, 4096, MS_ASYNC) && errno == ENOMEM;
     printf("free() %s the block\n", unmapped ? "unmapped" : "kept");
     if (!free_first) return;
     wr.wr_id = 6;

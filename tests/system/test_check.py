@@ -288,7 +288,7 @@ class CheckModeTest(harness.DaemonTestCase):
         unmapped = self.reports(self.run_case("unmapped").stderr)[0][1]
         self.assertRegex(unmapped, r"ibv_post_send: element 0 of wr_id 0x4 \(64 bytes at "
                                    r"0x[0-9a-f]+, lkey 0x[0-9a-f]+\): the element is in the MR "
-                                   r"with lkey 0x[0-9a-f]+ \(1048576 bytes at 0x[0-9a-f]+\), and "
+                                   r"with lkey 0x[0-9a-f]+ \(16777216 bytes at 0x[0-9a-f]+\), and "
                                    r"part of it is no longer mapped")
         given_back = self.reports(self.run_case("given-back").stderr)[0][1]
         self.assertRegex(given_back, r"ibv_post_send: element 0 of wr_id 0x13 \(64 bytes at "
