@@ -108,6 +108,7 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
         if (!config.follows_interface) {
             config.netdev = interface_holding(config.address);
         }
+        config.gid_layout = options_.gid_layout;
         devices_.push_back(std::make_unique<Device>(config, next_device_index_++));
         follow_link(*devices_.back());
         follow_addresses(*devices_.back());
@@ -183,6 +184,7 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     config.address = addresses.front();
     config.netdev = netdev;
     config.follows_interface = true;
+    config.gid_layout = options_.gid_layout;
     for (const auto& device : devices_) {
         if (device->name() == name) {
             return fail(EEXIST, "a device is already named %s", name.c_str());
@@ -307,9 +309,9 @@ bool Daemon::follow_addresses(Device& device) {
     const GidTable::Change change =
         device.follow_addresses(addresses_of(device.config().netdev, true));
     for (const wire::IpAddress& address : change.added) {
-        log_info("device %s: GID %zu is %s's address %s", device.name().c_str(),
-                 device.gid_table().index_of(address).value_or(0), device.config().netdev.c_str(),
-                 address.text().c_str());
+        log_info("device %s: GID %u is %s's address %s", device.name().c_str(),
+                 device.shown_gid_index(device.gid_table().index_of(address).value_or(0)),
+                 device.config().netdev.c_str(), address.text().c_str());
     }
     for (const wire::IpAddress& address : change.removed) {
         log_info("device %s: %s no longer has %s; its GID is gone", device.name().c_str(),

@@ -25,6 +25,7 @@ constexpr const char* kUsage =
     "usage: uroced [--device NAME=ADDRESS|IFACE]... [--config FILE] [--runtime-dir DIR]\n"
     "              [--udp-port N] [--no-shortcut] [--nice N] [--max-log-bytes N]\n"
     "              [--threads N] [--no-io-uring] [--open] [--check] [--paranoid]\n"
+    "              [--gid-layout uroce|rxe|mlx5]\n"
     "\n"
     "Runs the emulated RDMA devices in the foreground. Without --device or a\n"
     "config file: uroce0 on 127.0.0.1 and uroce1 on 127.0.0.2.\n"
@@ -44,7 +45,11 @@ constexpr const char* kUsage =
     "--check: every client checks its use of the verbs and reports its bugs\n"
     "(docs/check.md; one program: uroce exec --check).\n"
     "--paranoid: checks each QP's invariants after every step and aborts with a\n"
-    "report naming the program's case when one breaks (docs/fuzzing.md).\n";
+    "report naming the program's case when one breaks (docs/fuzzing.md).\n"
+    "--gid-layout: the GID table as programs see it: uroce (default: the device's\n"
+    "address at index 0), rxe (the link-local GID at 0, the address at 1) or mlx5\n"
+    "(RoCE v1 and v2 entries per address: the IPv4 address's v2 GID at index 3;\n"
+    "v1 entries are refused when used). docs/uroced.md.\n";
 
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
@@ -242,6 +247,14 @@ bool parse_options(int argc, char** argv, Options& options) {
             options.check = true;
         } else if (arg == "--paranoid") {
             options.paranoid = true;
+        } else if (arg == "--gid-layout") {
+            const std::string name = value();
+            const auto layout = gid_layout_named(name);
+            if (!layout) {
+                throw std::invalid_argument("--gid-layout takes uroce, rxe or mlx5, not '" + name +
+                                            "'");
+            }
+            options.gid_layout = *layout;
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
             options.udp_port_given = true;

@@ -23,6 +23,7 @@ struct Options {
     bool open = false;
     bool check = false;     // every client in check mode (docs/check.md)
     bool paranoid = false;  // every QP's invariants after every step (transport/invariants.h)
+    GidLayout gid_layout = GidLayout::kUroce;  // every device's (device/gid_table.h)
     // Nice value to run at when permitted. Applications busy-poll their
     // CQs; on a small machine the daemon, like a NIC's interrupt work in a
     // kernel, must get the CPU when woken rather than wait for a time slice.

@@ -341,7 +341,7 @@ Result connected_qp_attr(const Id& id, uint32_t qp_state, ib_uverbs_qp_attr& att
                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
             const Gid& dgid = id.peer_ip.bytes();
             memcpy(attr.ah_attr.grh.dgid, dgid.data(), sizeof(attr.ah_attr.grh.dgid));
-            attr.ah_attr.grh.sgid_index = source_gid(id);
+            attr.ah_attr.grh.sgid_index = shown_source_gid(id);
             attr.ah_attr.grh.hop_limit = kHopLimit;
             attr.ah_attr.grh.traffic_class = id.tos;
             attr.ah_attr.is_global = 1;

@@ -512,7 +512,7 @@ void ConnectionManager::on_sidr_req(Device& to, const wire::IpAddress& src_ip, u
 void ConnectionManager::fill_ud_param(const Id& id, rdma_ucm_ud_param& ud) const {
     const Gid& dgid = id.peer_ip.bytes();
     memcpy(ud.ah_attr.grh.dgid, dgid.data(), sizeof(ud.ah_attr.grh.dgid));
-    ud.ah_attr.grh.sgid_index = source_gid(id);
+    ud.ah_attr.grh.sgid_index = shown_source_gid(id);
     ud.ah_attr.grh.hop_limit = kHopLimit;
     ud.ah_attr.grh.traffic_class = id.tos;
     ud.ah_attr.is_global = 1;

@@ -85,6 +85,12 @@ inline uint8_t source_gid(const Id& id) {
     return id.device ? gid_index_at(*id.device, ip_or_any(id.src)) : 0;
 }
 
+// The same as the program names it (in the attributes rdma_init_qp_attr
+// and the UD parameters give it): the index of the GID table it sees.
+inline uint8_t shown_source_gid(const Id& id) {
+    return id.device ? id.device->shown_gid_index(source_gid(id)) : 0;
+}
+
 // An address's GID: an AF_IB address carries it, an IP address's is its
 // address (IPv4-mapped for IPv4).
 inline Gid gid_of(const Address& address) {

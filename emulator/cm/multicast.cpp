@@ -69,7 +69,7 @@ Result ConnectionManager::join_multicast(Id& id, uint64_t uid, const Address& gr
     rdma_ucm_ud_param& ud = event.resp.param.ud;
     const Gid mgid = ip->bytes();
     memcpy(ud.ah_attr.grh.dgid, mgid.data(), sizeof(ud.ah_attr.grh.dgid));
-    ud.ah_attr.grh.sgid_index = source_gid(id);
+    ud.ah_attr.grh.sgid_index = shown_source_gid(id);
     ud.ah_attr.grh.hop_limit = kHopLimit;
     ud.ah_attr.grh.traffic_class = id.tos;
     ud.ah_attr.is_global = 1;

@@ -279,8 +279,10 @@ std::string Server::status_text() const {
         add_device_line(out, *device);
         out << "  port 1 " << ibv_port_state_str(port.state) << " max_mtu " << (128 << port.max_mtu)
             << " active_mtu " << (128 << port.active_mtu) << " link_layer Ethernet\n";
-        for (size_t i = 0; i < device->gids().size(); ++i) {
-            out << "  gid " << i << " " << gid_text(device->gids()[i]) << " RoCE v2\n";
+        const std::vector<GidTable::Shown> gids = device->shown_gids();
+        for (size_t i = 0; i < gids.size(); ++i) {
+            out << "  gid " << i << " " << gid_text(gids[i].gid)
+                << (gids[i].type == IBV_GID_TYPE_ROCE_V2 ? " RoCE v2\n" : " RoCE v1\n");
         }
         out << "  objects ";
         add_counts(out, device->counts());

@@ -186,14 +186,23 @@ PortChange Device::follow_link(const Link& link) {
     return change;
 }
 
-Result Device::check_source_gid(uint32_t index) const {
+Result Device::check_source_gid(uint32_t index, uint8_t& slot) const {
     if (index >= GidTable::kLength) {
         return fail(EINVAL, "source GID index %u is beyond the GID table (%zu entries)", index,
                     GidTable::kLength);
     }
-    if (!gid_table_.address(index)) {
+    const std::vector<GidTable::Shown> shown = shown_gids();
+    if (index >= shown.size() ||
+        !gid_table_.address(shown[index].slot.value_or(GidTable::kLength))) {
+        if (index < shown.size() && shown[index].type == IBV_GID_TYPE_ROCE_V1) {
+            return fail(EINVAL,
+                        "source GID index %u is a RoCE v1 entry (GID layout %s), and uroce "
+                        "carries RoCE v2 alone: use index %u, the same address's RoCE v2 entry",
+                        index, gid_layout_name(config_.gid_layout), index + 1);
+        }
         return fail(ENODATA, "source GID index %u is an empty entry of the GID table", index);
     }
+    slot = static_cast<uint8_t>(*shown[index].slot);
     return ok();
 }
 

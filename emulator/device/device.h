@@ -91,6 +91,7 @@ struct DeviceConfig {
     // table follows the interface's addresses. One made on an address
     // keeps that address (and a made link-local GID) alone.
     bool follows_interface = false;
+    GidLayout gid_layout = GidLayout::kUroce;  // how programs see its GID table
 };
 
 class Device {
@@ -117,9 +118,17 @@ class Device {
     const Link& link() const { return link_; }
     const std::vector<ibv_gid>& gids() const { return gid_table_.gids(); }
     const GidTable& gid_table() const { return gid_table_; }
-    // An address vector's source GID: EINVAL beyond the table, ENODATA for
-    // an empty slot (an address gone), as the kernel's rdma_get_gid_attr.
-    Result check_source_gid(uint32_t index) const;
+    // The GID table as programs see it (sysfs, the verbs' GID indexes).
+    std::vector<GidTable::Shown> shown_gids() const { return gid_table_.shown(config_.gid_layout); }
+    // The index programs see for slot `slot` (its RoCE v2 entry).
+    uint8_t shown_gid_index(size_t slot) const {
+        return static_cast<uint8_t>(GidTable::shown_index(config_.gid_layout, slot));
+    }
+    // An address vector's source GID, an index as programs see the table:
+    // EINVAL beyond the table or for a RoCE v1 entry, ENODATA for an empty
+    // one (an address gone), as the kernel's rdma_get_gid_attr. Sets `slot`
+    // to the table's slot it stands for.
+    Result check_source_gid(uint32_t index, uint8_t& slot) const;
     // The table takes the interface's addresses (GidTable::follow), when
     // the device follows its interface.
     GidTable::Change follow_addresses(const std::vector<wire::IpAddress>& addresses);

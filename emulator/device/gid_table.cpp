@@ -18,7 +18,62 @@ bool empty(const ibv_gid& gid) {
     return std::all_of(std::begin(gid.raw), std::end(gid.raw), [](uint8_t b) { return b == 0; });
 }
 
+// Where slot `slot` comes in rxe's and mlx5's order: the link-local GID
+// (slot 1) first, then the device's own address (slot 0).
+size_t position(size_t slot) {
+    return slot < 2 ? 1 - slot : slot;
+}
+
 }  // namespace
+
+std::optional<GidLayout> gid_layout_named(std::string_view name) {
+    for (GidLayout layout : {GidLayout::kUroce, GidLayout::kRxe, GidLayout::kMlx5}) {
+        if (name == gid_layout_name(layout)) {
+            return layout;
+        }
+    }
+    return std::nullopt;
+}
+
+const char* gid_layout_name(GidLayout layout) {
+    switch (layout) {
+        case GidLayout::kRxe:
+            return "rxe";
+        case GidLayout::kMlx5:
+            return "mlx5";
+        case GidLayout::kUroce:
+            break;
+    }
+    return "uroce";
+}
+
+size_t GidTable::shown_index(GidLayout layout, size_t slot) {
+    switch (layout) {
+        case GidLayout::kRxe:
+            return position(slot);
+        case GidLayout::kMlx5:
+            return 2 * position(slot) + 1;
+        case GidLayout::kUroce:
+            break;
+    }
+    return slot;
+}
+
+std::vector<GidTable::Shown> GidTable::shown(GidLayout layout) const {
+    std::vector<Shown> entries;
+    for (size_t slot = 0; slot < gids_.size(); ++slot) {
+        const size_t index = shown_index(layout, slot);
+        if (index >= kLength || empty(gids_[slot])) {
+            continue;  // mlx5's two entries an address leave room for 8
+        }
+        entries.resize(std::max(entries.size(), index + 1));
+        entries[index] = {gids_[slot], IBV_GID_TYPE_ROCE_V2, slot};
+        if (layout == GidLayout::kMlx5) {
+            entries[index - 1] = {gids_[slot], IBV_GID_TYPE_ROCE_V1, std::nullopt};
+        }
+    }
+    return entries;
+}
 
 GidTable::GidTable(const wire::IpAddress& address, uint64_t node_guid) {
     made_link_local_.global.subnet_prefix = htobe64(0xfe80000000000000ull);

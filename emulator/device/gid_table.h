@@ -11,11 +11,21 @@
 #include <stdint.h>
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "wire/ip_address.h"
 
 namespace uroce {
+
+// How the table is shown to programs (sysfs, the GID indexes the verbs
+// take): uroce's own (its slots as they are), rxe's (the link-local GID
+// first, then the device's address), or mlx5's (each address twice, RoCE
+// v1 then v2, the link-local one first: the device's IPv4 GID at index 3).
+// The daemon carries RoCE v2 alone; a v1 entry is shown, never used.
+enum class GidLayout : uint8_t { kUroce, kRxe, kMlx5 };
+std::optional<GidLayout> gid_layout_named(std::string_view name);
+const char* gid_layout_name(GidLayout layout);
 
 class GidTable {
   public:
@@ -42,6 +52,18 @@ class GidTable {
     std::optional<wire::IpAddress> interface_address(size_t index) const;
     // The slot that holds `address`.
     std::optional<size_t> index_of(const wire::IpAddress& address) const;
+
+    // One entry of the table as `layout` shows it: its GID and type, and
+    // for a RoCE v2 entry the slot it stands for.
+    struct Shown {
+        ibv_gid gid{};  // zero: an empty entry
+        ibv_gid_type type = IBV_GID_TYPE_ROCE_V2;
+        std::optional<size_t> slot;
+    };
+    // Every entry up to the last one used, at most kLength.
+    std::vector<Shown> shown(GidLayout layout) const;
+    // The index under `layout` of slot `slot`'s RoCE v2 entry.
+    static size_t shown_index(GidLayout layout, size_t slot);
 
   private:
     void put(size_t index, const wire::IpAddress& address);

@@ -8,8 +8,8 @@ std::vector<bridge::TreeDevice> tree_entries(const std::vector<std::unique_ptr<D
     for (const auto& device : devices) {
         bridge::TreePort port;
         port.attr = device->port_attr();
-        for (const ibv_gid& gid : device->gids()) {
-            port.gids.push_back({gid, IBV_GID_TYPE_ROCE_V2});
+        for (const GidTable::Shown& shown : device->shown_gids()) {
+            port.gids.push_back({shown.gid, shown.type});
         }
         port.gids.resize(static_cast<size_t>(port.attr.gid_tbl_len));  // empty slots: zero GIDs
         port.netdev = device->config().netdev;

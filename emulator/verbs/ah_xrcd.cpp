@@ -6,15 +6,16 @@
 
 namespace uroce {
 
-// RoCE addresses are GIDs: an AH must carry a GRH whose source GID exists.
-Result Context::check_ah_attr(const ibv_ah_attr& attr) const {
+// RoCE addresses are GIDs: an AH must carry a GRH whose source GID exists
+// (`slot`: the GID table's slot it names).
+Result Context::check_ah_attr(const ibv_ah_attr& attr, uint8_t& slot) const {
     if (attr.port_num < 1 || attr.port_num > Device::kPortCount) {
         return fail(EINVAL, "AH port %u does not exist", attr.port_num);
     }
     if (!attr.is_global) {
         return fail(EINVAL, "RoCE address handles need a GRH (is_global = 1)");
     }
-    if (Result r = device_.check_source_gid(attr.grh.sgid_index); !r) {
+    if (Result r = device_.check_source_gid(attr.grh.sgid_index, slot); !r) {
         return r;
     }
     // IBV_RATE_800_GBPS, 23: verbs.h names it from rdma-core v39.
@@ -29,7 +30,8 @@ Result Context::create_ah(const rpc::CreateAhRequest& req, rpc::CreateAhReply& r
     if (!pd) {
         return fail(EINVAL, "no PD with handle %u", req.pd);
     }
-    if (Result r = check_ah_attr(req.attr); !r) {
+    uint8_t slot = 0;
+    if (Result r = check_ah_attr(req.attr, slot); !r) {
         return r;
     }
     if (Result r = device_.admit(owner_, ObjectKind::kAh); !r) {
@@ -38,6 +40,7 @@ Result Context::create_ah(const rpc::CreateAhRequest& req, rpc::CreateAhReply& r
     auto ah = std::make_shared<Ah>();
     ah->pd = Ref<Pd>(pd);
     ah->attr = req.attr;
+    ah->attr.grh.sgid_index = slot;  // the transport's
     reply.handle = ahs_.add(ah)->handle;
     device_.count(owner_, ObjectKind::kAh, 1);
     return ok();

@@ -121,7 +121,7 @@ class Context {
     Result register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
                            uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                            rpc::RegMrReply& reply);
-    Result check_ah_attr(const ibv_ah_attr& attr) const;
+    Result check_ah_attr(const ibv_ah_attr& attr, uint8_t& slot) const;
     Result check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask, ibv_qp_state cur,
                            ibv_qp_state next) const;
     // create_qp's steps: the request's own values, the objects it names,

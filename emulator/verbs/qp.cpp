@@ -373,7 +373,8 @@ Result Context::check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask,
                       fail(EINVAL, "%s", why.c_str()));
     }
     if (mask & IBV_QP_AV) {
-        if (Result r = device_.check_source_gid(attr.ah_attr.grh.sgid_index); !r) {
+        uint8_t slot = 0;
+        if (Result r = device_.check_source_gid(attr.ah_attr.grh.sgid_index, slot); !r) {
             return refuse(QpOutcome::kBadValue, r);
         }
     }
@@ -415,6 +416,13 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     }
     const ibv_qp_state from = qp->attr.qp_state;
     apply_qp_attr(qp->attr, req.attr, mask);
+    if (mask & IBV_QP_AV) {
+        // The program names its source GID by the index it sees; the
+        // transport keeps the table's slot.
+        uint8_t slot = 0;
+        device_.check_source_gid(req.attr.ah_attr.grh.sgid_index, slot);  // checked above
+        qp->attr.ah_attr.grh.sgid_index = slot;
+    }
     // As on a RoCE NIC, a QP's packets fit its port's link: a larger path
     // MTU becomes the port's active MTU (ibv_query_qp reports it).
     if (mask & IBV_QP_PATH_MTU) {
@@ -436,6 +444,7 @@ Result Context::query_qp(const rpc::QueryQpRequest& req, rpc::QueryQpReply& repl
         return fail(EINVAL, "no QP with handle %u", req.handle);
     }
     reply.attr = qp->attr;
+    reply.attr.ah_attr.grh.sgid_index = device_.shown_gid_index(qp->attr.ah_attr.grh.sgid_index);
     reply.attr.cur_qp_state = qp->attr.qp_state;
     reply.attr.cap = qp->cap;
     reply.attr.sq_draining = 0;  // nothing is ever left to drain in SQD

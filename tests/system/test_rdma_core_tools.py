@@ -102,6 +102,58 @@ def listed_under(block, name):
     return m.group(1).split()
 
 
+class GidLayoutCases:
+    """uroced --gid-layout: the GID table as a NIC lays it out, for programs
+    that hard-code an index (GID 3, mlx5's RoCE v2 IPv4 entry)."""
+
+    # (index, ibv_devinfo's GID text pattern, type) of every entry shown
+    ENTRIES = ()
+    ADDRESS_INDEX = 0  # the device address's RoCE v2 entry
+
+    def test_ibv_devinfo_shows_the_table_as_the_nic_does(self):
+        blocks = harness.split_ibv_devinfo(self.run_ok(["ibv_devinfo", "-v"]).stdout)
+        for name, address in DEFAULT_DEVICES.items():
+            with self.subTest(device=name):
+                block = blocks[name]
+                for index, pattern, kind in self.ENTRIES:
+                    pattern = pattern.replace("ADDRESS", re.escape(harness.gid0_for(address)))
+                    self.assertRegex(block, r"GID\[\s*%d\]:\s*%s, %s\n" % (index, pattern, kind))
+                self.assertNotRegex(block, r"GID\[\s*%d\]" % len(self.ENTRIES))
+
+    def test_a_program_runs_on_the_address_entry(self):
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 64,
+                                              log=self.daemon.log,
+                                              extra_args=("-g", str(self.ADDRESS_INDEX)))
+        self.assertEqual((server.returncode, client.returncode), (0, 0),
+                         server.output + client.output)
+
+
+class Mlx5GidLayoutTest(GidLayoutCases, harness.DaemonTestCase):
+    """mlx5's: each address as RoCE v1 then v2, the link-local one first;
+    a v1 entry is refused, with why, when used."""
+
+    daemon_args = ("--gid-layout", "mlx5")
+    ENTRIES = ((0, r"fe80:[0-9a-f:]+", "RoCE v1"), (1, r"fe80::[0-9a-f:]+", "RoCE v2"),
+               (2, r"[0:]+ffff:[0-9a-f:]+", "RoCE v1"), (3, "ADDRESS", "RoCE v2"))
+    ADDRESS_INDEX = 3
+
+    def test_a_roce_v1_entry_is_refused_with_why(self):
+        server, client = harness.run_pingpong(self.daemon.env(), "uroce0", "uroce1", 5, 64,
+                                              log=self.daemon.log, extra_args=("-g", "2"))
+        self.assertNotEqual(client.returncode, 0, client.output)
+        self.assertIn("source GID index 2 is a RoCE v1 entry (GID layout mlx5), and uroce "
+                      "carries RoCE v2 alone: use index 3, the same address's RoCE v2 entry "
+                      "(Invalid argument)", self.daemon.log())
+
+
+class RxeGidLayoutTest(GidLayoutCases, harness.DaemonTestCase):
+    """rxe's: the link-local GID at 0, the address at 1, all RoCE v2."""
+
+    daemon_args = ("--gid-layout", "rxe")
+    ENTRIES = ((0, r"fe80::[0-9a-f:]+", "RoCE v2"), (1, "ADDRESS", "RoCE v2"))
+    ADDRESS_INDEX = 1
+
+
 class NoDaemonTest(unittest.TestCase):
     """Without a running daemon there are no uroce devices."""
 

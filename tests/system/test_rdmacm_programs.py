@@ -255,6 +255,28 @@ class RdmacmUtilsBetweenDevices(RdmacmUtilsCases, RdmaCmCase):
         self.stream("rstream", timeout=400.0)
 
 
+class RdmaCmOnAnMlx5GidLayout(RdmaCmCase):
+    """uroced --gid-layout mlx5: the attributes rdma_cm gives (RC's
+    rdma_init_qp_attr, UD's parameters) name the GID index programs see,
+    the address's RoCE v2 entry (3), which the verbs then take."""
+
+    daemon_args = ("--gid-layout", "mlx5")
+
+    def test_ucmatose_and_udaddy(self):
+        address = SERVER_ADDRESS
+        port = harness.free_tcp_port()
+        args = ["-p", str(port), "-c", "2", "-C", "10"]
+        server, client, context = self.run_pair(["ucmatose", "-b", address, *args],
+                                                ["ucmatose", "-s", address, *args], port)
+        for side in (server, client):
+            self.assertIn("test complete", side, context)
+        server, client, context = self.run_pair(
+            ["udaddy", "-b", address, "-c", "2", "-C", "10"],
+            ["udaddy", "-s", address, "-c", "2", "-C", "10"], RDMACM_UTILS_PORT)
+        for side in (server, client):
+            self.assertIn("test complete", side, context)
+
+
 class RdmacmUtilsOnUroce0(RdmacmUtilsCases, RdmaCmCase):
     """Server and client on uroce0 (127.0.0.1): a device to itself."""
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace uroce {
 namespace {
 
@@ -91,6 +95,84 @@ TEST(GidTable, AddressesBeyondTheTableAreLeftOut) {
     EXPECT_EQ(change.added.size(), GidTable::kLength - 2);
     EXPECT_EQ(change.left_out, 20 - (GidTable::kLength - 2));
     EXPECT_EQ(table.gids().size(), GidTable::kLength);
+}
+
+// What a shown entry holds, as "ADDRESS TYPE slot N" ("-" when empty).
+std::string shown_text(const GidTable::Shown& entry) {
+    const bool empty = std::all_of(std::begin(entry.gid.raw), std::end(entry.gid.raw),
+                                   [](uint8_t b) { return b == 0; });
+    if (empty) {
+        return "-";
+    }
+    return wire::IpAddress(entry.gid.raw).text() +
+           (entry.type == IBV_GID_TYPE_ROCE_V2 ? " v2" : " v1") +
+           (entry.slot ? " slot " + std::to_string(*entry.slot) : "");
+}
+
+std::vector<std::string> shown_texts(const GidTable& table, GidLayout layout) {
+    std::vector<std::string> texts;
+    for (const GidTable::Shown& entry : table.shown(layout)) {
+        texts.push_back(shown_text(entry));
+    }
+    return texts;
+}
+
+// uroce's layout shows the slots as they are; rxe's puts the link-local
+// GID first; mlx5's shows each address as RoCE v1 then v2, the link-local
+// one first, so that the device's IPv4 address is the v2 GID at index 3.
+TEST(GidTable, ShowsEachLayoutAsItsNicDoes) {
+    GidTable table(ip("10.0.0.1"), kGuid);
+    table.follow({ip("10.0.0.1"), ip("10.0.0.9"), ip("fe80::1234")});
+    EXPECT_EQ(shown_texts(table, GidLayout::kUroce),
+              (std::vector<std::string>{"10.0.0.1 v2 slot 0", "fe80::1234 v2 slot 1",
+                                        "10.0.0.9 v2 slot 2"}));
+    EXPECT_EQ(shown_texts(table, GidLayout::kRxe),
+              (std::vector<std::string>{"fe80::1234 v2 slot 1", "10.0.0.1 v2 slot 0",
+                                        "10.0.0.9 v2 slot 2"}));
+    EXPECT_EQ(
+        shown_texts(table, GidLayout::kMlx5),
+        (std::vector<std::string>{"fe80::1234 v1", "fe80::1234 v2 slot 1", "10.0.0.1 v1",
+                                  "10.0.0.1 v2 slot 0", "10.0.0.9 v1", "10.0.0.9 v2 slot 2"}));
+    for (GidLayout layout : {GidLayout::kUroce, GidLayout::kRxe, GidLayout::kMlx5}) {
+        const auto shown = table.shown(layout);
+        for (size_t slot = 0; slot < 3; ++slot) {
+            const size_t index = GidTable::shown_index(layout, slot);
+            ASSERT_LT(index, shown.size());
+            EXPECT_EQ(shown[index].slot, slot) << gid_layout_name(layout);
+            EXPECT_EQ(shown[index].type, IBV_GID_TYPE_ROCE_V2);
+        }
+    }
+}
+
+// A removed address leaves its entries empty in every layout; mlx5's two
+// entries an address show 8 addresses in the 16 entries, no more.
+TEST(GidTable, ShownTablesKeepIndexesAndTheirLength) {
+    GidTable table(ip("10.0.0.1"), kGuid);
+    std::vector<wire::IpAddress> addresses{ip("10.0.0.1")};
+    for (int i = 2; i < 14; ++i) {
+        addresses.push_back(ip(("10.0.0." + std::to_string(i)).c_str()));
+    }
+    table.follow(addresses);
+    EXPECT_EQ(table.shown(GidLayout::kUroce).size(), 14u);
+    const auto mlx5 = table.shown(GidLayout::kMlx5);
+    ASSERT_EQ(mlx5.size(), GidTable::kLength);
+    EXPECT_EQ(shown_text(mlx5[15]), "10.0.0.7 v2 slot 7");
+    addresses.erase(addresses.begin() + 1);  // 10.0.0.2, slot 2
+    table.follow(addresses);
+    for (GidLayout layout : {GidLayout::kUroce, GidLayout::kRxe, GidLayout::kMlx5}) {
+        const auto shown = table.shown(layout);
+        EXPECT_EQ(shown_text(shown[GidTable::shown_index(layout, 2)]), "-")
+            << gid_layout_name(layout);
+        EXPECT_EQ(shown_text(shown[GidTable::shown_index(layout, 3)]), "10.0.0.3 v2 slot 3")
+            << gid_layout_name(layout);
+    }
+}
+
+TEST(GidTable, LayoutsAreNamed) {
+    for (GidLayout layout : {GidLayout::kUroce, GidLayout::kRxe, GidLayout::kMlx5}) {
+        EXPECT_EQ(gid_layout_named(gid_layout_name(layout)), layout);
+    }
+    EXPECT_FALSE(gid_layout_named("mlx4"));
 }
 
 }  // namespace

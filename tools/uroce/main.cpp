@@ -22,6 +22,7 @@ namespace uroce::tool {
 const char* const kUsage =
     "usage: uroce start [--device NAME=ADDRESS|IFACE]... [--config FILE] [--udp-port N]\n"
     "                   [--no-shortcut] [--nice N] [--threads N] [--check]\n"
+    "                   [--gid-layout uroce|rxe|mlx5]\n"
     "       uroce stop\n"
     "       uroce status\n"
     "       uroce env\n"
