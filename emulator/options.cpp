@@ -51,6 +51,14 @@ constexpr const char* kUsage =
     "(RoCE v1 and v2 entries per address: the IPv4 address's v2 GID at index 3;\n"
     "v1 entries are refused when used). docs/uroced.md.\n";
 
+GidLayout parse_gid_layout(const std::string& name) {
+    const auto layout = gid_layout_named(name);
+    if (!layout) {
+        throw std::invalid_argument("--gid-layout takes uroce, rxe or mlx5, not '" + name + "'");
+    }
+    return *layout;
+}
+
 DeviceConfig parse_device(const std::string& name, const std::string& address) {
     check_device_name(name);
     DeviceConfig config;
@@ -248,13 +256,7 @@ bool parse_options(int argc, char** argv, Options& options) {
         } else if (arg == "--paranoid") {
             options.paranoid = true;
         } else if (arg == "--gid-layout") {
-            const std::string name = value();
-            const auto layout = gid_layout_named(name);
-            if (!layout) {
-                throw std::invalid_argument("--gid-layout takes uroce, rxe or mlx5, not '" + name +
-                                            "'");
-            }
-            options.gid_layout = *layout;
+            options.gid_layout = parse_gid_layout(value());
         } else if (arg == "--udp-port") {
             options.udp_port = parse_port(value());
             options.udp_port_given = true;
