@@ -39,7 +39,14 @@ int log_refusal(ibv_context* context, const char* verb, int error) {
 
 int refuse_null(ibv_context* context, const char* verb, const char* argument) {
     errno = log_refusal(context, verb, refused(EINVAL, "%s is NULL", argument));
+    check_null(context, verb, argument);
     return EINVAL;
+}
+
+void check_null(ibv_context* context, const char* verb, const char* argument) {
+    if (check::CheckState* check = to_context(context)->check) {
+        check->null_argument(verb, argument);
+    }
 }
 
 }  // namespace uroce

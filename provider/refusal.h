@@ -28,8 +28,13 @@ struct RefusalLog {
 // Logs `verb`'s refusal with this thread's last sentence. Returns `error`.
 int log_refusal(ibv_context* context, const char* verb, int error);
 
-// A NULL `argument` that `verb` reads: EINVAL (also in errno), logged, where
-// following it would crash the program inside the provider.
+// A NULL `argument` that `verb` reads: EINVAL (also in errno), logged and
+// reported in check mode (null-argument), where following it would crash
+// the program inside the provider.
 int refuse_null(ibv_context* context, const char* verb, const char* argument);
+
+// Check mode's report of a NULL `argument` that `verb` reads, when the
+// context checks.
+void check_null(ibv_context* context, const char* verb, const char* argument);
 
 }  // namespace uroce

@@ -18,9 +18,11 @@ namespace {
 template <class Wr>
 int refuse_missing(ibv_context* context, const char* verb, const Wr* wr, Wr* const* bad_wr) {
     if (!bad_wr) {
+        check_null(context, verb, "bad_wr");
         return log_refusal(context, verb, refused(EINVAL, "bad_wr is NULL"));
     }
     if (!wr) {
+        check_null(context, verb, "wr");
         return log_refusal(context, verb, refused(EINVAL, "wr is NULL: no work request to post"));
     }
     return 0;

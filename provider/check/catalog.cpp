@@ -43,6 +43,8 @@ constexpr std::array<Entry, static_cast<size_t>(kCount)> kCatalog = {{
     {kMtuAboveActive, "mtu-above-active", kFinding, "a path MTU above the port's active MTU"},
     {kForkUnsafe, "fork-unsafe", kFinding,
      "an MR registered before fork() used by the parent, with no fork safety"},
+    {kNullArgument, "null-argument", kFinding,
+     "NULL where a verb reads an object: attributes, a work request, a list"},
 }};
 
 constexpr bool in_rule_order() {

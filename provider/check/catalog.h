@@ -39,6 +39,7 @@ enum class Rule : uint8_t {
     kBeyondCaps,
     kMtuAboveActive,
     kForkUnsafe,
+    kNullArgument,
     kCount,
 };
 

@@ -248,6 +248,9 @@ class CheckState {
     // RDMAV_FORK_SAFE asked for fork safety.
     void forking(bool fork_safe);
 
+    // `verb` was given NULL for `argument`, which it reads (null_argument.cpp).
+    void null_argument(const char* verb, const char* argument);
+
     // For the checkers (checker.h), under the lock their hooks run in.
     void report(const Finding& finding);
     // Reports `finding` once per QP and rule.

@@ -11,13 +11,14 @@ std::unique_ptr<Checker> make_completions_after_destroy();
 std::unique_ptr<Checker> make_post_loop_in_error();
 std::unique_ptr<Checker> make_mtu_above_active();
 std::unique_ptr<Checker> make_fork_unsafe();
+std::unique_ptr<Checker> make_null_argument();
 
 std::vector<std::unique_ptr<Checker>> make_checkers() {
     constexpr std::unique_ptr<Checker> (*kFactories[])() = {
         make_stranded_completion, make_inline_beyond_asked,
         make_beyond_caps,         make_completions_after_destroy,
         make_post_loop_in_error,  make_mtu_above_active,
-        make_fork_unsafe,
+        make_fork_unsafe,         make_null_argument,
     };
     std::vector<std::unique_ptr<Checker>> checkers;
     for (auto* make : kFactories) {

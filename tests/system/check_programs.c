@@ -1288,6 +1288,34 @@ __attribute__((noinline)) void pass_null_arguments(struct rig *rig) {
     expect_refused("no list", ibv_post_recv(rig->qp, NULL, &bad_recv), EINVAL);
 }
 
+/* null-argument: a send whose one element's list is NULL (a fuzzer's
+ * programs do it): EINVAL, reported. The twin gives the list. */
+static void send_with_a_list(struct rig *rig, int give_list) {
+    connect_self(rig);
+    struct ibv_sge sge = {.addr = (uintptr_t)rig->buffer, .length = 64, .lkey = rig->mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 7, .sg_list = give_list ? &sge : NULL, .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                             .wr.rdma = {.remote_addr = (uintptr_t)rig->buffer + 2048,
+                                         .rkey = rig->mr->rkey}}, *bad;
+    const int result = ibv_post_send(rig->qp, &wr, &bad);
+    if (give_list) {
+        if (result) die("ibv_post_send");
+        poll_completions(rig, 1);
+    } else {
+        expect_refused("a NULL sg_list", result, EINVAL);
+    }
+}
+
+__attribute__((noinline)) void send_without_a_list(struct rig *rig) {
+    send_with_a_list(rig, 0);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void send_with_its_list(struct rig *rig) {
+    send_with_a_list(rig, 1);
+    __asm__ volatile("" ::: "memory");
+}
+
 /* Not a check-mode case: 1000 sends in RESET, then one more a second
  * later (test_refusals.py: the log's burst, then the count it held back). */
 __attribute__((noinline)) void refuse_in_a_loop(struct rig *rig) {
@@ -1351,6 +1379,7 @@ static const struct test_case kCases[] = {
     {"mtu", connect_above_the_active_mtu}, {"mtu-twin", connect_at_the_active_mtu},
     {"refused", refuse_each_post}, {"refused-loop", refuse_in_a_loop},
     {"refused-null", pass_null_arguments},
+    {"null", send_without_a_list}, {"null-twin", send_with_its_list},
 };
 
 int main(int argc, char **argv) {

@@ -51,6 +51,7 @@ CASES = [
     ("beyond-caps", "caps", "post_more_elements_than_the_cap"),
     ("post-loop-in-error", "flush-loop", "repost_each_flushed_receive"),
     ("fork-unsafe", "fork", "write_after_forking"),
+    ("null-argument", "null", "send_without_a_list"),
 ]
 
 # The portability notes: reported as a NOTE, never fatal.
@@ -407,6 +408,26 @@ class CheckModeTest(harness.DaemonTestCase):
         twin = self.run_case("freed-twin")
         self.assertEqual(twin.returncode, 0, twin.stderr)
         self.assertEqual(self.reports(twin.stderr), [], twin.stderr)
+
+    def test_each_null_argument_is_reported_where_the_verb_refuses_it(self):
+        """The verbs that read an object refuse NULL with EINVAL (the refused-
+        null case, test_refusals.py); in check mode each is a null-argument
+        finding naming the verb and the argument."""
+        result = self.run_case("refused-null")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        texts = [text for kind, text in self.reports(result.stderr) if kind == "null-argument"]
+        said = [re.search(r"^null-argument on uroce0\n  (.*)\n", text, re.M).group(1)
+                for text in texts]
+        self.assertEqual(said, ["ibv_modify_qp was given attr NULL, which it reads.",
+                                "ibv_query_qp was given attr NULL, which it reads.",
+                                "ibv_create_qp was given attr NULL, which it reads.",
+                                "ibv_create_srq was given attr NULL, which it reads.",
+                                "ibv_create_ah was given attr NULL, which it reads.",
+                                "ibv_post_send was given wr NULL, which it reads.",
+                                "ibv_post_recv was given bad_wr NULL, which it reads.",
+                                "ibv_post_recv was given wr NULL, which it reads."], result.stderr)
+        null = self.reports(self.run_case("null").stderr)[0][1]
+        self.assertIn("ibv_post_send: wr_id 0x7 has sg_list NULL, which the post reads.", null)
 
     def test_an_event_acknowledged_on_another_cq(self):
         # Each CQ is reported for what it is: over- and never acknowledged.
