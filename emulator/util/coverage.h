@@ -143,15 +143,6 @@ Counts& counts();
 // (a CaseScope, util/case_tag.h): a hit counts there too.
 inline thread_local Counts* case_counts = nullptr;
 
-inline void hit(Area area, uint32_t index) {
-    if (index < kAreaSizes[static_cast<size_t>(area)]) {
-        counts().hit(first_id(area) + index);
-        if (Counts* mine = case_counts) {
-            mine->hit(first_id(area) + index);
-        }
-    }
-}
-
 // A hit the daemon's map alone takes: what arrives, before the QP or ID
 // it is for (and so its case) is known; a local peer's packet arrives
 // while the sender's case is this thread's.
@@ -159,6 +150,20 @@ inline void arrival_hit(Area area, uint32_t index) {
     if (index < kAreaSizes[static_cast<size_t>(area)]) {
         counts().hit(first_id(area) + index);
     }
+}
+
+// The same hit as the case of the thread's work sees it, once its QP or ID
+// is known: its map alone.
+inline void case_hit(Area area, uint32_t index) {
+    Counts* mine = case_counts;
+    if (mine && index < kAreaSizes[static_cast<size_t>(area)]) {
+        mine->hit(first_id(area) + index);
+    }
+}
+
+inline void hit(Area area, uint32_t index) {
+    arrival_hit(area, index);
+    case_hit(area, index);
 }
 
 // While one lives, this thread's hits count in `map` too (null: none).
@@ -242,9 +247,7 @@ inline void packet(bool sent, uint8_t opcode) {
 // A received packet, as its QP's case sees it: the daemon counted it on
 // arrival.
 inline void packet_delivered(uint8_t opcode) {
-    if (Counts* mine = case_counts) {
-        mine->hit(first_id(Area::kPacketReceived) + opcode);
-    }
+    case_hit(Area::kPacketReceived, opcode);
 }
 
 // A CM attribute ID's entry: REQ (0x10) .. APR (0x1A), the last for any other.
@@ -272,9 +275,7 @@ inline void cm_message(bool sent, std::span<const uint8_t> mad) {
 // A received CM MAD, as the case of the rdma_cm ID it reached sees it: the
 // daemon counted it on arrival.
 inline void cm_message_delivered(uint32_t attribute) {
-    if (Counts* mine = case_counts) {
-        mine->hit(first_id(Area::kCmMessageReceived) + cm_attribute_index(attribute));
-    }
+    case_hit(Area::kCmMessageReceived, cm_attribute_index(attribute));
 }
 
 inline void cm_state(uint32_t from, uint32_t to) {
