@@ -17,7 +17,7 @@
 #include "device/tree_entries.h"
 #include "net/interfaces.h"
 #include "net/socket_io.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/log.h"
 #include "util/priority.h"
 
@@ -131,9 +131,10 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
                std::span<const uint8_t> mad) { cm_->receive_mad(to, src_ip, dest_ip, mad); });
     server_ =
         std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
-                                 engines_->packet_log(), [this] { engines_->take_posted_work(); });
+                                 engines_->packet_log(), [this](const Device& device) { engines_->take_posted_work(device); });
     server_->check_findings().set_every_client(options_.check);
     server_->set_network_line(network_line + "\n" + port_line);
+    server_->set_engines_text([this] { return engines_->status_text(); });
     server_->set_link_control([this](const std::string& name,
                                      const std::string& netdev) { return add_link(name, netdev); },
                               [this](const Device& device) { return delete_link(device); });
@@ -249,7 +250,7 @@ Result Daemon::delete_link(const Device& device) {
 
 void Daemon::watch_links() {
     links_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                           in_control_section([this](const boost::system::error_code& error) {
+                           in_control_turn([this](const boost::system::error_code& error) {
                                if (!error) {
                                    follow_links(links_.drain());
                                    watch_links();
@@ -353,7 +354,7 @@ void Daemon::drain_then_stop(boost::asio::steady_timer& timer,
     }
     timer.expires_after(std::chrono::milliseconds(20));
     timer.async_wait(
-        in_control_section([this, &timer, deadline](const boost::system::error_code& error) {
+        in_control_turn([this, &timer, deadline](const boost::system::error_code& error) {
             if (!error) {
                 drain_then_stop(timer, deadline);
             }
@@ -367,7 +368,7 @@ void Daemon::run() {
     boost::asio::signal_set signals(io_, SIGTERM, SIGINT);
     boost::asio::steady_timer drain(io_);
     signals.async_wait(
-        in_control_section([this, &drain](const boost::system::error_code&, int signal) {
+        in_control_turn([this, &drain](const boost::system::error_code&, int signal) {
             log_info("signal %d: stopping", signal);
             // rdma_cm programs hear DEVICE_REMOVAL, as from a kernel whose device
             // goes: the daemon waits (a little) until they have taken it.

@@ -10,7 +10,7 @@
 
 #include "cm/connection_manager.h"
 #include "cm/internal.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/log.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
@@ -89,7 +89,7 @@ void ConnectionManager::start_timer(Id& id, std::chrono::milliseconds after) {
     }
     id.timer->expires_after(after);
     id.timer->async_wait(
-        in_control_section([this, handle = id.handle](const boost::system::error_code& error) {
+        in_control_turn([this, handle = id.handle](const boost::system::error_code& error) {
             if (!error) {
                 on_retry_timer(handle);
             }

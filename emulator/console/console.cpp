@@ -6,7 +6,7 @@
 #include "console/page_connection.h"
 #include "device/stats.h"
 #include "qp/qp_transitions.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/log.h"
 
 namespace uroce::console {
@@ -126,7 +126,7 @@ void Console::stop() {
 }
 
 void Console::accept() {
-    acceptor_.async_accept(in_control_section(
+    acceptor_.async_accept(in_control_turn(
         [weak = weak_from_this()](boost::system::error_code error, tcp::socket socket) {
             auto self = weak.lock();
             if (!self || error == boost::asio::error::operation_aborted) {
@@ -167,7 +167,7 @@ void Console::tick() {
     ++ticks_;
     timer_.expires_after(kTick);
     timer_.async_wait(
-        in_control_section([weak = weak_from_this()](boost::system::error_code error) {
+        in_control_turn([weak = weak_from_this()](boost::system::error_code error) {
             if (auto self = weak.lock(); self && !error) {
                 self->tick();
             }

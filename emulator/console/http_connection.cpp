@@ -7,7 +7,7 @@
 #include "console/assets.h"
 #include "console/console.h"
 #include "console/page_connection.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 
 namespace uroce::console {
 
@@ -53,7 +53,7 @@ void HttpConnection::read() {
     stream_.expires_after(std::chrono::seconds(30));
     http::async_read(
         stream_, buffer_, *parser_,
-        in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+        in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
             if (error) {
                 self->close();
                 return;
@@ -135,7 +135,7 @@ void HttpConnection::respond(Response response) {
     auto message = std::make_shared<Response>(std::move(response));
     http::async_write(
         stream_, *message,
-        in_control_section([self = shared_from_this(), message](beast::error_code error, size_t) {
+        in_control_turn([self = shared_from_this(), message](beast::error_code error, size_t) {
             if (error || !message->keep_alive()) {
                 self->close();
                 return;

@@ -6,7 +6,7 @@
 #include <boost/beast/websocket.hpp>
 
 #include "console/console.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/log.h"
 
 namespace uroce::console {
@@ -23,7 +23,7 @@ void PageConnection::start(beast::http::request<beast::http::string_body> upgrad
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(64 * 1024);
     ws_.async_accept(upgrade,
-                     in_control_section([self = shared_from_this()](beast::error_code error) {
+                     in_control_turn([self = shared_from_this()](beast::error_code error) {
                          auto console = self->console_.lock();
                          if (error || !console) {
                              return;
@@ -37,7 +37,7 @@ void PageConnection::start(beast::http::request<beast::http::string_body> upgrad
 
 void PageConnection::read() {
     ws_.async_read(in_,
-                   in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+                   in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
                        if (error) {
                            self->on_closed();
                            return;
@@ -125,7 +125,7 @@ void PageConnection::write_next() {
     writing_ = true;
     ws_.async_write(
         boost::asio::buffer(out_.front()),
-        in_control_section([self = shared_from_this()](beast::error_code error, size_t) {
+        in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
             if (error) {
                 self->on_closed();
                 return;

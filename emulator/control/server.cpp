@@ -20,7 +20,7 @@
 #include "net/interfaces.h"
 #include "protocol/socket.h"
 #include "util/case_tag.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
 
@@ -102,7 +102,7 @@ void add_counts(std::ostringstream& out, const ObjectCounts& c) {
 Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
                std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
                cm::ConnectionManager& cm, PacketLog& packet_log,
-               std::function<void()> take_posted_work)
+               std::function<void(const Device&)> take_posted_work)
     : io_(io),
       socket_path_(socket_path),
       take_posted_work_(std::move(take_posted_work)),
@@ -128,7 +128,7 @@ Server::~Server() {
 void Server::accept() {
     listener_.async_wait(
         boost::asio::posix::stream_descriptor::wait_read,
-        in_control_section([this](const boost::system::error_code& e) {
+        in_control_turn([this](const boost::system::error_code& e) {
             if (e) {
                 return;
             }
@@ -273,6 +273,9 @@ std::string Server::status_text() const {
     out << "uroced pid " << getpid() << ", " << devices_.size() << " devices\n";
     if (!network_line_.empty()) {
         out << network_line_ << "\n";
+    }
+    if (engines_text_) {
+        out << engines_text_();
     }
     for (const auto& device : devices_) {
         const ibv_port_attr& port = device->port_attr();
@@ -426,6 +429,7 @@ netlink::NldevView Server::nldev_view() const {
     view.cm = &cm_;
     view.add_link = add_link_;
     view.delete_link = delete_link_;
+    view.take_posted_work = take_posted_work_;
     return view;
 }
 

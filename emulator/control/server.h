@@ -37,7 +37,7 @@ class Server {
     Server(boost::asio::io_context& io, const std::filesystem::path& socket_path,
            std::vector<std::unique_ptr<Device>>& devices, const Doorbell& doorbell,
            cm::ConnectionManager& cm, PacketLog& packet_log,
-           std::function<void()> take_posted_work);
+           std::function<void(const Device&)> take_posted_work);
     ~Server();
 
     Device* find_device(const std::string& name) const;
@@ -49,7 +49,7 @@ class Server {
     // Before a verb whose answer depends on completions (ibv_resize_cq), the
     // work a client posted before asking is taken, as a kernel's post_send
     // has run by the time the next verb is called.
-    void take_posted_work() const { take_posted_work_(); }
+    void take_posted_work(const Device& device) const { take_posted_work_(device); }
     // What the daemon's descriptors each client holds (util/descriptor_ledger.h).
     DescriptorLedger& descriptors() { return descriptors_; }
     void end(const std::shared_ptr<Session>& session);
@@ -79,6 +79,8 @@ class Server {
     void set_device_reset(std::function<void(Device&)> reset) { reset_device_ = std::move(reset); }
     // How the daemon reaches the network, for status (net/socket_io.h describe).
     void set_network_line(std::string line) { network_line_ = std::move(line); }
+    // The engines' lines of uroce status (Engines::status_text).
+    void set_engines_text(std::function<std::string()> text) { engines_text_ = std::move(text); }
     // Before a device leaves (`why`): its clients lose their contexts, its
     // trace stops. How many contexts there were.
     uint32_t remove_device(const Device& device, const char* why);
@@ -138,7 +140,7 @@ class Server {
 
     boost::asio::io_context& io_;
     std::filesystem::path socket_path_;
-    std::function<void()> take_posted_work_;
+    std::function<void(const Device&)> take_posted_work_;
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;
@@ -150,6 +152,7 @@ class Server {
     std::function<Result(const Device&)> delete_link_;
     std::function<void(Device&)> reset_device_;
     std::string network_line_;
+    std::function<std::string()> engines_text_;
     UniqueFd reserve_;  // /dev/null, given up to refuse a client when none are left
     RateLimit descriptor_refusals_logged_{10, 1};
     DescriptorLedger descriptors_;

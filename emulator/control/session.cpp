@@ -12,7 +12,7 @@
 #include "netlink/nldev.h"
 #include "protocol/case_id.h"
 #include "protocol/socket.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
 
@@ -81,7 +81,7 @@ void Session::close() {
 void Session::wait() {
     socket_.async_wait(
         boost::asio::posix::stream_descriptor::wait_read,
-        in_control_section([self = shared_from_this()](const boost::system::error_code& error) {
+        in_control_turn([self = shared_from_this()](const boost::system::error_code& error) {
             if (!error) {
                 self->on_readable();
             }
@@ -268,13 +268,15 @@ void Session::handle_verb(const rpc::RequestHeader& header, std::span<const std:
               {});
         return;
     }
+    // The verb runs with the device's engine paused (util/ownership.h).
+    ownership::touch(context_->device().engine());
     context_->set_caller(peer_.pid);
     // What was posted before these calls goes first: a program that posts
     // unsignaled datagrams and destroys their address handle and QP at once
     // (mckey) has them sent, as rxe, whose post_send runs the requester, would.
     if (header.op == rpc::Op::kResizeCq || header.op == rpc::Op::kDestroyAh ||
         header.op == rpc::Op::kDestroyQp) {
-        server_.take_posted_work();
+        server_.take_posted_work(context_->device());
     }
     Answer answer = dispatch(*context_, header.op, body, fds);
     if (!answer.result) {
@@ -443,7 +445,6 @@ void Session::netlink_open(const rpc::RequestHeader& header, std::span<const std
 }
 
 void Session::netlink_request(std::span<const std::byte> datagram) {
-    server_.take_posted_work();  // PSNs and states as of the request
     std::vector<netlink::Bytes> replies =
         netlink::answer(server_.nldev_view(), datagram, netlink_port_);
     for (netlink::Bytes& message : replies) {
@@ -460,7 +461,7 @@ void Session::flush_netlink() {
         if (error == EAGAIN) {
             socket_.async_wait(
                 boost::asio::posix::stream_descriptor::wait_write,
-                in_control_section([self = shared_from_this()](const boost::system::error_code& e) {
+                in_control_turn([self = shared_from_this()](const boost::system::error_code& e) {
                     if (!e) {
                         self->flush_netlink();
                     }

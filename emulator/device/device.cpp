@@ -160,12 +160,14 @@ ibv_mtu ib_mtu_for_link(unsigned link_mtu) {
 }
 
 void Device::join_group(const wire::IpAddress& group) {
+    ownership::touch(engine_);
     if (++groups_[group] == 1 && group_listener_) {
         group_listener_(group, true);
     }
 }
 
 void Device::leave_group(const wire::IpAddress& group) {
+    ownership::touch(engine_);
     auto it = groups_.find(group);
     if (it != groups_.end() && --it->second == 0) {
         groups_.erase(it);
@@ -268,6 +270,7 @@ int Device::limit(ObjectKind kind) const {
 }
 
 Result Device::admit(pid_t client, ObjectKind k) const {
+    ownership::touch(engine_);
     int ObjectCounts::*const kind = kind_info(k).count;
     const char* what = kind_info(k).name;
     const int max = limit(k);
@@ -286,6 +289,7 @@ Result Device::admit(pid_t client, ObjectKind k) const {
 }
 
 void Device::count(pid_t client, ObjectKind k, int delta) {
+    ownership::touch(engine_);
     int ObjectCounts::*const kind = kind_info(k).count;
     counts_.*kind += delta;
     ObjectCounts& mine = per_client_[client];
@@ -296,11 +300,13 @@ void Device::count(pid_t client, ObjectKind k, int delta) {
 }
 
 ObjectCounts Device::client_counts(pid_t client) const {
+    ownership::touch(engine_);
     auto it = per_client_.find(client);
     return it == per_client_.end() ? ObjectCounts{} : it->second;
 }
 
 void Device::note_bad_pkey() {
+    ownership::touch(engine_);
     ++stats_.rcvd_pkey_err;
     if (port_attr_.bad_pkey_cntr < UINT16_MAX) {
         ++port_attr_.bad_pkey_cntr;
@@ -308,6 +314,7 @@ void Device::note_bad_pkey() {
 }
 
 void Device::note_bad_qkey() {
+    ownership::touch(engine_);
     ++stats_.rcvd_qkey_err;
     if (port_attr_.qkey_viol_cntr < UINT16_MAX) {
         ++port_attr_.qkey_viol_cntr;

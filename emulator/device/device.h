@@ -26,6 +26,7 @@
 #include "net/step_gate.h"
 #include "objects/unpolled_cqs.h"
 #include "queues/doorbell.h"
+#include "util/ownership.h"
 #include "util/result.h"
 #include "wire/ip_address.h"
 
@@ -141,21 +142,21 @@ class Device {
     void set_gid_socket(size_t index, size_t socket) { gid_sockets_.at(index) = socket; }
 
     // Every QP of the device by number, for the packets addressed to it.
-    Registry<Qp*>& qps() { return qps_; }
-    const Registry<Qp*>& qps() const { return qps_; }
+    Registry<Qp*>& qps() { return owned(qps_); }
+    const Registry<Qp*>& qps() const { return owned(qps_); }
     // Every receive WQ by number, for the engine to flush those in ERR.
-    Registry<Wq*>& wqs() { return wqs_; }
+    Registry<Wq*>& wqs() { return owned(wqs_); }
     // Every SRQ by number, for the XRC requests that name one.
-    Registry<std::weak_ptr<Srq>>& srqs() { return srqs_; }
+    Registry<std::weak_ptr<Srq>>& srqs() { return owned(srqs_); }
     // Memory regions and windows by key index (a key's upper 24 bits).
-    Registry<KeyOwner>& keys() { return keys_; }
-    Mr* find_mr(uint32_t key_index) const { return keys_.find(key_index).mr; }
-    Mw* find_mw(uint32_t key_index) const { return keys_.find(key_index).mw; }
+    Registry<KeyOwner>& keys() { return owned(keys_); }
+    Mr* find_mr(uint32_t key_index) const { return owned(keys_).find(key_index).mr; }
+    Mw* find_mw(uint32_t key_index) const { return owned(keys_).find(key_index).mw; }
     // Indirection tables have numbers only.
-    IdAllocator& ind_table_nums() { return ind_table_nums_; }
+    IdAllocator& ind_table_nums() { return owned(ind_table_nums_); }
     // The flow rules of the device's QPs, oldest first.
-    std::vector<const Flow*>& flows() { return flows_; }
-    const std::vector<const Flow*>& flows() const { return flows_; }
+    std::vector<const Flow*>& flows() { return owned(flows_); }
+    const std::vector<const Flow*>& flows() const { return owned(flows_); }
     // The IP multicast groups its UD QPs joined (their MGIDs), with how many
     // attachments each. The first join and the last leave reach the
     // listener: the engine, which joins the group on the device's interface.
@@ -163,15 +164,15 @@ class Device {
     void set_group_listener(GroupListener listener) { group_listener_ = std::move(listener); }
     void join_group(const wire::IpAddress& group);
     void leave_group(const wire::IpAddress& group);
-    bool in_group(const wire::IpAddress& group) const { return groups_.contains(group); }
-    const std::map<wire::IpAddress, int>& groups() const { return groups_; }
+    bool in_group(const wire::IpAddress& group) const { return owned(groups_).contains(group); }
+    const std::map<wire::IpAddress, int>& groups() const { return owned(groups_); }
     // Whether its interface refused it a packet socket (said once in the log).
     bool frames_refused() const { return frames_refused_; }
     void set_frames_refused() { frames_refused_ = true; }
     // CQs whose moderated completion event waits for its period to end.
-    std::set<Cq*>& due_cq_events() { return due_cq_events_; }
+    std::set<Cq*>& due_cq_events() { return owned(due_cq_events_); }
     // CQs holding completions their program has not taken yet.
-    UnpolledCqs& unpolled_cqs() { return unpolled_cqs_; }
+    UnpolledCqs& unpolled_cqs() { return owned(unpolled_cqs_); }
     // The daemon's doorbell, where each QP gets its slot (set by the engine
     // that carries the device; null without one).
     Doorbell* doorbell() const { return doorbell_; }
@@ -179,18 +180,20 @@ class Device {
     // The engine thread that runs the device's data path (engine/engines.h).
     uint32_t engine() const { return engine_; }
     void set_engine(uint32_t engine) { engine_ = engine; }
-    FaultInjector& faults() { return faults_; }
-    PcapWriter& trace() { return trace_; }
-    StepGate& step_gate() { return step_gate_; }
-    const StepGate& step_gate() const { return step_gate_; }
+    FaultInjector& faults() { return owned(faults_); }
+    PcapWriter& trace() { return owned(trace_); }
+    // Whether the device records its packets: any engine may ask.
+    bool traced() const { return trace_.is_open(); }
+    StepGate& step_gate() { return owned(step_gate_); }
+    const StepGate& step_gate() const { return owned(step_gate_); }
     // A received packet broke a key check: counted, and in the port's
     // counters as rxe's check_keys counts it (ibv_query_port).
     void note_bad_pkey();
     void note_bad_qkey();
-    DeviceStats& stats() { return stats_; }
-    const DeviceStats& stats() const { return stats_; }
-    ObjectCounts& counts() { return counts_; }
-    const ObjectCounts& counts() const { return counts_; }
+    DeviceStats& stats() { return owned(stats_); }
+    const DeviceStats& stats() const { return owned(stats_); }
+    ObjectCounts& counts() { return owned(counts_); }
+    const ObjectCounts& counts() const { return owned(counts_); }
     // A client (the process that opened the contexts) may hold a quarter of
     // each of the device's tables, so that one program at its limits leaves
     // the others room. Whether one more object of `kind` fits the table
@@ -203,10 +206,18 @@ class Device {
     ObjectCounts client_counts(pid_t client) const;
     // XRC domains opened through a file, by (st_dev, st_ino).
     std::map<std::pair<dev_t, ino_t>, std::weak_ptr<XrcdDomain>>& xrcd_files() {
-        return xrcd_files_;
+        return owned(xrcd_files_);
     }
 
   private:
+    // A member of the device's mutable state, for the thread allowed to
+    // touch it (util/ownership.h: a control turn pauses the owner first).
+    template <class Member>
+    Member& owned(Member& member) const {
+        ownership::touch(engine_);
+        return member;
+    }
+
     DeviceConfig config_;
     uint32_t index_;
     uint64_t node_guid_;

@@ -19,7 +19,7 @@
 #include "transport/invariants.h"
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
 #include "wire/packet.h"
@@ -103,6 +103,7 @@ void Engine::listen_to_groups(Device& device) {
 }
 
 Result Engine::add_device(Device& device) {
+    ownership::touch(index_);
     if (Result r = open_socket(device, 0, device.config().address); !r) {
         return r;
     }
@@ -138,6 +139,7 @@ void Engine::close_socket(Device& device, size_t gid) {
 }
 
 void Engine::follow_gids(Device& device) {
+    ownership::touch(index_);
     if (!device.config().follows_interface) {
         return;
     }
@@ -169,6 +171,7 @@ void Engine::remove_device(const Device& device) {
 }
 
 void Engine::forget_packets(const Device& device) {
+    ownership::touch(index_);
     const auto to_device = [&](const LocalPacket& p) { return p.to == &device; };
     std::erase_if(local_, to_device);
     {
@@ -206,6 +209,7 @@ void Engine::send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddres
 
 void Engine::send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                       std::span<const std::byte> mad) {
+    ownership::touch(index_);
     coverage::cm_message(true, std::span(reinterpret_cast<const uint8_t*>(mad.data()), mad.size()));
     wire::PacketHeaders headers;
     headers.bth.opcode = wire::make_opcode(wire::Service::kUd, wire::Operation::kSendOnly);
@@ -234,7 +238,7 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire:
     bytes.resize(wire::packet_size(*wire::opcode_info(headers.bth.opcode), payload.size()));
     // The ICRC matters on the wire and in traces; a packet between two of
     // this daemon's devices that nobody records does without.
-    const bool icrc = !local || from.trace().is_open() || local->trace().is_open();
+    const bool icrc = !local || from.traced() || local->traced();
     if (wire::build_packet(headers, data, icrc ? &addresses : nullptr, bytes).error !=
         wire::BuildError::kOk) {
         return;
@@ -448,7 +452,7 @@ void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::
         // paused, on engine 0's thread, and finds the device by its index
         // (it may be deleted meanwhile).
         boost::asio::post(
-            io_, in_control_section([this, index = to.index(), src_ip, dest_ip,
+            io_, in_control_turn([this, index = to.index(), src_ip, dest_ip,
                                      bytes = std::vector<uint8_t>(mad.begin(), mad.end())] {
                 for (const auto& device : devices_) {
                     if (device->index() == index) {
@@ -608,6 +612,7 @@ bool Engine::run_requesters(Clock::time_point now) {
 }
 
 void Engine::take_posted_work() {
+    ownership::touch(index_);
     // UC and UD send kUnreliableBurst packets per pass: 16 passes send 512.
     constexpr int kPasses = 16;
     for (int pass = 0; pass < kPasses && run_queue_pairs(Clock::now()); ++pass) {

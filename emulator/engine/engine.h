@@ -80,8 +80,13 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void run();
     // The other engines, each on a thread of its own: until the engines stop.
     void run_alone();
-    // Held by the engine's thread during its turns; Engines::pause takes it.
+    // Held by the engine's thread during its turns; Engines::pause takes it
+    // once the engine saw pause_requested and let it go between two turns.
     std::mutex& turn() { return turn_; }
+    void set_pause_requested(bool requested) {
+        pause_requested_.store(requested, std::memory_order_release);
+    }
+    bool pause_requested() const { return pause_requested_.load(std::memory_order_acquire); }
     // Wakes the engine if it sleeps.
     void wake();
     bool asleep() const;
@@ -308,6 +313,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     std::vector<std::vector<LocalPacket>> outboxes_;  // by engine
     bool outboxes_used_ = false;
     std::mutex turn_;
+    std::atomic<bool> pause_requested_{false};
     UniqueFd wake_;  // an eventfd: another engine, or the control plane, has work for this one
     boost::asio::posix::stream_descriptor wake_wait_;
     bool wake_armed_ = false;

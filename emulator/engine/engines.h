@@ -8,13 +8,15 @@
 //
 // Engine 0 runs on the daemon's main thread and drives the control plane's
 // io_context. Control handlers (requests, the CM, the console, link news)
-// run in a ControlSection (engine/control_section.h): the other engines
-// wait between two turns, so that a handler sees and changes any device as
-// with one thread.
+// run in control turns (util/ownership.h): a turn pauses, between two of
+// its turns, only an engine whose devices it touches (or all of them
+// where the whole daemon is its subject), so that it sees and changes
+// those devices as with one thread, and the other engines run on.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -23,11 +25,11 @@
 #include "engine/engine.h"
 #include "net/packet_log.h"
 #include "queues/doorbell.h"
-#include "util/control_section.h"
+#include "util/ownership.h"
 
 namespace uroce {
 
-class Engines final : public ControlSection::Pauser {
+class Engines final : public ownership::Pauser {
   public:
     // `threads`: engines, from 1 to queues::kMaxEngines.
     Engines(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>& devices,
@@ -36,7 +38,7 @@ class Engines final : public ControlSection::Pauser {
 
     uint32_t size() const { return count_; }
     Engine& engine(uint32_t index) { return *engines_[index]; }
-    Engine& owner(const Device& device) { return *engines_[device.engine()]; }
+    Engine& owner(const Device& device) const { return *engines_[device.engine()]; }
     const Doorbell& doorbell() const { return doorbell_; }
     Doorbell& doorbell() { return doorbell_; }
     // What the devices send, for the console (recorded only while enabled).
@@ -46,15 +48,15 @@ class Engines final : public ControlSection::Pauser {
     Result add_device(Device& device);
     void remove_device(const Device& device);
     void forget_packets(const Device& device);
-    void follow_gids(Device& device) { owner(device).follow_gids(device); }
+    void follow_gids(Device& device);
     // The CM's MADs leave through the engine of their device.
     void send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                   std::span<const std::byte> mad) {
         owner(from).send_mad(from, sgid, dest_ip, mad);
     }
     void set_mad_receiver(const Engine::MadReceiver& receiver);
-    // Every engine takes what was posted (before destroy_qp and the like).
-    void take_posted_work();
+    // The device's engine takes what was posted (before destroy_qp and the like).
+    void take_posted_work(const Device& device) { owner(device).take_posted_work(); }
     // The device of this daemon with a socket on `address`, on any engine.
     Device* device_at(const wire::IpAddress& address) const;
 
@@ -62,17 +64,28 @@ class Engines final : public ControlSection::Pauser {
     // until the io_context stops.
     void run();
 
-    // Stops the other engines between turns (ControlSection); each waits
-    // until resume(), which wakes those asleep, as the control plane may
-    // have given them work.
-    void pause() override;
-    void resume() override;
+    // Stops engine `engine` between two turns for a control turn
+    // (util/ownership.h); it waits until resume(), which wakes it, as the
+    // control plane may have given it work.
+    void pause(uint32_t engine) override;
+    void resume(uint32_t engine, bool for_daemon) override;
+    uint32_t engines() const override { return size(); }
+    // How long an engine waited for control turns (uroce status): for
+    // those on its own devices, and for those of the whole daemon.
+    struct PausedTime {
+        uint64_t for_devices_ns = 0;
+        uint64_t for_daemon_ns = 0;
+        uint64_t for_devices = 0;  // pauses
+        uint64_t for_daemon = 0;
+    };
+    const PausedTime& paused_time(uint32_t engine) const { return paused_[engine]; }
+    // A line per engine for uroce status: its devices and paused time.
+    std::string status_text() const;
     // After the doorbell's eventfd was read: wakes each sleeping engine
     // whose slots have bits set (clients ring one eventfd for all), or all
     // of them when none has (a post to a WQ or an SRQ, which have no slot).
     void wake_posted();
     bool any_behind() const;
-    bool pause_requested() const { return pause_requested_.load(std::memory_order_acquire); }
     bool stopping() const { return stopping_.load(std::memory_order_seq_cst); }
 
   private:
@@ -88,7 +101,9 @@ class Engines final : public ControlSection::Pauser {
     PacketLog packet_log_;
     std::vector<std::unique_ptr<Engine>> engines_;
     std::vector<std::thread> threads_;  // engines 1 to N-1
-    std::atomic<bool> pause_requested_{false};
+    // By engine; written and read on the control plane's thread only.
+    std::vector<PausedTime> paused_;
+    std::vector<std::chrono::steady_clock::time_point> paused_since_;
     std::atomic<bool> stopping_{false};
 };
 

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/engines.h"
 #include "util/client_pipe.h"
+#include "util/ownership.h"
 
 namespace uroce {
 
@@ -199,13 +200,15 @@ void Engine::run() {
 }
 
 void Engine::run_alone() {
+    ownership::set_thread_engine(index_);
     std::unique_lock turn(turn_);
     auto last_work = Clock::now();
     while (!engines_.stopping()) {
-        if (engines_.pause_requested()) {
-            // A control handler runs: it takes the turn once this is let go.
+        if (pause_requested()) {
+            // A control turn touches this engine's devices: it takes the
+            // turn once this is let go.
             turn.unlock();
-            while (engines_.pause_requested()) {
+            while (pause_requested()) {
                 sched_yield();
             }
             turn.lock();

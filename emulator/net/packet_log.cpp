@@ -4,9 +4,14 @@
 
 #include <algorithm>
 
+#include "util/ownership.h"
+
 namespace uroce {
 
+// Every engine records into the log: it is switched and read with all of
+// them paused.
 void PacketLog::enable() {
+    ownership::claim_all();
     if (ring_.empty()) {
         ring_.resize(kCapacity);
         first_seq_ = next_seq_;
@@ -14,6 +19,7 @@ void PacketLog::enable() {
 }
 
 void PacketLog::disable() {
+    ownership::claim_all();
     ring_.clear();
     ring_.shrink_to_fit();
 }
@@ -25,7 +31,7 @@ void PacketLog::record(uint32_t device_index, const wire::IpAddress& src_ip,
         return;
     }
     // Engines record from their threads; the console reads in a control
-    // section, with the engines paused.
+    // turn, with the engines paused.
     std::lock_guard lock(record_mutex_);
     Record& r = ring_[next_seq_ % kCapacity];
     r.seq = next_seq_++;
@@ -48,6 +54,7 @@ void PacketLog::record(uint32_t device_index, const wire::IpAddress& src_ip,
 }
 
 std::vector<const PacketLog::Record*> PacketLog::since(uint64_t seq, uint64_t& missed) const {
+    ownership::claim_all();
     std::vector<const Record*> out;
     missed = 0;
     const uint64_t last = next_seq_ - 1;

@@ -50,6 +50,7 @@ bool PcapWriter::open(UniqueFd file) {
         return false;
     }
     file_ = std::move(file);
+    open_.store(true, std::memory_order_relaxed);
     packets_ = 0;
     return true;
 }
@@ -96,7 +97,7 @@ void PcapWriter::write_record(std::span<const uint8_t> headers, std::span<const 
                      {const_cast<uint8_t*>(headers.data()), headers.size()},
                      {const_cast<uint8_t*>(rest.data()), rest.size()}};
     if (writev(file_.get(), parts, 3) != static_cast<ssize_t>(sizeof(record) + length)) {
-        file_.reset();  // the reader went away or the disk is full: stop tracing
+        close();  // the reader went away or the disk is full: stop tracing
         return;
     }
     ++packets_;

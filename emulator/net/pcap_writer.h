@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include <atomic>
 #include <chrono>
 #include <span>
 
@@ -20,8 +21,13 @@ class PcapWriter {
     // Takes the file (already open for writing) and writes the pcap header.
     // Returns false when it cannot be written.
     bool open(UniqueFd file);
-    bool is_open() const { return static_cast<bool>(file_); }
-    void close() { file_.reset(); }
+    // Any engine may ask (whether a packet it sends to the device needs
+    // its ICRC); the file is the device's engine's.
+    bool is_open() const { return open_.load(std::memory_order_relaxed); }
+    void close() {
+        file_.reset();
+        open_.store(false, std::memory_order_relaxed);
+    }
     // Both addresses of one family; ports in host order.
     void record(std::span<const uint8_t> udp_payload, const wire::IpAddress& src_ip,
                 const wire::IpAddress& dest_ip, uint16_t src_port, uint16_t dst_port);
@@ -33,6 +39,7 @@ class PcapWriter {
     void write_record(std::span<const uint8_t> headers, std::span<const uint8_t> rest);
 
     UniqueFd file_;
+    std::atomic<bool> open_{false};
     uint64_t packets_ = 0;
 };
 

@@ -312,6 +312,9 @@ std::vector<Entry> object_entries(const Answering& a, const Device& device,
 }
 
 std::vector<Entry> qp_entries(const Answering& a, const Device& device) {
+    if (a.view.take_posted_work) {
+        a.view.take_posted_work(device);
+    }
     return object_entries(
         a, device, &Context::qps,
         [](AttrWriter& m, const Client& client, uint32_t handle, const Qp& qp) -> EntryId {

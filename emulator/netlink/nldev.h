@@ -33,6 +33,9 @@ struct NldevView {
     std::function<Result(const std::string& name, const std::string& netdev)> add_link;
     // `rdma link delete NAME`.
     std::function<Result(const Device& device)> delete_link;
+    // Runs the device's data plane over what its clients posted, so that
+    // a QP's PSNs and state are as of the request.
+    std::function<void(const Device& device)> take_posted_work;
 };
 
 // The replies to one datagram of requests, each reply one datagram: a

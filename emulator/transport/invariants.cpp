@@ -8,7 +8,7 @@
 
 namespace uroce::transport {
 
-void (*planted_bug)(Qp& qp, SendWork& work) = nullptr;
+void (*planted_bug)(Device& device, Qp& qp, SendWork& work) = nullptr;
 
 namespace {
 

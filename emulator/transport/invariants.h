@@ -18,6 +18,6 @@ std::string broken_invariant(const Device& device, const Qp& qp);
 
 // A test build's planted daemon bug (tests/system/planted_bug.cpp), run on
 // each send WQE the requester takes; null in uroced.
-extern void (*planted_bug)(Qp& qp, SendWork& work);
+extern void (*planted_bug)(Device& device, Qp& qp, SendWork& work);
 
 }  // namespace uroce::transport

@@ -154,7 +154,7 @@ bool Requester::take_work(const QpOf& at) {
         memcpy(&w.wqe, entry.data(), sizeof(w.wqe));
         coverage::work_request(qp.type, w.wqe.opcode);
         if (planted_bug) [[unlikely]] {
-            planted_bug(qp, w);
+            planted_bug(at.device, qp, w);
         }
         if (const wr::OpcodeInfo* row = wr::opcode_info(w.wqe.opcode)) {
             w.row = row;

@@ -23,16 +23,19 @@ Context::Context(Device& device, pid_t pid, ClientPipe async_events, DescriptorL
 }
 
 void Context::post_device_fatal() const {
+    ownership::touch(device_.engine());
     events_->post(0, IBV_EVENT_DEVICE_FATAL);
 }
 
 void Context::post_port_event(ibv_event_type type) const {
+    ownership::touch(device_.engine());
     events_->post(Device::kPortCount, type);  // the element of a port event is its number
 }
 
 // A client that disconnects or dies loses everything it created, dependents
 // first, exactly as if it had destroyed each object itself.
 Context::~Context() {
+    ownership::touch(device_.engine());
     auto destroy_all = [](auto& table, auto destroy) {
         while (!table.empty()) {
             destroy(table.all().rbegin()->first);

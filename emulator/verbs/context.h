@@ -13,6 +13,7 @@
 #include "objects/objects.h"
 #include "protocol/messages.h"
 #include "util/descriptor_ledger.h"
+#include "util/ownership.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
 
@@ -109,15 +110,21 @@ class Context {
     void post_device_fatal() const;
     // The port followed its link: IBV_EVENT_PORT_ACTIVE or IBV_EVENT_PORT_ERR.
     void post_port_event(ibv_event_type type) const;
-    // The objects themselves, for RDMA netlink's resource dumps.
-    const HandleTable<Pd>& pds() const { return pds_; }
-    const HandleTable<Cq>& cqs() const { return cqs_; }
-    const HandleTable<Mr>& mrs() const { return mrs_; }
-    const HandleTable<Qp>& qps() const { return qps_; }
-    const HandleTable<Srq>& srqs() const { return srqs_; }
-    const HandleTable<Ah>& ahs() const { return ahs_; }
+    // The objects themselves, for RDMA netlink's resource dumps, snapshots
+    // and checks: the device's engine is paused first (util/ownership.h).
+    const HandleTable<Pd>& pds() const { return owned(pds_); }
+    const HandleTable<Cq>& cqs() const { return owned(cqs_); }
+    const HandleTable<Mr>& mrs() const { return owned(mrs_); }
+    const HandleTable<Qp>& qps() const { return owned(qps_); }
+    const HandleTable<Srq>& srqs() const { return owned(srqs_); }
+    const HandleTable<Ah>& ahs() const { return owned(ahs_); }
 
   private:
+    template <class Table>
+    const Table& owned(const Table& table) const {
+        ownership::touch(device_.engine());
+        return table;
+    }
     Result register_region(const std::shared_ptr<Pd>& pd, uint64_t addr, uint64_t length,
                            uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                            rpc::RegMrReply& reply);

@@ -558,6 +558,22 @@ class ParanoidTest(unittest.TestCase):
                               r"0x[0-9a-f]+ is past what was sent \(up to 0x[0-9a-f]+\)\. This is "
                               r"a bug of uroced, not of the program; aborting \[case planted-1\]")
 
+    def test_a_device_touched_from_another_engine_aborts_the_daemon(self):
+        """The second planted bug (SEND with immediate data 0x0badf00d):
+        uroce0's requester, on engine 0's thread, counts a packet on uroce1,
+        which engine 1 owns (--threads 2). --paranoid's ownership check
+        stops the daemon there, naming both engines."""
+        daemon = self.daemon(["--paranoid", "--threads", "2"],
+                             harness.required_path("UROCED_PLANTED"))
+        self.assertEqual(self.send(daemon, "0x1234").returncode, 0, daemon.log())
+        self.send(daemon, "0x0badf00d")
+        daemon.proc.wait(timeout=30)
+        self.assertEqual(daemon.proc.returncode, -signal.SIGABRT, daemon.log())
+        with open(daemon.log_path, errors="replace") as f:
+            log = f.read()
+        self.assertIn("paranoid: a device of engine 1 was touched from engine 0's thread outside "
+                      "a control turn. This is a bug of uroced; aborting", log)
+
     def test_without_paranoid_the_planted_bug_goes_unseen(self):
         """The same broken invariant, without --paranoid: nothing reports it
         (here the send even completes), which is what --paranoid is for."""
