@@ -17,8 +17,8 @@
 #include "device/tree_entries.h"
 #include "net/interfaces.h"
 #include "net/socket_io.h"
-#include "util/ownership.h"
 #include "util/log.h"
+#include "util/ownership.h"
 #include "util/priority.h"
 
 namespace uroce {
@@ -129,9 +129,9 @@ Daemon::Daemon(const Options& options) : options_(options), paths_{options.runti
     engines_->set_mad_receiver(
         [this](Device& to, const wire::IpAddress& src_ip, const wire::IpAddress& dest_ip,
                std::span<const uint8_t> mad) { cm_->receive_mad(to, src_ip, dest_ip, mad); });
-    server_ =
-        std::make_unique<Server>(io_, paths_.socket(), devices_, engines_->doorbell(), *cm_,
-                                 engines_->packet_log(), [this](const Device& device) { engines_->take_posted_work(device); });
+    server_ = std::make_unique<Server>(
+        io_, paths_.socket(), devices_, engines_->doorbell(), *cm_, engines_->packet_log(),
+        [this](const Device& device) { engines_->take_posted_work(device); });
     server_->check_findings().set_every_client(options_.check);
     server_->set_network_line(network_line + "\n" + port_line);
     server_->set_engines_text([this] { return engines_->status_text(); });

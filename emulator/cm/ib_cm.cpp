@@ -10,8 +10,8 @@
 
 #include "cm/connection_manager.h"
 #include "cm/internal.h"
-#include "util/ownership.h"
 #include "util/log.h"
+#include "util/ownership.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
 

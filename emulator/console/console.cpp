@@ -6,8 +6,8 @@
 #include "console/page_connection.h"
 #include "device/stats.h"
 #include "qp/qp_transitions.h"
-#include "util/ownership.h"
 #include "util/log.h"
+#include "util/ownership.h"
 
 namespace uroce::console {
 
@@ -166,12 +166,11 @@ void Console::tick() {
     }
     ++ticks_;
     timer_.expires_after(kTick);
-    timer_.async_wait(
-        in_control_turn([weak = weak_from_this()](boost::system::error_code error) {
-            if (auto self = weak.lock(); self && !error) {
-                self->tick();
-            }
-        }));
+    timer_.async_wait(in_control_turn([weak = weak_from_this()](boost::system::error_code error) {
+        if (auto self = weak.lock(); self && !error) {
+            self->tick();
+        }
+    }));
 }
 
 bool Console::authorized(std::string_view target, std::string_view cookie) const {

@@ -51,15 +51,14 @@ void HttpConnection::read() {
     parser_->header_limit(8 * 1024);
     parser_->body_limit(1024);
     stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(
-        stream_, buffer_, *parser_,
-        in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
-            if (error) {
-                self->close();
-                return;
-            }
-            self->handle(self->parser_->release());
-        }));
+    http::async_read(stream_, buffer_, *parser_,
+                     in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
+                         if (error) {
+                             self->close();
+                             return;
+                         }
+                         self->handle(self->parser_->release());
+                     }));
 }
 
 void HttpConnection::handle(Request request) {

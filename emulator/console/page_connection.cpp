@@ -6,8 +6,8 @@
 #include <boost/beast/websocket.hpp>
 
 #include "console/console.h"
-#include "util/ownership.h"
 #include "util/log.h"
+#include "util/ownership.h"
 
 namespace uroce::console {
 
@@ -22,8 +22,7 @@ void PageConnection::start(beast::http::request<beast::http::string_body> upgrad
     beast::get_lowest_layer(ws_).expires_never();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.read_message_max(64 * 1024);
-    ws_.async_accept(upgrade,
-                     in_control_turn([self = shared_from_this()](beast::error_code error) {
+    ws_.async_accept(upgrade, in_control_turn([self = shared_from_this()](beast::error_code error) {
                          auto console = self->console_.lock();
                          if (error || !console) {
                              return;
@@ -123,16 +122,15 @@ void PageConnection::write_next() {
         return;
     }
     writing_ = true;
-    ws_.async_write(
-        boost::asio::buffer(out_.front()),
-        in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
-            if (error) {
-                self->on_closed();
-                return;
-            }
-            self->out_.pop_front();
-            self->write_next();
-        }));
+    ws_.async_write(boost::asio::buffer(out_.front()),
+                    in_control_turn([self = shared_from_this()](beast::error_code error, size_t) {
+                        if (error) {
+                            self->on_closed();
+                            return;
+                        }
+                        self->out_.pop_front();
+                        self->write_next();
+                    }));
 }
 
 void PageConnection::close() {

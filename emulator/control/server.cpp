@@ -20,9 +20,9 @@
 #include "net/interfaces.h"
 #include "protocol/socket.h"
 #include "util/case_tag.h"
-#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
+#include "util/ownership.h"
 
 namespace uroce {
 namespace {

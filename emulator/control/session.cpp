@@ -12,9 +12,9 @@
 #include "netlink/nldev.h"
 #include "protocol/case_id.h"
 #include "protocol/socket.h"
-#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
+#include "util/ownership.h"
 
 namespace uroce {
 namespace {

@@ -19,9 +19,9 @@
 #include "transport/invariants.h"
 #include "transport/receive_queue.h"
 #include "util/client_pipe.h"
-#include "util/ownership.h"
 #include "util/coverage.h"
 #include "util/log.h"
+#include "util/ownership.h"
 #include "wire/packet.h"
 #include "wire/psn.h"
 #include "wire/udp_port.h"
@@ -451,15 +451,15 @@ void Engine::receive_mad(Device& to, const wire::IpAddress& src_ip, const wire::
         // The CM is the control plane's: its handler runs with the engines
         // paused, on engine 0's thread, and finds the device by its index
         // (it may be deleted meanwhile).
-        boost::asio::post(
-            io_, in_control_turn([this, index = to.index(), src_ip, dest_ip,
-                                     bytes = std::vector<uint8_t>(mad.begin(), mad.end())] {
-                for (const auto& device : devices_) {
-                    if (device->index() == index) {
-                        mad_receiver_(*device, src_ip, dest_ip, bytes);
-                    }
-                }
-            }));
+        boost::asio::post(io_,
+                          in_control_turn([this, index = to.index(), src_ip, dest_ip,
+                                           bytes = std::vector<uint8_t>(mad.begin(), mad.end())] {
+                              for (const auto& device : devices_) {
+                                  if (device->index() == index) {
+                                      mad_receiver_(*device, src_ip, dest_ip, bytes);
+                                  }
+                              }
+                          }));
     }
 }
 
