@@ -279,7 +279,9 @@ void Daemon::follow_links(const LinkNews& news) {
     for (const Device* device : gone) {
         log_info("device %s: interface %s is gone", device->name().c_str(),
                  device->config().netdev.c_str());
-        delete_link(*device);
+        if (Result r = delete_link(*device); !r) {
+            log_warn("device %s stays: %s", device->name().c_str(), r.message.c_str());
+        }
     }
 }
 

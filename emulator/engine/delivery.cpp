@@ -16,16 +16,15 @@ void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
     const wire::IpAddress& src_ip = sockets_[socket].address;
     // A multicast packet reaches each of this daemon's devices with a member
     // of the group, whatever the path, and the group on the sender's
-    // network (where other hosts' members are).
+    // network (where other hosts' members are). A device of another engine
+    // gets it whatever its groups, which only its engine may read: that
+    // engine drops it there unless the device has a member (take_arrivals).
     if (dest_ip.multicast()) {
         for (const auto& device : devices_) {
-            if (!device->in_group(dest_ip)) {
-                continue;
-            }
-            if (owns(*device)) {
-                local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
-            } else {
+            if (!owns(*device)) {
                 send_to_engine(*device, {device.get(), src_ip, dest_ip, src_port, bytes});
+            } else if (device->in_group(dest_ip)) {
+                local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
             }
         }
         if (on_a_network(from)) {
@@ -159,6 +158,10 @@ void Engine::take_arrivals() {
         inbox_waiting_.store(false, std::memory_order_relaxed);
     }
     for (LocalPacket& packet : arrivals_) {
+        if (packet.dest_ip.multicast() && !packet.frame && !packet.to->in_group(packet.dest_ip)) {
+            buffers_.recycle(std::move(packet.bytes));  // not a member's (deliver)
+            continue;
+        }
         local_.push_back(std::move(packet));
     }
     arrivals_.clear();

@@ -259,7 +259,9 @@ Result res_get_doit(const Answering& a) {
 
 Result res_get_dump(const Answering& a) {
     for (const Device* device : a.view.devices) {
-        res_get(a, *device, true);
+        if (Result r = res_get(a, *device, true); !r) {
+            return r;
+        }
     }
     return ok();
 }

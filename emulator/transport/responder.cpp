@@ -431,6 +431,28 @@ void Responder::on_request(const Incoming& in) {
     }
 }
 
+bool Responder::remote_access(const Incoming& in, uint32_t psn, const char* operation,
+                              uint32_t rkey, uint64_t va, uint64_t length, int access,
+                              Extent& extent) {
+    const AccessFault fault =
+        resolve_remote(in.device, in.qp, request_pd(in.qp), rkey, va, length, access, extent);
+    if (!refused(in.device, in.qp, operation, rkey, va, length, access, fault)) {
+        return true;
+    }
+    responder_error(in, psn, RequestError::kRemoteAccess);
+    return false;
+}
+
+void Responder::hold_resource(Qp& qp, const ResponderResource& resource) {
+    ResponderState& s = qp.responder;
+    s.resources.push_back(resource);
+    while (s.resources.size() > qp.attr.max_dest_rd_atomic) {
+        s.resources.pop_front();
+    }
+    s.expected_psn = wire::psn_add(resource.last_psn, 1);
+    s.msn = wire::psn_add(s.msn, 1);
+}
+
 void Responder::execute_send(const Incoming& in) {
     Device& device = in.device;
     Qp& qp = in.qp;
@@ -506,7 +528,6 @@ void Responder::execute_send(const Incoming& in) {
 // address the rkey opens for remote write, then acknowledged; a duplicate is
 // acknowledged again, as a write's (rxe's atomic_write_reply).
 void Responder::execute_atomic_write(const Incoming& in) {
-    Device& device = in.device;
     Qp& qp = in.qp;
     const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
@@ -520,10 +541,8 @@ void Responder::execute_atomic_write(const Incoming& in) {
         return;
     }
     Extent target;
-    if (refused(device, qp, "an atomic write", reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
-                resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, 8,
-                               IBV_ACCESS_REMOTE_WRITE, target))) {
-        responder_error(in, psn, RequestError::kRemoteAccess);
+    if (!remote_access(in, psn, "an atomic write", reth.rkey, reth.va, 8, IBV_ACCESS_REMOTE_WRITE,
+                       target)) {
         return;
     }
     if (const int error = write_process(target.pid, std::as_bytes(packet.payload), target.segments);
@@ -536,7 +555,6 @@ void Responder::execute_atomic_write(const Incoming& in) {
 }
 
 void Responder::execute_write(const Incoming& in) {
-    Device& device = in.device;
     Qp& qp = in.qp;
     const wire::ParsedPacket& packet = in.packet;
     ResponderState& s = qp.responder;
@@ -553,13 +571,9 @@ void Responder::execute_write(const Incoming& in) {
         const wire::Reth& reth = packet.hdr.reth;
         m.clear();
         m.active = true;
-        if (reth.dma_length &&
-            refused(device, qp, "an RDMA WRITE", reth.rkey, reth.va, reth.dma_length,
-                    IBV_ACCESS_REMOTE_WRITE,
-                    resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
-                                   IBV_ACCESS_REMOTE_WRITE, m.target))) {
+        if (reth.dma_length && !remote_access(in, psn, "an RDMA WRITE", reth.rkey, reth.va,
+                                              reth.dma_length, IBV_ACCESS_REMOTE_WRITE, m.target)) {
             m.clear();
-            responder_error(in, psn, RequestError::kRemoteAccess);
             return;
         }
     }
@@ -593,27 +607,18 @@ void Responder::execute_write(const Incoming& in) {
 // Answers a READ (new or repeated) with response packets from
 // `request.psn`: the first burst now, the rest from run().
 void Responder::execute_read(const Incoming& in, const ResponderResource& request) {
-    Device& device = in.device;
     Qp& qp = in.qp;
     ResponderState& s = qp.responder;
     const wire::Reth& reth = request.reth;
     Extent source;
-    if (reth.dma_length &&
-        refused(device, qp, "an RDMA READ", reth.rkey, reth.va, reth.dma_length,
-                IBV_ACCESS_REMOTE_READ,
-                resolve_remote(device, qp, request_pd(qp), reth.rkey, reth.va, reth.dma_length,
-                               IBV_ACCESS_REMOTE_READ, source))) {
-        responder_error(in, in.packet.hdr.bth.psn, RequestError::kRemoteAccess);
+    if (reth.dma_length && !remote_access(in, in.packet.hdr.bth.psn, "an RDMA READ", reth.rkey,
+                                          reth.va, reth.dma_length, IBV_ACCESS_REMOTE_READ,
+                                          source)) {
         return;
     }
     const bool repeated = wire::psn_before(request.psn, s.expected_psn);
     if (!repeated) {
-        s.resources.push_back(request);
-        while (s.resources.size() > qp.attr.max_dest_rd_atomic) {
-            s.resources.pop_front();
-        }
-        s.expected_psn = wire::psn_add(request.last_psn, 1);
-        s.msn = wire::psn_add(s.msn, 1);
+        hold_resource(qp, request);
     }
     s.reply = ReadReply{request, std::move(source), 0};
     coverage::responder(coverage::ResponderOutcome::kReadResponse);
@@ -675,10 +680,8 @@ void Responder::send_read_responses(const QpOf& at) {
 }
 
 void Responder::execute_atomic(const Incoming& in) {
-    Device& device = in.device;
     Qp& qp = in.qp;
     const wire::ParsedPacket& packet = in.packet;
-    ResponderState& s = qp.responder;
     const uint32_t psn = packet.hdr.bth.psn;
     const wire::AtomicEth& a = packet.hdr.atomic_eth;
     if (!placed(qp)) {
@@ -689,10 +692,8 @@ void Responder::execute_atomic(const Incoming& in) {
         return;
     }
     Extent target;
-    if (refused(device, qp, "an atomic", a.rkey, a.va, sizeof(uint64_t), IBV_ACCESS_REMOTE_ATOMIC,
-                resolve_remote(device, qp, request_pd(qp), a.rkey, a.va, sizeof(uint64_t),
-                               IBV_ACCESS_REMOTE_ATOMIC, target))) {
-        responder_error(in, psn, RequestError::kRemoteAccess);
+    if (!remote_access(in, psn, "an atomic", a.rkey, a.va, sizeof(uint64_t),
+                       IBV_ACCESS_REMOTE_ATOMIC, target)) {
         return;
     }
     // The data plane is one thread: atomics are serialised per device.
@@ -713,12 +714,7 @@ void Responder::execute_atomic(const Incoming& in) {
             psn, RequestError::kRemoteAccess)) {
         return;
     }
-    s.resources.push_back({psn, psn, true, {}, original});
-    while (s.resources.size() > qp.attr.max_dest_rd_atomic) {
-        s.resources.pop_front();
-    }
-    s.expected_psn = wire::psn_add(psn, 1);
-    s.msn = wire::psn_add(s.msn, 1);
+    hold_resource(qp, {psn, psn, true, {}, original});
     atomic_acknowledge(in, psn, original);
 }
 

@@ -60,6 +60,16 @@ class Responder {
     bool admits(const Incoming& in, uint32_t psn);
     // A request whose payload the path MTU refuses (rxe's check_length).
     void refuse_length(const Incoming& in, uint32_t psn);
+    // The remote access check of a request (rxe's check_rkey): the rkey
+    // names an MR or window of the QP's PD covering the range with
+    // `access`; `extent` is then where it lands. Otherwise the QP keeps why
+    // (check mode's bad-remote-key), the request is refused with a remote
+    // access error, and false.
+    bool remote_access(const Incoming& in, uint32_t psn, const char* operation, uint32_t rkey,
+                       uint64_t va, uint64_t length, int access, Extent& extent);
+    // A READ or atomic executed: the responder resource it holds (the
+    // oldest let go beyond max_dest_rd_atomic), and the PSN and MSN after it.
+    static void hold_resource(Qp& qp, const ResponderResource& resource);
 
     PacketOutput& output_;
     Placements placements_;

@@ -8,7 +8,7 @@
 
 namespace uroce {
 
-struct Result {
+struct [[nodiscard]] Result {
     int error = 0;
     std::string message;
     explicit operator bool() const { return error == 0; }

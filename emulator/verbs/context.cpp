@@ -3,6 +3,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "util/log.h"
+
 namespace uroce {
 
 namespace {
@@ -32,34 +34,57 @@ void Context::post_port_event(ibv_event_type type) const {
     events_->post(Device::kPortCount, type);  // the element of a port event is its number
 }
 
+namespace {
+
+template <class T>
+uint32_t last_key(const HandleTable<T>& table) {
+    return table.all().rbegin()->first;
+}
+
+template <class Key, class T>
+Key last_key(const std::map<Key, T>& table) {
+    return table.rbegin()->first;
+}
+
+}  // namespace
+
 // A client that disconnects or dies loses everything it created, dependents
-// first, exactly as if it had destroyed each object itself.
+// first, exactly as if it had destroyed each object itself. A destroy
+// refused here would be a daemon bug (the dependents went first): it is
+// logged, and that table's teardown stops instead of trying for ever.
 Context::~Context() {
     ownership::touch(device_.engine());
-    auto destroy_all = [](auto& table, auto destroy) {
+    auto destroy_all = [this](const char* kind, const auto& table, auto destroy) {
         while (!table.empty()) {
-            destroy(table.all().rbegin()->first);
+            const auto handle = last_key(table);
+            if (Result r = destroy(handle); !r) {
+                log_warn("%s: pid %d's %s %u outlives its client, its destroy refused: %s. This is "
+                         "a bug of uroced",
+                         device_.name().c_str(), pid_, kind, static_cast<unsigned>(handle),
+                         r.message.c_str());
+                return;
+            }
         }
     };
     rpc::Empty none;
-    destroy_all(flows_, [&](uint32_t h) { destroy_flow({h}, none); });
-    destroy_all(qps_, [&](uint32_t h) {
+    destroy_all("flow", flows_, [&](uint32_t h) { return destroy_flow({h}, none); });
+    destroy_all("QP", qps_, [&](uint32_t h) {
         leave_groups(*qps_.find(h));
-        destroy_qp({h}, none);
+        return destroy_qp({h}, none);
     });
-    destroy_all(ind_tables_, [&](uint32_t h) { destroy_rwq_ind_table({h}, none); });
-    destroy_all(wqs_, [&](uint32_t h) { destroy_wq({h}, none); });
-    destroy_all(srqs_, [&](uint32_t h) { destroy_srq({h}, none); });
-    destroy_all(ahs_, [&](uint32_t h) { destroy_ah({h}, none); });
-    destroy_all(mws_, [&](uint32_t h) { dealloc_mw({h}, none); });
-    destroy_all(mrs_, [&](uint32_t h) { dereg_mr({h}, none); });
-    destroy_all(dms_, [&](uint32_t h) { free_dm({h}, none); });
-    destroy_all(cqs_, [&](uint32_t h) { destroy_cq({h}, none); });
-    while (!channels_.empty()) {
-        destroy_comp_channel({channels_.begin()->first}, none);
-    }
-    destroy_all(xrcds_, [&](uint32_t h) { close_xrcd({h}, none); });
-    destroy_all(pds_, [&](uint32_t h) { dealloc_pd({h}, none); });
+    destroy_all("indirection table", ind_tables_,
+                [&](uint32_t h) { return destroy_rwq_ind_table({h}, none); });
+    destroy_all("WQ", wqs_, [&](uint32_t h) { return destroy_wq({h}, none); });
+    destroy_all("SRQ", srqs_, [&](uint32_t h) { return destroy_srq({h}, none); });
+    destroy_all("AH", ahs_, [&](uint32_t h) { return destroy_ah({h}, none); });
+    destroy_all("MW", mws_, [&](uint32_t h) { return dealloc_mw({h}, none); });
+    destroy_all("MR", mrs_, [&](uint32_t h) { return dereg_mr({h}, none); });
+    destroy_all("device memory", dms_, [&](uint32_t h) { return free_dm({h}, none); });
+    destroy_all("CQ", cqs_, [&](uint32_t h) { return destroy_cq({h}, none); });
+    destroy_all("completion channel", channels_,
+                [&](int fd) { return destroy_comp_channel({fd}, none); });
+    destroy_all("XRC domain", xrcds_, [&](uint32_t h) { return close_xrcd({h}, none); });
+    destroy_all("PD", pds_, [&](uint32_t h) { return dealloc_pd({h}, none); });
 }
 
 Result Context::query_device(const rpc::QueryDeviceRequest&, rpc::QueryDeviceReply& reply) {

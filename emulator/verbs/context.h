@@ -129,8 +129,9 @@ class Context {
                            uint64_t iova, int access, const std::shared_ptr<Dm>& dm,
                            rpc::RegMrReply& reply);
     Result check_ah_attr(const ibv_ah_attr& attr, uint8_t& slot) const;
+    // `sgid_slot`: with IBV_QP_AV, the GID table's slot of the AV's source GID.
     Result check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask, ibv_qp_state cur,
-                           ibv_qp_state next) const;
+                           ibv_qp_state next, uint8_t& sgid_slot) const;
     // create_qp's steps: the request's own values, the objects it names,
     // then the QP.
     struct QpObjects {

@@ -344,7 +344,7 @@ Result Context::create_qp(const rpc::CreateQpRequest& req, rpc::CreateQpReply& r
 // attributes, as the kernel decides; a refusal counts in the coverage map
 // with its kind.
 Result Context::check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask, ibv_qp_state cur,
-                                ibv_qp_state next) const {
+                                ibv_qp_state next, uint8_t& sgid_slot) const {
     using coverage::QpOutcome;
     auto refuse = [&](QpOutcome outcome, Result why) {
         coverage::qp_transition(qp.type, cur, next, outcome);
@@ -373,8 +373,7 @@ Result Context::check_modify_qp(const Qp& qp, const ibv_qp_attr& attr, int mask,
                       fail(EINVAL, "%s", why.c_str()));
     }
     if (mask & IBV_QP_AV) {
-        uint8_t slot = 0;
-        if (Result r = device_.check_source_gid(attr.ah_attr.grh.sgid_index, slot); !r) {
+        if (Result r = device_.check_source_gid(attr.ah_attr.grh.sgid_index, sgid_slot); !r) {
             return refuse(QpOutcome::kBadValue, r);
         }
     }
@@ -410,7 +409,8 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     // checked from.
     const auto cur = (mask & IBV_QP_CUR_STATE) ? req.attr.cur_qp_state : qp->attr.qp_state;
     const auto next = (mask & IBV_QP_STATE) ? req.attr.qp_state : cur;
-    Result checked = check_modify_qp(*qp, req.attr, mask, cur, next);
+    uint8_t sgid_slot = 0;
+    Result checked = check_modify_qp(*qp, req.attr, mask, cur, next, sgid_slot);
     if (!checked) {
         return checked;
     }
@@ -419,9 +419,7 @@ Result Context::modify_qp(const rpc::ModifyQpRequest& req, rpc::Empty&) {
     if (mask & IBV_QP_AV) {
         // The program names its source GID by the index it sees; the
         // transport keeps the table's slot.
-        uint8_t slot = 0;
-        device_.check_source_gid(req.attr.ah_attr.grh.sgid_index, slot);  // checked above
-        qp->attr.ah_attr.grh.sgid_index = slot;
+        qp->attr.ah_attr.grh.sgid_index = sgid_slot;
     }
     // As on a RoCE NIC, a QP's packets fit its port's link: a larger path
     // MTU becomes the port's active MTU (ibv_query_qp reports it).
