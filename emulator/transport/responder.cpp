@@ -611,9 +611,9 @@ void Responder::execute_read(const Incoming& in, const ResponderResource& reques
     ResponderState& s = qp.responder;
     const wire::Reth& reth = request.reth;
     Extent source;
-    if (reth.dma_length && !remote_access(in, in.packet.hdr.bth.psn, "an RDMA READ", reth.rkey,
-                                          reth.va, reth.dma_length, IBV_ACCESS_REMOTE_READ,
-                                          source)) {
+    if (reth.dma_length &&
+        !remote_access(in, in.packet.hdr.bth.psn, "an RDMA READ", reth.rkey, reth.va,
+                       reth.dma_length, IBV_ACCESS_REMOTE_READ, source)) {
         return;
     }
     const bool repeated = wire::psn_before(request.psn, s.expected_psn);

@@ -58,10 +58,11 @@ Context::~Context() {
         while (!table.empty()) {
             const auto handle = last_key(table);
             if (Result r = destroy(handle); !r) {
-                log_warn("%s: pid %d's %s %u outlives its client, its destroy refused: %s. This is "
-                         "a bug of uroced",
-                         device_.name().c_str(), pid_, kind, static_cast<unsigned>(handle),
-                         r.message.c_str());
+                log_warn(
+                    "%s: pid %d's %s %u outlives its client, its destroy refused: %s. This is "
+                    "a bug of uroced",
+                    device_.name().c_str(), pid_, kind, static_cast<unsigned>(handle),
+                    r.message.c_str());
                 return;
             }
         }

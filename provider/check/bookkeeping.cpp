@@ -440,10 +440,10 @@ CheckState::Posting CheckState::posted_send(ibv_qp* qp, const ibv_send_wr& wr, c
         work.window = wr.bind_mw.mw;
     }
     if (!inline_data && writes_locally(wr.opcode)) {
-        work.lands = claim_landings(state.reported, qp, wr.sg_list, wr.num_sge,
-                                    kind == wr::Kind::kRead ? "an RDMA READ's destination"
-                                                            : "an atomic's result buffer",
-                                    "ibv_post_send", wr.wr_id, state.qpn);
+        work.lands = claim_landings(
+            state.reported, qp, wr.sg_list, wr.num_sge,
+            kind == wr::Kind::kRead ? "an RDMA READ's destination" : "an atomic's result buffer",
+            "ibv_post_send", wr.wr_id, state.qpn);
     }
     const bool readable =
         inline_data || !reads_locally(wr.opcode) || sample_sources(state, work, "ibv_post_send");
