@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include <algorithm>
+#include <concepts>
+#include <type_traits>
 
 #include "wire/byte_order.h"
 
@@ -11,261 +13,222 @@ namespace uroce::cm {
 namespace {
 
 using wire::load_be16;
-using wire::load_be24;
 using wire::load_be32;
 using wire::load_be64;
 using wire::store_be16;
-using wire::store_be24;
-using wire::store_be32;
 using wire::store_be64;
 
-constexpr uint32_t k24BitMask = 0x00ffffff;
+// Each message's layout is written once, as a list of its fields, and
+// both directions walk it: `layout(message, field)` calls field(byte, bit,
+// width, member) for every bit field (IBA's Byte[Bit], bit 0 the most
+// significant; big-endian across bytes), field(byte, array) for byte
+// strings and field(byte, path) for a path's 44 bytes. Offsets are of the
+// CM message, which starts after the MAD header.
 
-// Offsets below are of the CM message, which starts after the MAD header;
-// a field of n < 8 bits at bit b of a byte (IBA's Byte[Bit], 0 the most
-// significant) is (byte >> (8 - b - n)) & ((1 << n) - 1).
-
-template <size_t N>
-void put_bytes(uint8_t* p, const std::array<uint8_t, N>& a) {
-    memcpy(p, a.data(), N);
-}
-template <size_t N>
-void get_bytes(const uint8_t* p, std::array<uint8_t, N>& a) {
-    memcpy(a.data(), p, N);
-}
+template <class R, class M>
+concept MessageOf = std::same_as<std::remove_const_t<R>, M>;
 
 // A path's 44 bytes, at REQ offset 52 (primary) or 96 (alternate).
-void put_path(uint8_t* p, const Path& path) {
-    store_be16(p, path.local_lid);
-    store_be16(p + 2, path.remote_lid);
-    put_bytes(p + 4, path.local_gid);
-    put_bytes(p + 20, path.remote_gid);
-    store_be32(p + 36, (path.flow_label & 0xfffff) << 12 | (path.packet_rate & 0x3fu));
-    p[40] = path.traffic_class;
-    p[41] = path.hop_limit;
-    p[42] = static_cast<uint8_t>((path.sl & 0xf) << 4 | (path.subnet_local ? 0x08 : 0));
-    p[43] = static_cast<uint8_t>((path.local_ack_timeout & 0x1f) << 3);
+template <MessageOf<Path> R, class Field>
+void layout(R& p, Field&& field) {
+    field(0, 0, 16, p.local_lid);
+    field(2, 0, 16, p.remote_lid);
+    field(4, p.local_gid);
+    field(20, p.remote_gid);
+    field(36, 0, 20, p.flow_label);
+    field(39, 2, 6, p.packet_rate);
+    field(40, 0, 8, p.traffic_class);
+    field(41, 0, 8, p.hop_limit);
+    field(42, 0, 4, p.sl);
+    field(42, 4, 1, p.subnet_local);
+    field(43, 0, 5, p.local_ack_timeout);
 }
 
-void get_path(const uint8_t* p, Path& path) {
-    path.local_lid = load_be16(p);
-    path.remote_lid = load_be16(p + 2);
-    get_bytes(p + 4, path.local_gid);
-    get_bytes(p + 20, path.remote_gid);
-    path.flow_label = load_be32(p + 36) >> 12;
-    path.packet_rate = p[39] & 0x3f;
-    path.traffic_class = p[40];
-    path.hop_limit = p[41];
-    path.sl = p[42] >> 4;
-    path.subnet_local = p[42] & 0x08;
-    path.local_ack_timeout = p[43] >> 3;
+template <MessageOf<Req> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(8, 0, 64, r.service_id);
+    field(16, 0, 64, r.local_ca_guid);
+    field(28, 0, 32, r.local_qkey);
+    field(32, 0, 24, r.local_qpn);
+    field(35, 0, 8, r.responder_resources);
+    field(36, 0, 24, r.local_eecn);
+    field(39, 0, 8, r.initiator_depth);
+    field(40, 0, 24, r.remote_eecn);
+    field(43, 0, 5, r.remote_cm_response_timeout);
+    field(43, 5, 2, r.transport_service);
+    field(43, 7, 1, r.end_to_end_flow_control);
+    field(44, 0, 24, r.starting_psn);
+    field(47, 0, 5, r.local_cm_response_timeout);
+    field(47, 5, 3, r.retry_count);
+    field(48, 0, 16, r.pkey);
+    field(50, 0, 4, r.path_mtu);
+    field(50, 4, 1, r.rdc_exists);
+    field(50, 5, 3, r.rnr_retry_count);
+    field(51, 0, 4, r.max_cm_retries);
+    field(51, 4, 1, r.srq);
+    field(51, 5, 3, r.extended_transport_type);
+    field(52, r.primary);
+    field(96, r.alternate);
+    field(139, 5, 1, r.sap_supported);  // in the alternate path's last byte
+    field(140, r.private_data);
 }
 
-// A 24-bit field followed by an 8-bit one in a 32-bit word.
-void store_24_8(uint8_t* p, uint32_t high24, uint8_t low8) {
-    store_be24(p, high24 & k24BitMask);
-    p[3] = low8;
+template <MessageOf<Mra> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, 0, 2, r.message_mraed);
+    field(9, 0, 5, r.service_timeout);
+    field(10, r.private_data);
 }
 
-void put(uint8_t* m, const Req& r) {
-    store_be32(m, r.local_comm_id);
-    store_be64(m + 8, r.service_id);
-    store_be64(m + 16, r.local_ca_guid);
-    store_be32(m + 28, r.local_qkey);
-    store_24_8(m + 32, r.local_qpn, r.responder_resources);
-    store_24_8(m + 36, r.local_eecn, r.initiator_depth);
-    store_24_8(m + 40, r.remote_eecn,
-               static_cast<uint8_t>((r.remote_cm_response_timeout & 0x1f) << 3 |
-                                    (static_cast<uint8_t>(r.transport_service) & 0x3) << 1 |
-                                    (r.end_to_end_flow_control ? 1 : 0)));
-    store_24_8(
-        m + 44, r.starting_psn,
-        static_cast<uint8_t>((r.local_cm_response_timeout & 0x1f) << 3 | (r.retry_count & 0x7)));
-    store_be16(m + 48, r.pkey);
-    m[50] = static_cast<uint8_t>((r.path_mtu & 0xf) << 4 | (r.rdc_exists ? 0x08 : 0) |
-                                 (r.rnr_retry_count & 0x7));
-    m[51] = static_cast<uint8_t>((r.max_cm_retries & 0xf) << 4 | (r.srq ? 0x08 : 0) |
-                                 (r.extended_transport_type & 0x7));
-    put_path(m + 52, r.primary);
-    put_path(m + 96, r.alternate);
-    if (r.sap_supported) {
-        m[139] |= 0x04;
+template <MessageOf<Rej> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, 0, 2, r.message_rejected);
+    field(9, 0, 7, r.reject_info_length);
+    field(10, 0, 16, r.reason);
+    field(12, r.ari);
+    field(84, r.private_data);
+}
+
+template <MessageOf<Rep> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, 0, 32, r.local_qkey);
+    field(12, 0, 24, r.local_qpn);
+    field(16, 0, 24, r.local_eecn);
+    field(20, 0, 24, r.starting_psn);
+    field(24, 0, 8, r.responder_resources);
+    field(25, 0, 8, r.initiator_depth);
+    field(26, 0, 5, r.target_ack_delay);
+    field(26, 5, 2, r.failover_accepted);
+    field(26, 7, 1, r.end_to_end_flow_control);
+    field(27, 0, 3, r.rnr_retry_count);
+    field(27, 3, 1, r.srq);
+    field(28, 0, 64, r.local_ca_guid);
+    field(36, r.private_data);
+}
+
+template <MessageOf<Rtu> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, r.private_data);
+}
+
+template <MessageOf<Dreq> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, 0, 24, r.remote_qpn_eecn);
+    field(12, r.private_data);
+}
+
+template <MessageOf<Drep> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.local_comm_id);
+    field(4, 0, 32, r.remote_comm_id);
+    field(8, r.private_data);
+}
+
+template <MessageOf<SidrReq> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.request_id);
+    field(4, 0, 16, r.pkey);
+    field(8, 0, 64, r.service_id);
+    field(16, r.private_data);
+}
+
+template <MessageOf<SidrRep> R, class Field>
+void layout(R& r, Field&& field) {
+    field(0, 0, 32, r.request_id);
+    field(4, 0, 8, r.status);
+    field(5, 0, 8, r.additional_info_length);
+    field(8, 0, 24, r.qpn);
+    field(12, 0, 64, r.service_id);  // 4-byte aligned only, as IBA lays it out
+    field(20, 0, 32, r.qkey);
+    field(24, r.class_port_info);
+    field(96, r.private_data);
+}
+
+uint64_t low_bits(unsigned width) {
+    return width >= 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+}
+
+// The bytes a field of `width` bits at bit `bit` spans (at most 8), and how
+// far its lowest bit is from the end of the last.
+struct Span {
+    unsigned bytes;
+    unsigned shift;
+};
+Span span_of(unsigned bit, unsigned width) {
+    const unsigned bytes = (bit + width + 7) / 8;
+    return {bytes, bytes * 8 - bit - width};
+}
+
+uint64_t load_bits(const uint8_t* p, unsigned bit, unsigned width) {
+    const Span span = span_of(bit, width);
+    uint64_t word = 0;
+    for (unsigned i = 0; i < span.bytes; ++i) {
+        word = word << 8 | p[i];
     }
-    put_bytes(m + 140, r.private_data);
+    return word >> span.shift & low_bits(width);
 }
 
-void get(const uint8_t* m, Req& r) {
-    r.local_comm_id = load_be32(m);
-    r.service_id = load_be64(m + 8);
-    r.local_ca_guid = load_be64(m + 16);
-    r.local_qkey = load_be32(m + 28);
-    r.local_qpn = load_be24(m + 32);
-    r.responder_resources = m[35];
-    r.local_eecn = load_be24(m + 36);
-    r.initiator_depth = m[39];
-    r.remote_eecn = load_be24(m + 40);
-    r.remote_cm_response_timeout = m[43] >> 3;
-    r.transport_service = static_cast<TransportService>((m[43] >> 1) & 0x3);
-    r.end_to_end_flow_control = m[43] & 0x01;
-    r.starting_psn = load_be24(m + 44);
-    r.local_cm_response_timeout = m[47] >> 3;
-    r.retry_count = m[47] & 0x7;
-    r.pkey = load_be16(m + 48);
-    r.path_mtu = m[50] >> 4;
-    r.rdc_exists = m[50] & 0x08;
-    r.rnr_retry_count = m[50] & 0x7;
-    r.max_cm_retries = m[51] >> 4;
-    r.srq = m[51] & 0x08;
-    r.extended_transport_type = m[51] & 0x7;
-    get_path(m + 52, r.primary);
-    get_path(m + 96, r.alternate);
-    r.sap_supported = m[139] & 0x04;
-    get_bytes(m + 140, r.private_data);
+// Keeps the bits around the field (a byte may hold several).
+void store_bits(uint8_t* p, unsigned bit, unsigned width, uint64_t value) {
+    const Span span = span_of(bit, width);
+    uint64_t word = 0;
+    for (unsigned i = 0; i < span.bytes; ++i) {
+        word = word << 8 | p[i];
+    }
+    const uint64_t mask = low_bits(width) << span.shift;
+    word = (word & ~mask) | (value << span.shift & mask);
+    for (unsigned i = span.bytes; i-- > 0; word >>= 8) {
+        p[i] = static_cast<uint8_t>(word);
+    }
 }
 
-void put(uint8_t* m, const Mra& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    m[8] = static_cast<uint8_t>((static_cast<uint8_t>(r.message_mraed) & 0x3) << 6);
-    m[9] = static_cast<uint8_t>((r.service_timeout & 0x1f) << 3);
-    put_bytes(m + 10, r.private_data);
+// The encoding direction: each field's value into the message's bytes.
+struct Writer {
+    uint8_t* m;
+    template <class T>
+    void operator()(size_t byte, unsigned bit, unsigned width, const T& value) const {
+        store_bits(m + byte, bit, width, static_cast<uint64_t>(value));
+    }
+    template <size_t N>
+    void operator()(size_t byte, const std::array<uint8_t, N>& bytes) const {
+        memcpy(m + byte, bytes.data(), N);
+    }
+    void operator()(size_t byte, const Path& path) const { layout(path, Writer{m + byte}); }
+};
+
+// The decoding direction: each field from the message's bytes.
+struct Reader {
+    const uint8_t* m;
+    template <class T>
+    void operator()(size_t byte, unsigned bit, unsigned width, T& value) const {
+        value = static_cast<T>(load_bits(m + byte, bit, width));
+    }
+    template <size_t N>
+    void operator()(size_t byte, std::array<uint8_t, N>& bytes) const {
+        memcpy(bytes.data(), m + byte, N);
+    }
+    void operator()(size_t byte, Path& path) const { layout(path, Reader{m + byte}); }
+};
+
+template <class M>
+void put(uint8_t* m, const M& message) {
+    layout(message, Writer{m});
 }
 
-void get(const uint8_t* m, Mra& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    r.message_mraed = static_cast<Answered>(m[8] >> 6);
-    r.service_timeout = m[9] >> 3;
-    get_bytes(m + 10, r.private_data);
-}
-
-void put(uint8_t* m, const Rej& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    m[8] = static_cast<uint8_t>((static_cast<uint8_t>(r.message_rejected) & 0x3) << 6);
-    m[9] = static_cast<uint8_t>((r.reject_info_length & 0x7f) << 1);
-    store_be16(m + 10, static_cast<uint16_t>(r.reason));
-    put_bytes(m + 12, r.ari);
-    put_bytes(m + 84, r.private_data);
-}
-
-void get(const uint8_t* m, Rej& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    r.message_rejected = static_cast<Answered>(m[8] >> 6);
-    r.reject_info_length = m[9] >> 1;
-    r.reason = static_cast<RejectReason>(load_be16(m + 10));
-    get_bytes(m + 12, r.ari);
-    get_bytes(m + 84, r.private_data);
-}
-
-void put(uint8_t* m, const Rep& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    store_be32(m + 8, r.local_qkey);
-    store_be24(m + 12, r.local_qpn & k24BitMask);
-    store_be24(m + 16, r.local_eecn & k24BitMask);
-    store_be24(m + 20, r.starting_psn & k24BitMask);
-    m[24] = r.responder_resources;
-    m[25] = r.initiator_depth;
-    m[26] =
-        static_cast<uint8_t>((r.target_ack_delay & 0x1f) << 3 | (r.failover_accepted & 0x3) << 1 |
-                             (r.end_to_end_flow_control ? 1 : 0));
-    m[27] = static_cast<uint8_t>((r.rnr_retry_count & 0x7) << 5 | (r.srq ? 0x10 : 0));
-    store_be64(m + 28, r.local_ca_guid);
-    put_bytes(m + 36, r.private_data);
-}
-
-void get(const uint8_t* m, Rep& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    r.local_qkey = load_be32(m + 8);
-    r.local_qpn = load_be24(m + 12);
-    r.local_eecn = load_be24(m + 16);
-    r.starting_psn = load_be24(m + 20);
-    r.responder_resources = m[24];
-    r.initiator_depth = m[25];
-    r.target_ack_delay = m[26] >> 3;
-    r.failover_accepted = (m[26] >> 1) & 0x3;
-    r.end_to_end_flow_control = m[26] & 0x01;
-    r.rnr_retry_count = m[27] >> 5;
-    r.srq = m[27] & 0x10;
-    r.local_ca_guid = load_be64(m + 28);
-    get_bytes(m + 36, r.private_data);
-}
-
-void put(uint8_t* m, const Rtu& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    put_bytes(m + 8, r.private_data);
-}
-
-void get(const uint8_t* m, Rtu& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    get_bytes(m + 8, r.private_data);
-}
-
-void put(uint8_t* m, const Dreq& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    store_be24(m + 8, r.remote_qpn_eecn & k24BitMask);
-    put_bytes(m + 12, r.private_data);
-}
-
-void get(const uint8_t* m, Dreq& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    r.remote_qpn_eecn = load_be24(m + 8);
-    get_bytes(m + 12, r.private_data);
-}
-
-void put(uint8_t* m, const Drep& r) {
-    store_be32(m, r.local_comm_id);
-    store_be32(m + 4, r.remote_comm_id);
-    put_bytes(m + 8, r.private_data);
-}
-
-void get(const uint8_t* m, Drep& r) {
-    r.local_comm_id = load_be32(m);
-    r.remote_comm_id = load_be32(m + 4);
-    get_bytes(m + 8, r.private_data);
-}
-
-void put(uint8_t* m, const SidrReq& r) {
-    store_be32(m, r.request_id);
-    store_be16(m + 4, r.pkey);
-    store_be64(m + 8, r.service_id);
-    put_bytes(m + 16, r.private_data);
-}
-
-void get(const uint8_t* m, SidrReq& r) {
-    r.request_id = load_be32(m);
-    r.pkey = load_be16(m + 4);
-    r.service_id = load_be64(m + 8);
-    get_bytes(m + 16, r.private_data);
-}
-
-void put(uint8_t* m, const SidrRep& r) {
-    store_be32(m, r.request_id);
-    m[4] = static_cast<uint8_t>(r.status);
-    m[5] = r.additional_info_length;
-    store_be24(m + 8, r.qpn & k24BitMask);
-    store_be64(m + 12, r.service_id);  // 4-byte aligned only, as IBA lays it out
-    store_be32(m + 20, r.qkey);
-    put_bytes(m + 24, r.class_port_info);
-    put_bytes(m + 96, r.private_data);
-}
-
-void get(const uint8_t* m, SidrRep& r) {
-    r.request_id = load_be32(m);
-    r.status = static_cast<SidrStatus>(m[4]);
-    r.additional_info_length = m[5];
-    r.qpn = load_be24(m + 8);
-    r.service_id = load_be64(m + 12);
-    r.qkey = load_be32(m + 20);
-    get_bytes(m + 24, r.class_port_info);
-    get_bytes(m + 96, r.private_data);
+template <class M>
+void get(const uint8_t* m, M& message) {
+    layout(message, Reader{m});
 }
 
 template <typename M>
@@ -432,8 +395,10 @@ std::array<uint8_t, kIpCmHeaderSize> encode_ip_cm_header(const IpCmHeader& h) {
     out[0] = kIpCmVersion;
     out[1] = static_cast<uint8_t>((h.src_ip.is_v4() ? 4 : 6) << 4);
     store_be16(&out[2], h.src_port);
-    put_bytes(&out[4], header_bytes(h.src_ip));
-    put_bytes(&out[20], header_bytes(h.dst_ip));
+    const std::array<uint8_t, 16> src = header_bytes(h.src_ip);
+    const std::array<uint8_t, 16> dst = header_bytes(h.dst_ip);
+    memcpy(&out[4], src.data(), src.size());
+    memcpy(&out[20], dst.data(), dst.size());
     return out;
 }
 
