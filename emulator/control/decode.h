@@ -1,10 +1,12 @@
-// Reads a fixed-layout request body, refusing one of the wrong size.
+// Reads a fixed-layout request body, refusing one of the wrong size, and
+// writes a fixed-layout reply body.
 #pragma once
 
 #include <string.h>
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "util/result.h"
 
@@ -18,6 +20,12 @@ Result decode(std::span<const std::byte> body, Request& request) {
     }
     memcpy(&request, body.data(), sizeof(Request));
     return ok();
+}
+
+template <class Reply>
+std::vector<std::byte> bytes_of(const Reply& reply) {
+    const auto bytes = std::as_bytes(std::span(&reply, 1));
+    return {bytes.begin(), bytes.end()};
 }
 
 }  // namespace uroce

@@ -12,13 +12,6 @@ namespace {
 
 using Handler = std::function<Answer(Context&, std::span<const std::byte>, std::vector<UniqueFd>&)>;
 
-template <class T>
-std::vector<std::byte> to_bytes(const T& value) {
-    std::vector<std::byte> bytes(sizeof(T));
-    memcpy(bytes.data(), &value, sizeof(T));
-    return bytes;
-}
-
 template <class Request, class Reply>
 Handler verb(Result (Context::*method)(const Request&, Reply&)) {
     return [method](Context& context, std::span<const std::byte> body,
@@ -29,7 +22,7 @@ Handler verb(Result (Context::*method)(const Request&, Reply&)) {
         }
         Reply reply{};
         Result r = (context.*method)(request, reply);
-        return {r, r ? to_bytes(reply) : std::vector<std::byte>{}, {}};
+        return {r, r ? bytes_of(reply) : std::vector<std::byte>{}, {}};
     };
 }
 
@@ -48,7 +41,7 @@ Handler verb(Result (Context::*method)(const Request&, Reply&, ReplyFds&)) {
         if (!r) {
             return {r, {}, {}};
         }
-        return {r, to_bytes(reply), std::move(fds)};
+        return {r, bytes_of(reply), std::move(fds)};
     };
 }
 
@@ -90,7 +83,7 @@ std::array<Verb, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
             if (r) {
                 r = context.create_comp_channel(request, take_first(fds));
             }
-            return Answer{r, r ? to_bytes(rpc::Empty{}) : std::vector<std::byte>{}, {}};
+            return Answer{r, r ? bytes_of(rpc::Empty{}) : std::vector<std::byte>{}, {}};
         });
     set(Op::kDestroyCompChannel, "destroy_comp_channel", verb(&Context::destroy_comp_channel));
     set(Op::kCreateCq, "create_cq", verb(&Context::create_cq));
@@ -121,7 +114,7 @@ std::array<Verb, static_cast<size_t>(rpc::Op::kCount)> make_handlers() {
             if (r) {
                 r = context.open_xrcd(request, reply, take_first(fds));
             }
-            return Answer{r, r ? to_bytes(reply) : std::vector<std::byte>{}, {}};
+            return Answer{r, r ? bytes_of(reply) : std::vector<std::byte>{}, {}};
         });
     set(Op::kCloseXrcd, "close_xrcd", verb(&Context::close_xrcd));
     set(Op::kAttachMcast, "attach_mcast", verb(&Context::attach_mcast));

@@ -1,24 +1,28 @@
-// One client connection: a provider context bound to a device, or the
-// uroce tool. Requests are served in order; when the connection ends, the
-// client's Context and all its objects go with it.
+// One client connection: its framing (one request, one reply, in order),
+// its admission and its replies. What the connection is for comes with its
+// first request, which installs a protocol client: hello for a device or
+// attach a VerbsClient (control/verbs_client.h), rdma_cm open or attach a
+// CmClient, netlink open a NetlinkClient; hello without a device makes it
+// the tool's. Any connection may send the tool's requests (ToolRequests).
+// When the connection ends, the client's context or channel goes with it.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <deque>
 #include <memory>
 #include <span>
-#include <string>
 #include <vector>
 
-#include "cm/connection_manager.h"
-#include "control/dispatcher.h"
+#include "control/cm_client.h"
+#include "control/netlink_client.h"
+#include "control/tool_requests.h"
+#include "control/verbs_client.h"
 #include "protocol/messages.h"
+#include "util/case_tag.h"
 #include "util/rate_limit.h"
 #include "util/result.h"
-#include "verbs/context.h"
 
 namespace uroce {
 
@@ -33,21 +37,33 @@ class Session : public std::enable_shared_from_this<Session> {
     void start();
     void close();
 
+    Server& server() const { return server_; }
     const ucred& peer() const { return peer_; }
     bool refused() const { return !admitted_; }
-    const Context* context() const { return context_.get(); }
-    const std::shared_ptr<Context>& shared_context() const { return context_; }
-    const cm::Channel* cm_channel() const { return cm_channel_; }
+    const Context* context() const { return verbs_ ? verbs_->context().get() : nullptr; }
+    const std::shared_ptr<Context>& shared_context() const;
+    const cm::Channel* cm_channel() const { return cm_ ? &cm_->channel() : nullptr; }
     // rdma link delete or uroce reset (`why`): a context on `device` hears
     // IBV_EVENT_DEVICE_FATAL and loses every object; its later requests
     // fail with EIO. Whether it had a context there.
-    bool device_removed(const Device& device, const char* why);
-    bool is_netlink() const { return netlink_port_ != 0; }
+    bool device_removed(const Device& device, const char* why) {
+        return verbs_ && verbs_->device_removed(device, why);
+    }
+    uint32_t netlink_port() const { return netlink_ ? netlink_->port() : 0; }
     // The client's UROCE_CASE ("" if none), and the device's counters when
     // its context opened, for the snapshot logged when it closes.
     const CaseRef& case_tag() const { return case_; }
-    const DeviceStats* stats_at_open() const { return stats_at_open_.get(); }
-    uint32_t netlink_port() const { return netlink_port_; }
+    const DeviceStats* stats_at_open() const { return verbs_ ? verbs_->stats_at_open() : nullptr; }
+
+    // For the protocol clients.
+    void reply(const rpc::RequestHeader& request, const Result& result,
+               std::span<const std::byte> body, std::span<const int> fds = {});
+    // A refusal in the log, at most a burst and a few a second.
+    void log_refusal(const char* what, const Result& result);
+    void set_case(CaseRef tag) { case_ = std::move(tag); }
+    // Descriptors of the client's share it took beyond the connection's
+    // own (an async event pipe, an rdma_cm channel), given back at close.
+    void hold_descriptors(size_t count) { descriptors_ += count; }
 
   private:
     void wait();
@@ -57,32 +73,22 @@ class Session : public std::enable_shared_from_this<Session> {
     void handle(std::span<const std::byte> message, std::vector<int>& fds, int lost_fds);
     Result check_request(std::span<const std::byte> message, int lost_fds,
                          rpc::RequestHeader& header) const;
-    bool handle_session_op(const rpc::RequestHeader& header, std::span<const std::byte> body,
-                           std::vector<UniqueFd>& fds);
-    void handle_verb(const rpc::RequestHeader& header, std::span<const std::byte> body,
-                     std::vector<UniqueFd>& fds);
-    void reply(const rpc::RequestHeader& request, const Result& result,
-               std::span<const std::byte> body, std::span<const int> fds = {});
-    Result hello(std::span<const std::byte> body, std::vector<UniqueFd>& fds,
-                 rpc::HelloReply& reply);
-    Result attach(std::span<const std::byte> body);
-    // rdma_cm: the connection becomes an event channel, then carries commands.
+    // To the protocol client the request is for.
+    void route(const rpc::RequestHeader& header, std::span<const std::byte> body,
+               std::vector<UniqueFd>& fds);
+    // The first requests, which say what the connection is for.
+    void hello(const rpc::RequestHeader& header, std::span<const std::byte> body,
+               std::vector<UniqueFd>& fds);
+    void attach(const rpc::RequestHeader& header, std::span<const std::byte> body);
     void cm_open(const rpc::RequestHeader& header, std::span<const std::byte> body,
                  std::vector<UniqueFd>& fds);
-    void cm_command(const rpc::RequestHeader& header, std::span<const std::byte> body);
-    // A forked child's connection to the channel its parent opened.
     void cm_attach(const rpc::RequestHeader& header, std::span<const std::byte> body);
-    // RDMA netlink: the connection becomes a netlink socket, then carries
-    // netlink datagrams both ways.
     void netlink_open(const rpc::RequestHeader& header, std::span<const std::byte> body);
-    void netlink_request(std::span<const std::byte> datagram);
-    void flush_netlink();
-    void log_refusal(const char* what, const Result& result);
+    bool said_hello() const { return verbs_ || cm_ || netlink_ || tool_; }
+    // The UROCE_CASE the first request names.
     Result take_case(const char (&field)[rpc::kCaseIdLen]);
-    Answer tool_request(rpc::Op op, std::span<const std::byte> body, std::vector<UniqueFd>& fds);
-    void report_page(const rpc::RequestHeader& header, std::span<const std::byte> body);
-    void check_finding(const rpc::RequestHeader& header, std::span<const std::byte> body);
-    void check_peer(const rpc::RequestHeader& header, std::span<const std::byte> body);
+    // Sends the netlink replies, then reads the next request.
+    void flush_netlink();
 
     Server& server_;
     boost::asio::posix::stream_descriptor socket_;
@@ -92,24 +98,15 @@ class Session : public std::enable_shared_from_this<Session> {
     // What it holds of its client's share of the daemon's descriptors: the
     // connection, and an async event pipe or an rdma_cm channel's pipe.
     size_t descriptors_ = 0;
-    // Shared with the connections of forked children that attached.
-    std::shared_ptr<Context> context_;
-    // A client that has every verb refused cannot fill the disk: a burst
-    // of lines, then a few a second.
+    // A client that has every request refused cannot fill the disk: a
+    // burst of lines, then a few a second.
     RateLimit refusals_logged_{100, 10};
-    // The report (kStatus, kQpSnapshot) this connection is reading page by page.
-    std::string report_;
-    rpc::Op report_op_ = rpc::Op::kStatus;
-    bool tool_ = false;
     CaseRef case_ = no_case();  // UROCE_CASE
-    std::unique_ptr<DeviceStats> stats_at_open_;
-    const char* device_gone_ = nullptr;  // why its context's device went, if it did
-    cm::Channel* cm_channel_ = nullptr;  // owned by the connection manager
-    uint32_t netlink_port_ = 0;
-    // Netlink replies the program has not taken yet. Requests wait while
-    // any are here, so this holds one request's replies, which
-    // netlink::answer bounds.
-    std::deque<std::vector<std::byte>> netlink_out_;
+    ToolRequests tool_requests_{*this};
+    bool tool_ = false;  // said hello as the tool
+    std::unique_ptr<VerbsClient> verbs_;
+    std::unique_ptr<CmClient> cm_;
+    std::unique_ptr<NetlinkClient> netlink_;
 };
 
 }  // namespace uroce
