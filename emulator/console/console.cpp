@@ -8,6 +8,9 @@
 #include "qp/qp_transitions.h"
 #include "util/log.h"
 #include "util/ownership.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+#include "wire/rnr_timer.h"
 
 namespace uroce::console {
 
@@ -205,6 +208,31 @@ void Console::remove_page(PageConnection* page) {
     std::erase_if(pages_, [page](const auto& p) { return p.get() == page; });
 }
 
+// What the page shows of RoCE that packets do not say themselves: opcode
+// names by number, each header's size, the RNR NAK timer's codes in
+// microseconds (wire/).
+json Console::wire_facts() {
+    json opcodes = json::object();
+    for (unsigned code = 0; code < 256; ++code) {
+        if (const wire::OpcodeInfo* info = wire::opcode_info(static_cast<uint8_t>(code))) {
+            opcodes[std::to_string(code)] = info->name;
+        }
+    }
+    json header_bytes = {{"BTH", wire::kBthBytes}};
+    for (auto h = wire::ExtHeader::kDeth; h <= wire::ExtHeader::kCnpReserved;
+         h = static_cast<wire::ExtHeader>(static_cast<uint8_t>(h) + 1)) {
+        header_bytes[wire::ext_header_name(h)] = wire::ext_header_bytes(h);
+    }
+    json rnr_timer_us = json::array();
+    for (uint8_t code = 0; code < 32; ++code) {
+        rnr_timer_us.push_back(wire::rnr_nak_delay(code).count());
+    }
+    return {{"opcodes", std::move(opcodes)},
+            {"header_bytes", std::move(header_bytes)},
+            {"icrc_bytes", wire::kIcrcBytes},
+            {"rnr_timer_us", std::move(rnr_timer_us)}};
+}
+
 json Console::hello() const {
     static constexpr ibv_qp_state kStates[] = {IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR,
                                                IBV_QPS_RTS,   IBV_QPS_SQD,  IBV_QPS_SQE,
@@ -236,7 +264,8 @@ json Console::hello() const {
             {"read_only", read_only_},
             {"states", std::move(states)},
             {"transitions", std::move(transitions)},
-            {"counters", std::move(counters)}};
+            {"counters", std::move(counters)},
+            {"wire", wire_facts()}};
 }
 
 }  // namespace uroce::console

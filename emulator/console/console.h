@@ -34,6 +34,10 @@ struct Source {
     std::function<nlohmann::json(const PacketLog::Record&)> record;
     // Runs a step or fault command; the result says why it was refused.
     std::function<Result(const nlohmann::json& command)> command;
+    // A captured packet decoded as `record` decodes the daemon's: its first
+    // bytes (the headers among them) and its whole length. For the pcap
+    // files a page replays: RoCE is decoded by the daemon alone.
+    std::function<nlohmann::json(std::span<const uint8_t> shown, size_t total)> decode;
 };
 
 class Console : public std::enable_shared_from_this<Console> {
@@ -62,7 +66,10 @@ class Console : public std::enable_shared_from_this<Console> {
     void http_closed() { --http_connections_; }
     // Stops listening and closes every connection (the destructor does too).
     void stop();
+    // The first message to a page: QP states and transitions, counters,
+    // and the wire's facts (wire_facts).
     nlohmann::json hello() const;
+    static nlohmann::json wire_facts();
     const Source& source() const { return source_; }
     PacketLog& log() { return log_; }
     std::chrono::steady_clock::time_point started() const { return started_; }

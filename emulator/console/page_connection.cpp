@@ -10,6 +10,22 @@
 #include "util/ownership.h"
 
 namespace uroce::console {
+namespace {
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+}  // namespace
 
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
@@ -63,6 +79,8 @@ void PageConnection::on_message(const std::string& text) {
     Result r = uroce::ok();
     if (!command.is_object() || !command.contains("command") || !command["command"].is_string()) {
         r = uroce::fail(EINVAL, "a command is a JSON object with a \"command\" string");
+    } else if (command["command"] == "decode") {
+        r = decode(*console, command, result);  // changes nothing: read-only pages too
     } else if (console->read_only()) {
         r = uroce::fail(EPERM, "this console is read-only");
     } else {
@@ -80,6 +98,45 @@ void PageConnection::on_message(const std::string& text) {
         return;
     }
     send(result.dump());
+}
+
+// {"command": "decode", "packets": [{"bytes": HEX, "total": N}, ...]}: the
+// packets of a pcap file the page replays, each its first bytes in hex and
+// its length; the result carries them decoded, in order ("packets").
+Result PageConnection::decode(const Console& console, const json& command, json& result) {
+    if (!command.contains("packets") || !command["packets"].is_array() ||
+        command["packets"].size() > kMaxDecodedPackets) {
+        return uroce::fail(EINVAL, "decode takes \"packets\", an array of at most %zu",
+                           kMaxDecodedPackets);
+    }
+    json decoded = json::array();
+    std::vector<uint8_t> bytes;
+    for (const json& packet : command["packets"]) {
+        const bool shaped = packet.is_object() && packet.contains("bytes") &&
+                            packet["bytes"].is_string() && packet.contains("total") &&
+                            packet["total"].is_number_unsigned();
+        const std::string hex = shaped ? packet["bytes"].get<std::string>() : "";
+        const uint64_t total = shaped ? packet["total"].get<uint64_t>() : 0;
+        if (!shaped || hex.size() % 2 || hex.size() / 2 > kMaxDecodedBytes ||
+            total < hex.size() / 2 || total > kMaxUdpPayload) {
+            return uroce::fail(EINVAL,
+                               "a packet to decode is {\"bytes\": at most %zu bytes in hex, "
+                               "\"total\": its length, at most %zu}",
+                               kMaxDecodedBytes, kMaxUdpPayload);
+        }
+        bytes.resize(hex.size() / 2);
+        for (size_t i = 0; i < bytes.size(); ++i) {
+            const int high = hex_digit(hex[2 * i]);
+            const int low = hex_digit(hex[2 * i + 1]);
+            if (high < 0 || low < 0) {
+                return uroce::fail(EINVAL, "\"bytes\" is hex");
+            }
+            bytes[i] = static_cast<uint8_t>(high << 4 | low);
+        }
+        decoded.push_back(console.source().decode(bytes, total));
+    }
+    result["packets"] = std::move(decoded);
+    return uroce::ok();
 }
 
 void PageConnection::tick(const std::string* snapshot) {

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "util/result.h"
+
 namespace uroce::console {
 
 class Console;
@@ -26,6 +28,11 @@ class PageConnection : public std::enable_shared_from_this<PageConnection> {
     static constexpr size_t kMaxQueued = 8;
     // Packet records in one message; the rest go with the next.
     static constexpr size_t kMaxRecordsPerMessage = 1000;
+    // A decode command's bounds: packets, and bytes of each (the rest of a
+    // packet only counts by its length), within one 64 KiB message.
+    static constexpr size_t kMaxDecodedPackets = 100;
+    static constexpr size_t kMaxDecodedBytes = 256;
+    static constexpr size_t kMaxUdpPayload = 65535 - 8;
 
     PageConnection(boost::beast::tcp_stream&& stream, std::weak_ptr<Console> console);
     void start(boost::beast::http::request<boost::beast::http::string_body> upgrade);
@@ -36,6 +43,8 @@ class PageConnection : public std::enable_shared_from_this<PageConnection> {
   private:
     void read();
     void on_message(const std::string& text);
+    static Result decode(const Console& console, const nlohmann::json& command,
+                         nlohmann::json& result);
     void send(std::string text);
     void write_next();
     void on_closed();

@@ -2,6 +2,9 @@
 
 #include <stdio.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "wire/rnr_timer.h"
 
 namespace uroce {
@@ -114,6 +117,16 @@ json packet_json(wire::ParseError error, const wire::OpcodeInfo* info,
     }
     out["headers"] = std::move(headers);
     return out;
+}
+
+json captured_packet_json(std::span<const uint8_t> shown, size_t total) {
+    // The payload's bytes do not count to the decoding, only their number.
+    std::vector<uint8_t> whole(std::max(total, shown.size()));
+    std::copy(shown.begin(), shown.end(), whole.begin());
+    wire::ParsedPacket packet;
+    const wire::ParseError error = wire::parse_headers(whole, packet);
+    return packet_json(error, packet.info, packet.hdr, static_cast<uint32_t>(packet.payload.size()),
+                       shown, whole.size());
 }
 
 std::string packet_summary(const json& packet) {

@@ -25,6 +25,10 @@ nlohmann::json packet_json(wire::ParseError error, const wire::OpcodeInfo* info,
                            const wire::PacketHeaders& headers, uint32_t payload_bytes,
                            std::span<const uint8_t> shown, size_t total);
 
+// A captured packet (a pcap file's): its first bytes, which hold its
+// headers, and its whole length.
+nlohmann::json captured_packet_json(std::span<const uint8_t> shown, size_t total);
+
 // One line: "RC_SEND_ONLY psn 4096 to qp 18, 64 B payload, ack requested",
 // "RC_ACKNOWLEDGE psn 4096 to qp 17, NAK (PSN sequence error) msn 3".
 std::string packet_summary(const nlohmann::json& packet);

@@ -221,7 +221,8 @@ Result Server::console_command(pid_t caller, const json& command) {
 console::Source Server::console_source() {
     return {[this] { return console_snapshot(); },
             [this](const PacketLog::Record& r) { return console_record(r); },
-            [this](const json& command) { return console_command(console_owner_pid_, command); }};
+            [this](const json& command) { return console_command(console_owner_pid_, command); },
+            captured_packet_json};
 }
 
 Result Server::start_console(const Session& session, const rpc::ConsoleStartRequest& request,

@@ -513,6 +513,61 @@ class ConsoleTest(LabTestCase):
             ws.onerror = () => finish({error: "websocket failed"});
         """ % on_message)
 
+    def test_a_pcap_file_replays_decoded_by_the_daemon(self):
+        """A trace of ibv_rc_pingpong opened on a read-only console's page:
+        the page has the daemon decode its packets (the page knows no RoCE
+        of its own) and replays them on the ladder with the daemon's opcode
+        names; a malformed decode command is refused with why."""
+        program = harness.require_program("ibv_rc_pingpong")
+        pcap = os.path.join(self.daemon.base, "pingpong.pcap")
+        trace = subprocess.Popen([self.tool, "trace", "uroce0", "--pcap", pcap, "--count", "40"],
+                                 env=self.env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.finish, trace)
+        harness.wait_for(lambda: "tracing" in self.uroce("status").stdout, 10.0,
+                         "the trace to start", self.daemon.log)
+        pair = harness.run_pingpong(self.daemon.env(), "uroce1", "uroce0", 20, 64,
+                                    program=program, log=self.daemon.log)
+        self.assertEqual([side.returncode for side in pair], [0, 0], pair[1].output)
+        trace.wait(timeout=10)
+
+        proc, url, port, token = self.start_console("--read-only")
+        driver = self.browser()
+        driver.get(url)
+        self.wait_connected(driver)
+        self.css(driver, "#open-pcap")[0].send_keys(pcap)
+        harness.wait_for(lambda: "Replaying" in self.css(driver, "#recording-result")[0].text,
+                         20.0, "the replay to start", self.daemon.log)
+        # Every packet of the file is RoCE, decoded without an error.
+        self.assertRegex(self.css(driver, "#recording-result")[0].text,
+                         r"Replaying pingpong\.pcap: (\d+) RoCEv2 packets of \1\b")
+        labels = driver.execute_script(
+            "return [...document.querySelectorAll('#ladder g.ladder-packet')]"
+            ".map(g => g.textContent);")
+        self.assertTrue(labels, "no packet on the ladder")
+        self.assertTrue(any("RC_SEND_ONLY" in label for label in labels), labels)
+        self.assertTrue(any("RC_ACKNOWLEDGE" in label for label in labels), labels)
+        driver.save_screenshot(os.path.join(artifacts_dir(), "console-replay.png"))
+
+        answer = self.talk(driver, """
+            if (message.type === "hello") {
+                ws.send(JSON.stringify({id: 9, command: "decode",
+                                        packets: [{bytes: "zz", total: 1}]}));
+            } else if (message.type === "result") {
+                done(message);
+            }
+        """)
+        self.assertEqual((answer["ok"], answer["error"]), (False, "EINVAL"), answer)
+        self.assertIn("is hex", answer["message"])
+        hello = self.talk(driver, """
+            if (message.type === "hello") {
+                done(message.wire);
+            }
+        """)
+        self.assertEqual(hello["opcodes"]["4"], "RC_SEND_ONLY")
+        self.assertEqual(hello["header_bytes"]["RETH"], 16)
+        self.assertEqual(len(hello["rnr_timer_us"]), 32)
+
     def test_read_only_console_has_no_controls_and_refuses_commands(self):
         proc, url, port, token = self.start_console("--read-only")
         driver = self.browser()

@@ -25,6 +25,7 @@
   const REPLAY_PAGE = 250;               // packets skipped by Earlier/Later
   const SEEN_KEYS_MAX = 50000;           // (endpoint, opcode family, PSN) remembered
   const HEX_BYTES_KEPT = 256;            // the daemon keeps this many bytes, so do we
+  const DECODE_BATCH = 100;              // packets to a decode command (the daemon's bound)
   const ROCE_PORT = 4791;
 
   // ------------------------------------------------------------- DOM helpers
@@ -148,41 +149,13 @@
 
   // ------------------------------------------------------- RoCEv2 knowledge
 
-  // Opcode names as the daemon spells them: a transport prefix (the top 3
-  // bits) and an operation (the low 5 bits). IBA vol.1 table 38, plus the
-  // IBA 1.5 FLUSH and ATOMIC_WRITE.
-  const OPERATION_NAMES = [
-    'SEND_FIRST', 'SEND_MIDDLE', 'SEND_LAST', 'SEND_LAST_WITH_IMMEDIATE', 'SEND_ONLY',
-    'SEND_ONLY_WITH_IMMEDIATE', 'RDMA_WRITE_FIRST', 'RDMA_WRITE_MIDDLE', 'RDMA_WRITE_LAST',
-    'RDMA_WRITE_LAST_WITH_IMMEDIATE', 'RDMA_WRITE_ONLY', 'RDMA_WRITE_ONLY_WITH_IMMEDIATE',
-    'RDMA_READ_REQUEST', 'RDMA_READ_RESPONSE_FIRST', 'RDMA_READ_RESPONSE_MIDDLE',
-    'RDMA_READ_RESPONSE_LAST', 'RDMA_READ_RESPONSE_ONLY', 'ACKNOWLEDGE', 'ATOMIC_ACKNOWLEDGE',
-    'COMPARE_SWAP', 'FETCH_ADD', null, 'SEND_LAST_WITH_INVALIDATE', 'SEND_ONLY_WITH_INVALIDATE',
-    null, null, null, null, 'FLUSH', 'ATOMIC_WRITE', null, null,
-  ];
-  const TRANSPORT_PREFIX = { 0x00: 'RC_', 0x20: 'UC_', 0x40: 'RD_', 0x60: 'UD_', 0xa0: 'XRC_' };
-
-  // The extension headers after the BTH, by operation (before any DETH or
-  // XRCETH the transport adds).
-  const OPERATION_HEADERS = {
-    0x03: ['ImmDt'], 0x05: ['ImmDt'], 0x06: ['RETH'], 0x09: ['ImmDt'], 0x0a: ['RETH'],
-    0x0b: ['RETH', 'ImmDt'], 0x0c: ['RETH'], 0x0d: ['AETH'], 0x0f: ['AETH'], 0x10: ['AETH'],
-    0x11: ['AETH'], 0x12: ['AETH', 'AtomicAckETH'], 0x13: ['AtomicETH'], 0x14: ['AtomicETH'],
-    0x16: ['IETH'], 0x17: ['IETH'], 0x1c: ['FETH', 'RETH'], 0x1d: ['RETH'],
-  };
-  const OPERATIONS_WITH_PAYLOAD = new Set([
-    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b,
-    0x0d, 0x0e, 0x0f, 0x10, 0x16, 0x17, 0x1d]);
-  const RESPONSE_OPERATIONS = new Set([0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12]);
-  // The operations each transport defines (RC has them all).
-  const UC_OPERATIONS = new Set([0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b]);
-  const UD_OPERATIONS = new Set([0x04, 0x05]);
-
-  const HEADER_BYTES = {
-    BTH: 12, DETH: 8, XRCETH: 4, RETH: 16, FETH: 4, AtomicETH: 28, AETH: 4,
-    AtomicAckETH: 8, ImmDt: 4, IETH: 4, 'CNP reserved': 16,
-  };
-  const ICRC_BYTES = 4;
+  // The wire's facts as the daemon's hello gives them (wire/ in the daemon,
+  // which decodes every packet the page shows): opcode names by number,
+  // each header's bytes, the ICRC's, and the RNR NAK timer's codes in µs.
+  function wire() {
+    return (state.hello && state.hello.wire) ||
+      { opcodes: {}, header_bytes: {}, icrc_bytes: 0, rnr_timer_us: [] };
+  }
 
   // The order headers follow each other on the wire (every opcode's headers
   // are a subsequence of it). The daemon's JSON objects come with their keys
@@ -225,26 +198,12 @@
     'CNP reserved': 'Congestion Notification Packet padding.',
   };
 
-  const NAK_CODES = ['PSN sequence error', 'invalid request', 'remote access error',
-    'remote operational error', 'invalid RD request'];
-
-  // IBA vol.1 table 45: the RNR NAK timer's 5-bit code to microseconds.
-  const RNR_TIMER_US = [
-    655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560,
-    3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880, 163840,
-    245760, 327680, 491520];
-
   // Fields shown in hex as well as decimal: keys, addresses, QP numbers.
   const HEX_FIELDS = new Set(['pkey', 'dest_qp', 'src_qp', 'qkey', 'va', 'rkey', 'swap_add',
     'compare', 'original', 'imm', 'xrc_srq', 'syndrome']);
 
   function opcodeName(opcode) {
-    const transport = opcode & 0xe0;
-    if (transport === 0x80) return opcode === 0x81 ? 'CNP' : `CNP_RESERVED_0x${hex2(opcode)}`;
-    const prefix = TRANSPORT_PREFIX[transport];
-    const operation = OPERATION_NAMES[opcode & 0x1f];
-    if (!prefix || !operation) return `OPCODE_0x${hex2(opcode)}`;
-    return prefix + operation;
+    return wire().opcodes[opcode] ?? `OPCODE_0x${hex2(opcode)}`;
   }
 
   // The opcode without transport and position, so that a retransmitted
@@ -271,7 +230,7 @@
 
   function aethText(aeth) {
     if (!aeth) return '';
-    if (aeth.kind === 'NAK') return `NAK (${aeth.code ?? NAK_CODES[aeth.syndrome & 0x1f] ?? 'reserved'})`;
+    if (aeth.kind === 'NAK') return `NAK (${aeth.code ?? 'reserved'})`;
     if (aeth.kind === 'RNR NAK') return `RNR NAK (${aeth.rnr_timer ?? (aeth.syndrome & 0x1f)})`;
     return String(aeth.kind ?? 'AETH');
   }
@@ -313,6 +272,7 @@
     lastQp: null,            // the selected QP as last seen (it may be destroyed)
     nextCommandId: 1,
     pending: new Map(),      // command id -> result element
+    decoding: new Map(),     // decode command id -> its promise's resolve and reject
     heldSelection: new Map(),  // device -> chosen held packet id
     faultEdited: new Set(),  // devices whose fault form the user is editing
     pageStartUs: Date.now() * 1000,
@@ -473,6 +433,13 @@
   }
 
   function onResult(message) {
+    const decoding = state.decoding.get(message.id);
+    if (decoding) {
+      state.decoding.delete(message.id);
+      if (message.ok && Array.isArray(message.packets)) decoding.resolve(message.packets);
+      else decoding.reject(new Error(message.message || 'the daemon did not decode the packets'));
+      return;
+    }
     const pending = state.pending.get(message.id);
     state.pending.delete(message.id);
     if (!pending) return;
@@ -489,6 +456,8 @@
   function failPending(reason) {
     for (const { resultEl, what } of state.pending.values()) showResult(resultEl, false, `${what}: ${reason}`);
     state.pending.clear();
+    for (const { reject } of state.decoding.values()) reject(new Error(reason));
+    state.decoding.clear();
   }
 
   function showResult(resultEl, ok, text) {
@@ -975,7 +944,7 @@
       isNum(qp.timeout) && ['timeout', qp.timeout === 0 ? '0 (no retransmit timer)'
         : `${qp.timeout} (4.096 µs × 2^${qp.timeout} = ${fmtDurationUs(4.096 * 2 ** qp.timeout)})`,
       'local ACK timeout: how long the requester waits for an ACK before retransmitting'],
-      isNum(qp.min_rnr_timer) && ['min_rnr_timer', `${qp.min_rnr_timer} (${fmtDurationUs(RNR_TIMER_US[qp.min_rnr_timer & 31])})`,
+      isNum(qp.min_rnr_timer) && ['min_rnr_timer', `${qp.min_rnr_timer} (${fmtDurationUs(wire().rnr_timer_us[qp.min_rnr_timer & 31])})`,
         'the wait this QP asks for in its RNR NAKs'],
       ['next timer', qp.timer ? `${qp.timer.for} — ${fmtAgo(qp.timer.in_us)}` : 'none'],
       ['last NAK', nak ? `${nak.kind} ${nak.direction}, psn ${nak.psn}${nak.kind === 'NAK' ? `, ${nak.code}` : `, timer ${nak.rnr_timer}`}, ${fmtAgo(nak.in_us)}` : 'none'],
@@ -1640,7 +1609,7 @@
   function headerBlock(name, fields) {
     const rows = orderedFields(name, fields).map(([field, value]) => [field, fieldText(field, value)]);
     return el('div', { class: 'header-block' },
-      el('h4', null, name, el('span', { class: 'muted small' }, ` ${HEADER_BYTES[name] ? `${HEADER_BYTES[name]} bytes` : ''}`)),
+      el('h4', null, name, el('span', { class: 'muted small' }, ` ${wire().header_bytes[name] ? `${wire().header_bytes[name]} bytes` : ''}`)),
       HEADER_CAPTIONS[name] ? el('p', { class: 'caption small' }, HEADER_CAPTIONS[name]) : null,
       rows.length ? factTable(rows, 'facts header-fields') : el('p', { class: 'muted small' }, 'no fields'));
   }
@@ -1668,16 +1637,17 @@
     let offset = 0;
     if (packet.error) return regions;
     for (const [name] of orderedHeaders(headers)) {
-      const size = HEADER_BYTES[name];
+      const size = wire().header_bytes[name];
       if (!size) return regions;  // a header we do not know the size of: stop colouring
       regions.push({ start: offset, end: offset + size, name, cls: name === 'BTH' ? 'hx-bth' : 'hx-ext' });
       offset += size;
     }
     const pad = headers.BTH && isNum(headers.BTH.pad) ? headers.BTH.pad : 0;
-    const payloadEnd = total - ICRC_BYTES - pad;
+    const icrc = wire().icrc_bytes;
+    const payloadEnd = total - icrc - pad;
     if (payloadEnd > offset) regions.push({ start: offset, end: payloadEnd, name: 'payload', cls: 'hx-payload' });
     if (pad) regions.push({ start: payloadEnd, end: payloadEnd + pad, name: 'pad', cls: 'hx-pad' });
-    regions.push({ start: total - ICRC_BYTES, end: total, name: 'ICRC', cls: 'hx-icrc' });
+    regions.push({ start: total - icrc, end: total, name: 'ICRC', cls: 'hx-icrc' });
     return regions.filter((r) => r.start < captured);
   }
 
@@ -2079,100 +2049,30 @@
     };
   }
 
-  // Decodes a RoCEv2 packet (the UDP payload) into the shape the daemon
-  // sends: {opcode, psn, dest_qp, payload_bytes, headers, bytes, bytes_total},
-  // or {error, bytes, bytes_total}.
-  function decodeRoce(bytes, total) {
-    const hex = Array.from(bytes.subarray(0, HEX_BYTES_KEPT), hex2).join('');
-    const fail = (error) => ({ error, bytes: hex, bytes_total: total });
-    if (bytes.length < 12) return fail('shorter than a BTH');
-    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const opcode = bytes[0];
-    const bth = {
-      opcode,
-      solicited: !!(bytes[1] & 0x80),
-      migreq: !!(bytes[1] & 0x40),
-      pad: (bytes[1] >> 4) & 0x3,
-      tver: bytes[1] & 0xf,
-      pkey: view.getUint16(2),
-      fecn: !!(bytes[4] & 0x80),
-      becn: !!(bytes[4] & 0x40),
-      dest_qp: be24(bytes, 5),
-      ack_req: !!(bytes[8] & 0x80),
-      psn: be24(bytes, 9),
-    };
-    const layout = headerLayout(opcode);
-    if (!layout) return fail(`unknown opcode 0x${hex2(opcode)}`);
-    const headers = { BTH: bth };
-    let offset = 12;
-    for (const name of layout.headers) {
-      const size = HEADER_BYTES[name];
-      if (offset + size > bytes.length) return fail(`${name} cut short`);
-      headers[name] = decodeHeader(name, bytes.subarray(offset, offset + size));
-      offset += size;
-    }
-    const rest = total - offset - ICRC_BYTES;
-    if (rest < 0) return fail('shorter than its headers and ICRC');
-    if (!layout.payload && rest !== 0) return fail('payload on an opcode that carries none');
-    if (rest % 4 !== 0 || bth.pad > rest) return fail('pad count inconsistent with the packet length');
-    return {
-      opcode: opcodeName(opcode), psn: bth.psn, dest_qp: bth.dest_qp,
-      payload_bytes: rest - bth.pad, headers, bytes: hex, bytes_total: total,
-    };
-  }
-
-  // The extension headers and whether a payload may follow, or null for an
-  // opcode no transport defines.
-  function headerLayout(opcode) {
-    const transport = opcode & 0xe0;
-    const operation = opcode & 0x1f;
-    if (opcode === 0x81) return { headers: ['CNP reserved'], payload: false };
-    if (!OPERATION_NAMES[operation]) return null;
-    const base = OPERATION_HEADERS[operation] || [];
-    const payload = OPERATIONS_WITH_PAYLOAD.has(operation);
-    switch (transport) {
-      case 0x00: return { headers: base, payload };
-      case 0x20: return UC_OPERATIONS.has(operation) ? { headers: base, payload } : null;
-      case 0x60: return UD_OPERATIONS.has(operation) ? { headers: ['DETH', ...base], payload } : null;
-      case 0xa0:
-        if (operation >= 0x1c) return null;
-        return { headers: RESPONSE_OPERATIONS.has(operation) ? base : ['XRCETH', ...base], payload };
-      default: return null;  // RD and the manufacturer-specific ranges
-    }
-  }
-
-  const be24 = (b, o) => (b[o] << 16) | (b[o + 1] << 8) | b[o + 2];
-
-  function decodeHeader(name, b) {
-    const view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    switch (name) {
-      case 'DETH': return { qkey: view.getUint32(0), src_qp: be24(b, 5) };
-      case 'XRCETH': return { xrc_srq: be24(b, 1) };
-      case 'RETH': return { va: view.getBigUint64(0), rkey: view.getUint32(8), length: view.getUint32(12) };
-      case 'FETH': return { placement_type: b[3] & 0xf, selectivity: (b[3] >> 4) & 0x3 };
-      case 'AtomicETH': return { va: view.getBigUint64(0), rkey: view.getUint32(8),
-        swap_add: view.getBigUint64(12), compare: view.getBigUint64(20) };
-      case 'AETH': return decodeAeth(b);
-      case 'AtomicAckETH': return { original: view.getBigUint64(0) };
-      case 'ImmDt': return { imm: view.getUint32(0) };
-      case 'IETH': return { rkey: view.getUint32(0) };
-      default: return {};
-    }
-  }
-
-  // Syndrome bits 6..5: 00 ACK (low bits: credits), 01 RNR NAK (timer),
-  // 11 NAK (code); then a 24-bit MSN.
-  function decodeAeth(b) {
-    const syndrome = b[0];
-    const value = syndrome & 0x1f;
-    const out = { syndrome, msn: be24(b, 1) };
-    switch ((syndrome >> 5) & 0x3) {
-      case 0: out.kind = 'ACK'; out.credits = value; break;
-      case 1: out.kind = 'RNR NAK'; out.rnr_timer = value; out.rnr_wait_us = RNR_TIMER_US[value]; break;
-      case 3: out.kind = 'NAK'; out.code = NAK_CODES[value] || 'reserved'; break;
-      default: out.kind = 'reserved'; break;
-    }
-    return out;
+  // Has the daemon decode packets (a pcap file's UDP payloads, their first
+  // HEX_BYTES_KEPT bytes and length), DECODE_BATCH to a command, one
+  // command at a time; resolves with them decoded, in order.
+  function decodeOnDaemon(packets) {
+    const batches = [];
+    for (let i = 0; i < packets.length; i += DECODE_BATCH) batches.push(packets.slice(i, i + DECODE_BATCH));
+    const decoded = [];
+    const decodeBatch = (batch) => new Promise((resolve, reject) => {
+      const socket = state.socket;
+      if (!socket || socket.readyState !== WebSocket.OPEN) {
+        reject(new Error('not connected to the daemon, which decodes the packets'));
+        return;
+      }
+      const id = state.nextCommandId++;
+      state.decoding.set(id, { resolve, reject });
+      socket.send(JSON.stringify({
+        id, command: 'decode',
+        packets: batch.map((p) => ({
+          bytes: Array.from(p.bytes.subarray(0, HEX_BYTES_KEPT), hex2).join(''), total: p.total,
+        })),
+      }));
+    });
+    return batches.reduce((done, batch) => done.then(() => decodeBatch(batch))
+      .then((result) => { decoded.push(...result); }), Promise.resolve()).then(() => decoded);
   }
 
   // A RoCE packet names only the QP it goes to. The sending QP is learnt
@@ -2233,13 +2133,15 @@
     showResult(resultEl, null, `Reading ${file.name}…`);
     file.arrayBuffer().then((buffer) => {
       const { packets, total } = parsePcap(buffer);
+      return decodeOnDaemon(packets).then((decoded) => ({ packets, total, decoded }));
+    }).then(({ packets, total, decoded }) => {
       // UDP to 4791 is RoCEv2; on another port (a daemon with --udp-port)
       // a packet counts if it parses as one.
       const roce = [];
-      for (const p of packets) {
-        p.decoded = decodeRoce(p.bytes, p.total);
+      packets.forEach((p, i) => {
+        p.decoded = decoded[i];
         if (p.dstPort === ROCE_PORT || !p.decoded.error) roce.push(p);
-      }
+      });
       startReplay(file.name, roce, total);
       const notRoce = total - roce.length;
       showResult(resultEl, true, `Replaying ${file.name}: ${fmtInt(roce.length)} RoCEv2 packets of ${fmtInt(total)}${
