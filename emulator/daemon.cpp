@@ -258,7 +258,10 @@ void Daemon::watch_links() {
                            }));
 }
 
+// Link news change ports, GID tables and sockets that every engine reads:
+// the whole daemon is its subject.
 void Daemon::follow_links(const LinkNews& news) {
+    ownership::claim_all();
     std::vector<const Device*> gone;
     for (const auto& device : devices_) {
         const std::string& netdev = device->config().netdev;
