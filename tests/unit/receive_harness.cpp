@@ -51,11 +51,21 @@ constexpr size_t kBufferBytes = Harness::kGuardBytes + Harness::kRegionBytes +
                                 Harness::kGuardBytes + Harness::kUnregisteredBytes;
 
 // The same address in every run, so that a fuzzer's saved inputs keep
-// naming the region; anywhere when that address is taken.
+// naming the region; anywhere when that address is taken, and under
+// ThreadSanitizer, whose shadow memory is there (its mmap then drops the
+// address and keeps MAP_FIXED_NOREPLACE, which maps page 0).
+#if defined(__SANITIZE_THREAD__)
+constexpr uintptr_t kWantedAddress = 0;
+#else
+constexpr uintptr_t kWantedAddress = 0x7e0000000000;
+#endif
+
 uint8_t* map_buffer() {
-    void* const wanted = reinterpret_cast<void*>(uintptr_t{0x7e0000000000});
-    void* p = mmap(wanted, kBufferBytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    void* p = MAP_FAILED;
+    if (kWantedAddress) {
+        p = mmap(reinterpret_cast<void*>(kWantedAddress), kBufferBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    }
     if (p == MAP_FAILED) {
         p = mmap(nullptr, kBufferBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     }
