@@ -258,16 +258,16 @@ void Daemon::watch_links() {
                            }));
 }
 
-// Link news change ports, GID tables and sockets that every engine reads:
-// the whole daemon is its subject.
 void Daemon::follow_links(const LinkNews& news) {
-    ownership::claim_all();
     std::vector<const Device*> gone;
     for (const auto& device : devices_) {
         const std::string& netdev = device->config().netdev;
         if (!news.all && !news.interfaces.count(netdev)) {
-            continue;
+            continue;  // news of an interface no device is on pauses nothing
         }
+        // A device's port, GID table and sockets change, which every engine
+        // reads: the whole daemon is the subject.
+        ownership::claim_all();
         if (const std::optional<Link> link = link_of(netdev)) {
             follow_link(*device, *link);
             if (follow_addresses(*device)) {
