@@ -113,7 +113,9 @@ void layout(R& r, Field&& field) {
     field(36, r.private_data);
 }
 
-template <MessageOf<Rtu> R, class Field>
+// RTU and DREP: the two communication ids and private data.
+template <class R, class Field>
+requires MessageOf<R, Rtu> || MessageOf<R, Drep>
 void layout(R& r, Field&& field) {
     field(0, 0, 32, r.local_comm_id);
     field(4, 0, 32, r.remote_comm_id);
@@ -126,13 +128,6 @@ void layout(R& r, Field&& field) {
     field(4, 0, 32, r.remote_comm_id);
     field(8, 0, 24, r.remote_qpn_eecn);
     field(12, r.private_data);
-}
-
-template <MessageOf<Drep> R, class Field>
-void layout(R& r, Field&& field) {
-    field(0, 0, 32, r.local_comm_id);
-    field(4, 0, 32, r.remote_comm_id);
-    field(8, r.private_data);
 }
 
 template <MessageOf<SidrReq> R, class Field>

@@ -15,14 +15,11 @@ Result CmClient::open(Session& session, std::vector<UniqueFd>& fds,
     if (fds.size() != 1) {
         return fail(EINVAL, "an rdma_cm channel opens with its pipe and nothing else");
     }
-    if (Result r = server.descriptors().take(peer.pid, 2, "rdma_cm channel"); !r) {
-        return r;
-    }
     ClientPipe readiness;
-    if (Result r = ClientPipe::adopt(std::move(fds.front()), true, {"rdma_cm channel", peer.pid},
-                                     readiness);
+    if (Result r =
+            ClientPipe::adopt_in_share(&server.descriptors(), peer.pid, 2, std::move(fds.front()),
+                                       true, {"rdma_cm channel", peer.pid}, readiness);
         !r) {
-        server.descriptors().give_back(peer.pid, 2);
         return r;
     }
     session.hold_descriptors(2);

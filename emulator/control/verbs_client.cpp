@@ -26,14 +26,11 @@ Result VerbsClient::open(Session& session, const rpc::HelloRequest& request,
     if (Result r = check_reach(peer.pid, peer.uid, request.memory); !r) {
         return r;
     }
-    if (Result r = server.descriptors().take(peer.pid, 1, "async event pipe"); !r) {
-        return r;
-    }
     ClientPipe events;
-    if (Result r = ClientPipe::adopt(std::move(fds.front()), false, {"async event pipe", peer.pid},
-                                     events);
+    if (Result r =
+            ClientPipe::adopt_in_share(&server.descriptors(), peer.pid, 1, std::move(fds.front()),
+                                       false, {"async event pipe", peer.pid}, events);
         !r) {
-        server.descriptors().give_back(peer.pid, 1);
         return r;
     }
     session.hold_descriptors(1);

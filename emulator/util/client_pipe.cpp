@@ -31,6 +31,20 @@ Result reopen(int fd, int access, const char* what, UniqueFd& out) {
 
 }  // namespace
 
+Result ClientPipe::adopt_in_share(DescriptorLedger* ledger, pid_t client, size_t count,
+                                  UniqueFd received, bool drainable, Owner owner, ClientPipe& out) {
+    if (ledger) {
+        if (Result r = ledger->take(client, count, owner.what); !r) {
+            return r;
+        }
+    }
+    Result r = adopt(std::move(received), drainable, owner, out);
+    if (!r && ledger) {
+        ledger->give_back(client, count);
+    }
+    return r;
+}
+
 Result ClientPipe::adopt(UniqueFd received, bool drainable, Owner owner, ClientPipe& out) {
     struct stat st;
     if (!received || fstat(received.get(), &st) != 0 || !S_ISFIFO(st.st_mode)) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/descriptor_ledger.h"
 #include "util/rate_limit.h"
 #include "util/result.h"
 #include "util/unique_fd.h"
@@ -34,6 +35,10 @@ class ClientPipe {
     // also take back what it wrote (drain), which readiness signals need.
     // EINVAL when `received` is not a pipe.
     static Result adopt(UniqueFd received, bool drainable, Owner owner, ClientPipe& out);
+    // The same, counted as `count` descriptors of `client`'s share in
+    // `ledger` (none without one), which a refused pipe gives back.
+    static Result adopt_in_share(DescriptorLedger* ledger, pid_t client, size_t count,
+                                 UniqueFd received, bool drainable, Owner owner, ClientPipe& out);
 
     // Writes one whole record: false, counted and logged, when it does not fit.
     bool write_record(const void* data, size_t size);

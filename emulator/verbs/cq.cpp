@@ -29,18 +29,10 @@ Result Context::create_comp_channel(const rpc::CreateCompChannelRequest& req, Un
     if (Result r = device_.admit(owner_, ObjectKind::kCompChannel); !r) {
         return r;
     }
-    if (descriptors_) {
-        if (Result r = descriptors_->take(owner_, 1, "completion channel"); !r) {
-            return r;
-        }
-    }
     auto channel = std::make_shared<CompChannel>();
-    if (Result r = ClientPipe::adopt(std::move(write_end), false, {"completion channel", pid_},
-                                     channel->pipe);
+    if (Result r = ClientPipe::adopt_in_share(descriptors_, owner_, 1, std::move(write_end), false,
+                                              {"completion channel", pid_}, channel->pipe);
         !r) {
-        if (descriptors_) {
-            descriptors_->give_back(owner_, 1);
-        }
         return r;
     }
     channels_.emplace(req.channel_fd, channel);
