@@ -1,7 +1,7 @@
-// Where a packet a device sends goes: to a device of this engine (at once,
-// while a requester runs, or at the turn's end), to a device of another
-// engine (through its inbox), or to the network; and the packets that step
-// mode and delay faults held.
+// Where a packet a device sends goes, the send path's last stage
+// (engine/send_path.h): to a device of this engine (at once, while a
+// requester runs, or at the turn's end), to a device of another engine
+// (through its inbox), or to the network.
 #include "engine/engine.h"
 #include "engine/engines.h"
 #include "util/log.h"
@@ -10,10 +10,12 @@ namespace uroce {
 
 using transport::Clock;
 
-void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                     std::vector<uint8_t>&& bytes) {
-    const size_t socket = source_socket(from, sgid);
-    const wire::IpAddress& src_ip = sockets_[socket].address;
+void Engine::route(Device& from, OutgoingPacket&& packet) {
+    const wire::IpAddress& dest_ip = packet.dest_ip;
+    const uint16_t src_port = packet.src_port;
+    std::vector<uint8_t>& bytes = packet.bytes;
+    const size_t socket = sockets_.source(from, packet.sgid);
+    const wire::IpAddress& src_ip = sockets_.address_of(socket);
     // A multicast packet reaches each of this daemon's devices with a member
     // of the group, whatever the path, and the group on the sender's
     // network (where other hosts' members are). A device of another engine
@@ -27,7 +29,7 @@ void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
                 local_.push_back({device.get(), src_ip, dest_ip, src_port, bytes});
             }
         }
-        if (on_a_network(from)) {
+        if (DeviceSockets::on_a_network(from)) {
             network_.send(socket, dest_ip, std::move(bytes), src_port);
         } else {
             buffers_.recycle(std::move(bytes));
@@ -50,37 +52,6 @@ void Engine::deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
         return;
     }
     network_.send(socket, dest_ip, std::move(bytes), src_port);
-}
-
-bool Engine::release_stepped() {
-    bool any = false;
-    for (Device* device : own_) {
-        if (!device->step_gate().has_outgoing()) {
-            continue;
-        }
-        for (StepGate::Packet& packet : device->step_gate().take_outgoing()) {
-            if (packet_log_.enabled()) {
-                log_packet(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
-                           PacketLog::Fate::kReleased, packet.id, packet.bytes);
-            }
-            send_on(*device, packet.sgid, packet.dest_ip, packet.src_port, packet.src_qpn,
-                    std::move(packet.bytes));
-        }
-        any = true;
-    }
-    return any;
-}
-
-bool Engine::release_held(Clock::time_point now) {
-    bool any = false;
-    while (!held_.empty() && held_.begin()->first <= now) {
-        HeldPacket packet = std::move(held_.begin()->second);
-        held_.erase(held_.begin());
-        deliver(*packet.from, packet.sgid, packet.dest_ip, packet.src_port,
-                std::move(packet.bytes));
-        any = true;
-    }
-    return any;
 }
 
 // A local packet lends its payload to the writes into applications while

@@ -53,6 +53,7 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
       packet_log_(engines.packet_log()),
       network_(options.udp_port, options.socket_io),
       transport_(*this),
+      send_path_(*this, sockets_, buffers_, engines.packet_log(), network_.port()),
       outboxes_(engines.size()),
       wake_wait_(io),
       doorbell_wait_(io),
@@ -88,86 +89,27 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
 
 Engine::~Engine() = default;
 
-void Engine::listen_to_groups(Device& device) {
-    device.set_group_listener([this, &device](const wire::IpAddress& group, bool joined) {
-        if (!on_a_network(device)) {
-            return;
-        }
-        if (!joined) {
-            network_.leave(own_socket(device), group);
-        } else if (Result r = network_.join(own_socket(device), group); !r) {
-            // Its members hear this daemon's devices only.
-            log_warn("device %s: %s", device.name().c_str(), r.message.c_str());
-        }
-    });
-}
-
 Result Engine::add_device(Device& device) {
     ownership::touch(index_);
-    if (Result r = open_socket(device, 0, device.config().address); !r) {
+    if (Result r = sockets_.open(device, 0, device.config().address); !r) {
         return r;
     }
-    follow_gids(device);
+    sockets_.follow_gids(device);
     device.set_doorbell(&doorbell_);
-    listen_to_groups(device);
+    sockets_.listen_to_groups(device);
     own_.push_back(&device);
     return ok();
 }
 
-Result Engine::open_socket(Device& device, size_t gid, const wire::IpAddress& address) {
-    size_t index = 0;
-    // An interface's address may still be tentative (IPv6 duplicate address
-    // detection): bound all the same, it receives once the kernel is done.
-    if (Result r =
-            network_.open(address, if_nametoindex(device.config().netdev.c_str()), index, gid != 0);
-        !r) {
-        return r;
-    }
-    if (sockets_.size() <= index) {
-        sockets_.resize(index + 1);
-    }
-    sockets_[index] = {&device, address};
-    device.set_gid_socket(gid, index);
-    return ok();
-}
-
-void Engine::close_socket(Device& device, size_t gid) {
-    const size_t index = device.gid_socket(gid);
-    network_.close(index);
-    sockets_[index] = {};
-    device.set_gid_socket(gid, Device::kNoSocket);
-}
-
 void Engine::follow_gids(Device& device) {
     ownership::touch(index_);
-    if (!device.config().follows_interface) {
-        return;
-    }
-    for (size_t gid = 1; gid < GidTable::kLength; ++gid) {
-        const auto address = device.gid_table().interface_address(gid);
-        const size_t socket = device.gid_socket(gid);
-        if (socket != Device::kNoSocket && (!address || sockets_[socket].address != *address)) {
-            close_socket(device, gid);
-        }
-        if (address && device.gid_socket(gid) == Device::kNoSocket) {
-            if (Result r = open_socket(device, gid, *address); !r) {
-                // Its packets leave from the device's own address instead.
-                log_warn("device %s: GID %zu (%s) has no socket: %s", device.name().c_str(), gid,
-                         address->text().c_str(), r.message.c_str());
-            }
-        }
-    }
+    sockets_.follow_gids(device);
 }
 
 void Engine::remove_device(const Device& device) {
     forget_packets(device);
     std::erase(own_, &device);
-    for (Socket& socket : sockets_) {
-        if (socket.device == &device) {
-            network_.close(static_cast<size_t>(&socket - sockets_.data()));
-            socket = {};
-        }
-    }
+    sockets_.close_all(device);
 }
 
 void Engine::forget_packets(const Device& device) {
@@ -181,25 +123,11 @@ void Engine::forget_packets(const Device& device) {
     for (auto& outbox : outboxes_) {
         std::erase_if(outbox, to_device);
     }
-    std::erase_if(held_, [&](const auto& entry) { return entry.second.from == &device; });
-}
-
-size_t Engine::source_socket(const Device& from, uint8_t sgid) const {
-    const size_t socket = from.gid_socket(sgid);
-    return socket != Device::kNoSocket ? socket : own_socket(from);
+    send_path_.forget(device);
 }
 
 Device* Engine::device_at(const wire::IpAddress& address) const {
     return engines_.device_at(address);
-}
-
-Device* Engine::device_with_socket_at(const wire::IpAddress& address) const {
-    for (const Socket& socket : sockets_) {
-        if (socket.device && socket.address == address) {
-            return socket.device;
-        }
-    }
-    return nullptr;
 }
 
 void Engine::send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
@@ -222,8 +150,8 @@ void Engine::send_mad(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip
 
 void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                        const wire::PacketHeaders& headers, std::span<const std::byte> payload) {
-    const size_t socket = source_socket(from, sgid);
-    const wire::IpAddress& src_ip = sockets_[socket].address;
+    const size_t socket = sockets_.source(from, sgid);
+    const wire::IpAddress& src_ip = sockets_.address_of(socket);
     Device* local = options_.shortcut ? device_at(dest_ip) : nullptr;
     // The QP's own source port; over UDP, one the daemon can send from (a
     // device on loopback sends from the daemon's port, which is what its
@@ -244,7 +172,7 @@ void Engine::send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire:
         return;
     }
     ++from.stats().sent_pkts;
-    transmit(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
+    send_path_.send(from, {sgid, dest_ip, src_port, src_qpn, std::move(bytes)});
 }
 
 // The segment joins every device of the daemon. As a NIC's embedded switch
@@ -267,28 +195,13 @@ void Engine::send_frame(Device& from, const Qp& sender, std::span<const std::byt
         }
         steer_arrived_frame(*device, bytes);
     }
-    if (on_a_network(from) && open_frames(from)) {
-        if (const int error = network_.send_frame(own_socket(from), bytes)) {
+    if (DeviceSockets::on_a_network(from) && sockets_.open_frames(from)) {
+        if (const int error = network_.send_frame(DeviceSockets::own(from), bytes)) {
             ++from.stats().send_err;
             log_send_failure(from, "a frame not sent on %s: %s", from.config().netdev.c_str(),
                              strerror(error));
         }
     }
-}
-
-bool Engine::open_frames(Device& device) {
-    if (network_.has_frames(own_socket(device)) || device.frames_refused()) {
-        return !device.frames_refused();
-    }
-    const unsigned ifindex = if_nametoindex(device.config().netdev.c_str());
-    Result r = ifindex ? network_.open_frames(own_socket(device), static_cast<int>(ifindex))
-                       : fail(ENODEV, "no interface %s", device.config().netdev.c_str());
-    if (!r) {
-        device.set_frames_refused();  // said once: a daemon without CAP_NET_RAW keeps frames inside
-        log_warn("device %s: RAW_PACKET frames stay inside this daemon: %s", device.name().c_str(),
-                 r.message.c_str());
-    }
-    return static_cast<bool>(r);
 }
 
 // A frame another device of the daemon sent: the device's rules take it.
@@ -302,129 +215,9 @@ void Engine::steer_arrived_frame(Device& to, std::span<const uint8_t> frame) {
 // A frame from the device's interface: what its rules take (the rest is
 // the host's, as a NIC passes it to the kernel).
 void Engine::receive_frame_from_network(size_t index, std::span<const uint8_t> frame) {
-    if (Device* device = device_of_socket(index)) {
+    if (Device* device = sockets_.device_of(index)) {
         device->trace().record_frame(frame);
         steer_frame(*device, std::as_bytes(frame));
-    }
-}
-
-// Every packet a device sends passes here: the trace records it and the
-// fault injector decides its fate, whichever way it then goes.
-void Engine::log_packet(const Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
-                        uint16_t src_port, uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
-                        std::span<const uint8_t> bytes) {
-    packet_log_.record(from.index(), source_ip(from, sgid), dest_ip, src_port, src_qpn, fate,
-                       step_id, bytes);
-}
-
-// A packet on its way out of `from`, or let go by step mode: faults act on
-// it, then it is delivered. Without faults or a console, nothing but the
-// delivery (the common case, kept inline).
-void Engine::send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                     uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    if (from.faults().active()) [[unlikely]] {
-        apply_faults(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
-        return;
-    }
-    if (packet_log_.enabled()) [[unlikely]] {
-        log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, bytes);
-    }
-    deliver(from, sgid, dest_ip, src_port, std::move(bytes));
-}
-
-void Engine::transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                      uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    from.trace().record(bytes, source_ip(from, sgid), dest_ip, src_port, network_.port());
-    if (!bytes.empty()) {
-        coverage::packet(true, bytes[0]);
-    }
-    if (from.step_gate().paused()) [[unlikely]] {
-        const uint64_t id = from.step_gate().hold(dest_ip, src_port, src_qpn, bytes, sgid);
-        if (id == 0) {
-            ++from.stats().fault_dropped;  // the paused wire is full
-        }
-        if (packet_log_.enabled()) {
-            log_packet(from, sgid, dest_ip, src_port, src_qpn,
-                       id ? PacketLog::Fate::kHeld : PacketLog::Fate::kLost, id, bytes);
-        }
-        buffers_.recycle(std::move(bytes));
-        return;
-    }
-    send_on(from, sgid, dest_ip, src_port, src_qpn, std::move(bytes));
-}
-
-namespace {
-
-// What seeded and replayed faults decide by, and their records name
-// (net/fault_injector.h): the BTH's opcode, destination QP and PSN (counted
-// from the sending QP's first PSN of that direction, which programs often
-// choose at random), and a MAD's transaction.
-PacketIdentity identity_of(const Device& from, uint32_t src_qpn, std::span<const uint8_t> bytes) {
-    constexpr size_t kBth = 12;
-    constexpr size_t kMadTid = kBth + 8 + 8;  // after the BTH and DETH, 8 bytes into the MAD
-    PacketIdentity id;
-    id.src_qpn = src_qpn;
-    if (bytes.size() < kBth) {
-        return id;
-    }
-    const auto be24 = [&bytes](size_t at) {
-        return uint32_t{bytes[at]} << 16 | uint32_t{bytes[at + 1]} << 8 | bytes[at + 2];
-    };
-    id.opcode = bytes[0];
-    id.dest_qpn = be24(5);
-    uint32_t first_psn = 0;
-    if (const Qp* qp = from.qps().find(src_qpn)) {
-        const wire::OpcodeInfo* info = wire::opcode_info(id.opcode);
-        const bool response = info && info->direction() == wire::Direction::kResponse;
-        first_psn = response ? qp->attr.rq_psn : qp->attr.sq_psn;
-    }
-    id.psn_offset = (be24(9) - first_psn) & wire::kPsnMask;
-    if (id.dest_qpn == 1 && bytes.size() >= kMadTid + 8) {
-        for (size_t i = 0; i < 8; ++i) {
-            id.mad_tid = id.mad_tid << 8 | bytes[kMadTid + i];
-        }
-    }
-    return id;
-}
-
-}  // namespace
-
-// The faults a device has: loss, duplication, reordering, delay.
-void Engine::apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
-                          uint16_t src_port, uint32_t src_qpn, std::vector<uint8_t>&& bytes) {
-    const FaultVerdict verdict = from.faults().wants_identity()
-                                     ? from.faults().decide(identity_of(from, src_qpn, bytes))
-                                     : from.faults().decide();
-    if (verdict.drop) {
-        ++from.stats().fault_dropped;
-        if (packet_log_.enabled()) {
-            log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0, bytes);
-        }
-        buffers_.recycle(std::move(bytes));
-        return;
-    }
-    if (verdict.copies > 1) {
-        ++from.stats().fault_duplicated;
-    }
-    for (int copy = 0; copy < verdict.copies; ++copy) {
-        std::vector<uint8_t> packet = copy + 1 < verdict.copies ? bytes : std::move(bytes);
-        if (verdict.delay.count() > 0 && held_.size() >= kMaxHeldPackets) {
-            ++from.stats().fault_dropped;  // the delay line is full
-            if (packet_log_.enabled()) {
-                log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kLost, 0,
-                           packet);
-            }
-            continue;
-        }
-        if (packet_log_.enabled()) {
-            log_packet(from, sgid, dest_ip, src_port, src_qpn, PacketLog::Fate::kSent, 0, packet);
-        }
-        if (verdict.delay.count() > 0) {
-            held_.emplace(Clock::now() + verdict.delay,
-                          HeldPacket{&from, sgid, dest_ip, src_port, std::move(packet)});
-        } else {
-            deliver(from, sgid, dest_ip, src_port, std::move(packet));
-        }
     }
 }
 
@@ -622,19 +415,13 @@ void Engine::take_posted_work() {
 void Engine::receive_datagram(size_t index, std::span<const uint8_t> bytes,
                               const wire::IpAddress& src_ip, uint16_t src_port,
                               Clock::time_point now) {
-    receive_from_network(index, bytes, src_ip, src_port,
-                         index < sockets_.size() ? sockets_[index].address : wire::IpAddress(),
-                         now);
+    receive_from_network(index, bytes, src_ip, src_port, sockets_.address_of(index), now);
     finish_placements();
-}
-
-Device* Engine::device_of_socket(size_t index) const {
-    return index < sockets_.size() ? sockets_[index].device : nullptr;
 }
 
 void Engine::send_failed(size_t index, const wire::IpAddress& dest_ip, int error,
                          unsigned packets) {
-    Device* device = device_of_socket(index);
+    Device* device = sockets_.device_of(index);
     if (!device) {
         return;
     }
@@ -664,7 +451,7 @@ void Engine::receive_from_network(size_t index, std::span<const uint8_t> bytes,
                                   const wire::IpAddress& src_ip, uint16_t src_port,
                                   const wire::IpAddress& dest_ip, Clock::time_point now) {
     if (index != UdpNetwork::kGroup) {
-        Device* device = device_of_socket(index);
+        Device* device = sockets_.device_of(index);
         if (device && admits(*device, src_ip, src_port)) {
             receive(*device, bytes, src_ip, dest_ip, true, src_port, now, true);
         }
@@ -726,8 +513,8 @@ bool Engine::run_once(Clock::time_point now) {
     take_arrivals();
     // A device with flow rules hears its interface's frames.
     for (Device* device : own_) {
-        if (!device->flows().empty() && on_a_network(*device)) {
-            open_frames(*device);
+        if (!device->flows().empty() && DeviceSockets::on_a_network(*device)) {
+            sockets_.open_frames(*device);
         }
     }
     bool busy = network_.poll(
@@ -738,8 +525,8 @@ bool Engine::run_once(Clock::time_point now) {
         [this](size_t index, std::span<const uint8_t> frame) {
             receive_frame_from_network(index, frame);
         });
-    busy |= release_stepped();
-    busy |= release_held(now);
+    busy |= send_path_.release_stepped(own_);
+    busy |= send_path_.release_delayed(now);
     busy |= deliver_local(now);
     busy |= run_queue_pairs(now);
     busy |= deliver_local(now);

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "device/device.h"
+#include "engine/device_sockets.h"
 #include "engine/packet_buffers.h"
+#include "engine/send_path.h"
 #include "engine/slot_set.h"
 #include "net/packet_log.h"
 #include "net/udp_network.h"
@@ -53,7 +55,9 @@ struct AddressInUse : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-class Engine : public transport::PacketOutput, public transport::ReceiveSink {
+class Engine : public transport::PacketOutput,
+               public transport::ReceiveSink,
+               public SendPath::Route {
   public:
     // Engine `index` of `engines`; it runs the devices whose engine() is
     // `index`.
@@ -101,7 +105,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
                socket_backlog_.load(std::memory_order_relaxed);
     }
     // The device of this engine with a socket on `address`.
-    Device* device_with_socket_at(const wire::IpAddress& address) const;
+    Device* device_with_socket_at(const wire::IpAddress& address) const {
+        return sockets_.device_at(address);
+    }
 
     void send(Device& from, const Qp& qp, uint8_t sgid, const wire::IpAddress& dest_ip,
               const wire::PacketHeaders& headers, std::span<const std::byte> payload) override;
@@ -140,26 +146,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     };
 
   private:
-    struct HeldPacket {
-        Device* from;
-        uint8_t sgid;
-        wire::IpAddress dest_ip;
-        uint16_t src_port;
-        std::vector<uint8_t> bytes;
-    };
-
-    // A device's socket, and the address it is bound to.
-    struct Socket {
-        Device* device = nullptr;  // null once closed
-        wire::IpAddress address;
-    };
-    // Where a packet from the device's GID `sgid` leaves: that GID's socket,
-    // or the device's own (GID 0's) for a GID without one (the made
-    // link-local GID, or an address whose socket could not be opened).
-    size_t source_socket(const Device& from, uint8_t sgid) const;
-    const wire::IpAddress& source_ip(const Device& from, uint8_t sgid) const {
-        return sockets_[source_socket(from, sgid)].address;
-    }
+    // Builds the packet and sends it on through the send path.
     void send_from(Device& from, uint32_t src_qpn, uint8_t sgid, const wire::IpAddress& dest_ip,
                    const wire::PacketHeaders& headers, std::span<const std::byte> payload);
     void receive_local(Device& to, std::vector<uint8_t>&& bytes, const wire::IpAddress& src_ip,
@@ -167,23 +154,9 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
                        transport::Clock::time_point now);
     // Makes the turn's writes into applications; the lent buffers are free.
     void finish_placements();
-    // Packets a delay fault holds at once; beyond, the fault drops them.
-    static constexpr size_t kMaxHeldPackets = 16384;
-    void transmit(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                  uint32_t src_qpn, std::vector<uint8_t>&& bytes);
-    // Records a packet's fate for the console; only while packet_log_ is enabled.
-    void log_packet(const Device& from, uint8_t sgid, const wire::IpAddress& dest_ip,
-                    uint16_t src_port, uint32_t src_qpn, PacketLog::Fate fate, uint64_t step_id,
-                    std::span<const uint8_t> bytes);
-    void send_on(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                 uint32_t src_qpn, std::vector<uint8_t>&& bytes);
-    void apply_faults(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                      uint32_t src_qpn, std::vector<uint8_t>&& bytes);
-    void deliver(Device& from, uint8_t sgid, const wire::IpAddress& dest_ip, uint16_t src_port,
-                 std::vector<uint8_t>&& bytes);
-    bool release_held(transport::Clock::time_point now);
-    // What step mode let go since the last turn (net/step_gate.h).
-    bool release_stepped();
+    // SendPath::Route, the send path's last stage (engine/delivery.cpp):
+    // to a device of this engine, another engine's inbox, or the network.
+    void route(Device& from, OutgoingPacket&& packet) override;
     bool run_queue_pairs(transport::Clock::time_point now);
     void run_due_timers(transport::Clock::time_point now);
     bool run_responders();
@@ -197,9 +170,6 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // of the QP broke in `step` (transport/invariants.h).
     void check_invariants(const Device& device, const Qp& qp, const char* step) const;
     bool deliver_local(transport::Clock::time_point now);
-    // receive_datagram, leaving the responder's writes queued for the turn's end.
-    // The device whose socket is `index` (null once removed).
-    Device* device_of_socket(size_t index) const;
     // Packets the kernel would not send: counted (send_err) and logged.
     void send_failed(size_t index, const wire::IpAddress& dest_ip, int error, unsigned packets);
     void receive_from_network(size_t index, std::span<const uint8_t> bytes,
@@ -213,16 +183,10 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // Whether `device` takes a packet from src_ip:src_port; a refusal is
     // counted (rcvd_foreign) and logged, at most 10 lines a second.
     bool admits(Device& device, const wire::IpAddress& src_ip, uint16_t src_port);
-    // Opens the device's packet socket, once; false (said once) when it
-    // cannot be (no CAP_NET_RAW).
-    bool open_frames(Device& device);
     void receive_frame_from_network(size_t index, std::span<const uint8_t> frame);
     // A line in the log for a packet or frame not sent, at most 10 a second.
     void log_send_failure(const Device& device, const char* format, ...)
         __attribute__((format(printf, 3, 4)));
-    // The device's first join of a multicast group joins it on the network,
-    // its last leave leaves it.
-    void listen_to_groups(Device& device);
     // Hands a packet to the transport's receive path (transport/receive.cpp);
     // `lent`: its bytes stay until finish_placements().
     void receive(Device& to, std::span<const uint8_t> bytes, const wire::IpAddress& src_ip,
@@ -254,20 +218,11 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     void steer_arrived_frame(Device& to, std::span<const uint8_t> frame);
     // The device of this daemon with a socket on `address`.
     Device* device_at(const wire::IpAddress& address) const;
-    // Opens a socket of the device's on `address`: its own (GID 0's), or
-    // GID `gid`'s; the socket's index.
-    Result open_socket(Device& device, size_t gid, const wire::IpAddress& address);
-    void close_socket(Device& device, size_t gid);
-    // The device's own socket, where its groups and frames are.
-    static size_t own_socket(const Device& device) { return device.gid_socket(0); }
     // Whether a packet (its BTH first) is for QP1.
     static bool to_gsi(std::span<const uint8_t> packet) {
         return packet.size() >= wire::kBthBytes &&
                wire::decode_bth(packet.first<wire::kBthBytes>()).dest_qp == wire::kGsiQpn;
     }
-    // Whether the device's interface reaches other hosts: loopback carries
-    // no multicast between them, and this daemon delivers to its own devices.
-    static bool on_a_network(const Device& device) { return device.config().netdev != "lo"; }
 
     boost::asio::io_context& io_;
     std::vector<std::unique_ptr<Device>>& devices_;  // of the daemon
@@ -278,7 +233,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     Doorbell& doorbell_;
     PacketLog& packet_log_;
     UdpNetwork network_;
-    std::vector<Socket> sockets_;  // by the network's socket index
+    DeviceSockets sockets_{network_};
     transport::Transport transport_;
     std::deque<LocalPacket> local_;
     // The QPs that get turns, by doorbell slot; idle QPs cost a turn
@@ -299,7 +254,7 @@ class Engine : public transport::PacketOutput, public transport::ReceiveSink {
     // (which may be the sender's own QP, in the middle of its turn).
     std::optional<transport::Clock::time_point> receive_at_once_;
     PacketBuffers buffers_;
-    std::multimap<transport::Clock::time_point, HeldPacket> held_;  // delayed by faults
+    SendPath send_path_;
     // Packets from other engines, beyond which they are dropped (counted
     // and logged): the receiving engine has fallen behind.
     static constexpr size_t kMaxArrivals = 65536;

@@ -44,7 +44,7 @@ bool Engine::work_pending() {
 }
 
 Clock::time_point Engine::next_deadline() const {
-    Clock::time_point next = held_.empty() ? transport::kNever : held_.begin()->first;
+    Clock::time_point next = send_path_.next_delayed();
     for (Device* device : own_) {
         for (const Cq* cq : device->due_cq_events()) {
             next = std::min(next, cq->event_due);

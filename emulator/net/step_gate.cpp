@@ -12,18 +12,11 @@ void StepGate::run() {
     }
 }
 
-uint64_t StepGate::hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                        std::span<const uint8_t> bytes, uint8_t sgid) {
+uint64_t StepGate::hold(const OutgoingPacket& packet) {
     if (held_.size() >= kMaxHeld) {
         return 0;
     }
-    held_.push_back({next_id_,
-                     dest_ip,
-                     src_port,
-                     src_qpn,
-                     {bytes.begin(), bytes.end()},
-                     std::chrono::steady_clock::now(),
-                     sgid});
+    held_.push_back({packet, next_id_, std::chrono::steady_clock::now()});
     return next_id_++;
 }
 

@@ -13,10 +13,9 @@
 #include <chrono>
 #include <deque>
 #include <optional>
-#include <span>
 #include <vector>
 
-#include "wire/ip_address.h"
+#include "net/outgoing_packet.h"
 
 namespace uroce {
 
@@ -24,14 +23,9 @@ class StepGate {
   public:
     static constexpr size_t kMaxHeld = 1024;
 
-    struct Packet {
+    struct Packet : OutgoingPacket {
         uint64_t id = 0;  // from 1, in sending order, never reused on the device
-        wire::IpAddress dest_ip;
-        uint16_t src_port = 0;
-        uint32_t src_qpn = 0;
-        std::vector<uint8_t> bytes;  // the UDP payload
         std::chrono::steady_clock::time_point held_at;
-        uint8_t sgid = 0;  // the source GID's index (its address sends it)
     };
 
     bool paused() const { return paused_; }
@@ -47,8 +41,7 @@ class StepGate {
 
     // Holds a copy of a packet of the paused wire; its id, or 0 when the
     // gate is full.
-    uint64_t hold(const wire::IpAddress& dest_ip, uint16_t src_port, uint32_t src_qpn,
-                  std::span<const uint8_t> bytes, uint8_t sgid = 0);
+    uint64_t hold(const OutgoingPacket& packet);
     // Lets the held packet `id` go (the oldest when id is 0); its id, or 0
     // when there is none.
     uint64_t release(uint64_t id = 0);

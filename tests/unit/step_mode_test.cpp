@@ -31,7 +31,7 @@ TEST(StepGate, HoldsOnlyWhilePausedAndReleasesInOrder) {
     EXPECT_FALSE(gate.paused());
     gate.pause();
     for (uint8_t tag = 1; tag <= 4; ++tag) {
-        ASSERT_NE(0u, gate.hold(wire::IpAddress(), 0, 0, packet_bytes(tag)));
+        ASSERT_NE(0u, gate.hold({.bytes = packet_bytes(tag)}));
     }
     EXPECT_EQ(tags(gate.held()), (std::vector<uint8_t>{1, 2, 3, 4}));
     EXPECT_EQ(gate.held().front().id, 1u);
@@ -52,7 +52,7 @@ TEST(StepGate, HoldsOnlyWhilePausedAndReleasesInOrder) {
     EXPECT_FALSE(gate.has_outgoing()) << "a dropped packet goes nowhere";
     EXPECT_EQ(tags(gate.held()), (std::vector<uint8_t>{4}));
 
-    ASSERT_NE(0u, gate.hold(wire::IpAddress(), 0, 0, packet_bytes(5)));
+    ASSERT_NE(0u, gate.hold({.bytes = packet_bytes(5)}));
     EXPECT_EQ(gate.held().back().id, 5u) << "ids are never reused";
     gate.run();
     EXPECT_FALSE(gate.paused());
@@ -66,9 +66,9 @@ TEST(StepGate, RefusesPacketsBeyondItsBound) {
     StepGate gate;
     gate.pause();
     for (size_t i = 0; i < StepGate::kMaxHeld; ++i) {
-        ASSERT_NE(0u, gate.hold(wire::IpAddress(), 0, 0, packet_bytes(1)));
+        ASSERT_NE(0u, gate.hold({.bytes = packet_bytes(1)}));
     }
-    EXPECT_EQ(gate.hold(wire::IpAddress(), 0, 0, packet_bytes(2)), 0u);
+    EXPECT_EQ(gate.hold({.bytes = packet_bytes(2)}), 0u);
     EXPECT_EQ(gate.held().size(), StepGate::kMaxHeld);
 }
 
@@ -142,7 +142,7 @@ TEST_F(StepModeTest, DroppedPacketNeverLeavesAndADuplicateLeavesTwice) {
 TEST_F(StepModeTest, FullGateDropsAndCountsWhatItCannotHold) {
     gate().pause();
     for (size_t i = 0; i < StepGate::kMaxHeld; ++i) {
-        ASSERT_NE(0u, gate().hold(wire::IpAddress(), 0, 0, packet_bytes(1)));
+        ASSERT_NE(0u, gate().hold({.bytes = packet_bytes(1)}));
     }
     post_send();
     EXPECT_EQ(gate().held().size(), StepGate::kMaxHeld);
