@@ -112,12 +112,13 @@ Server::Server(boost::asio::io_context& io, const std::filesystem::path& socket_
       cm_(cm),
       reserve_(open("/dev/null", O_RDONLY | O_CLOEXEC)),
       descriptors_(descriptor_limit()),
-      packet_log_(packet_log) {
+      wire_(devices, packet_log),
+      console_(io, *this, wire_, packet_log) {
     accept();
 }
 
 Server::~Server() {
-    stop_console("the daemon stops");
+    console_.stop("the daemon stops");
     for (const auto& session : sessions_) {
         session->close();
     }
@@ -242,11 +243,6 @@ std::shared_ptr<Context> Server::find_context(const std::string& device, uint64_
     return nullptr;
 }
 
-Result Server::find(const std::string& name, Device*& device) const {
-    device = find_device(name);
-    return device ? ok() : fail(ENODEV, "no device named %s", name.c_str());
-}
-
 void Server::end(const std::shared_ptr<Session>& session) {
     const InCase tagged(session->case_tag().get());
     if (const Context* context = session->context()) {
@@ -257,10 +253,8 @@ void Server::end(const std::shared_ptr<Session>& session) {
                      counter_changes(*before, context->device().stats()).c_str());
         }
     }
-    end_traces_of(*session);
-    if (console_ && console_owner_ == session.get()) {
-        stop_console("its client disconnected");
-    }
+    wire_.end_traces_of(*session);
+    console_.session_ended(*session);
     if (session->refused()) {
         --refused_connections_;
     }
@@ -306,13 +300,7 @@ std::string Server::status_text() const {
             }
             out << "\n";
         }
-        if (auto it = traces_.find(device.get()); it != traces_.end()) {
-            const Trace& trace = it->second;
-            out << (trace_failed(*device, trace) ? "  trace stopped by a write error ("
-                                                 : "  tracing (")
-                << trace_counts(*device, trace) << ") to " << trace.files << " for client pid "
-                << trace.owner_pid << "\n";
-        }
+        out << wire_.trace_line(*device);
     }
     size_t tools = 0;
     size_t channels = 0;
@@ -329,10 +317,7 @@ std::string Server::status_text() const {
         }
     }
     out << "clients " << sessions_.size() - tools - channels << "\n";
-    if (console_) {
-        out << "console http://127.0.0.1:" << console_->port() << "/ for client pid "
-            << console_owner_pid_ << (console_->read_only() ? " (read-only)" : "") << "\n";
-    }
+    out << console_.status_line();
     out << "limits per client: a quarter of each table: rdma_cm IDs "
         << cm::ConnectionManager::kMaxIdsPerClient << " of " << cm::ConnectionManager::kMaxIds
         << ", multicast joins " << cm::ConnectionManager::kMaxMulticastsPerClient << " of "
@@ -362,14 +347,7 @@ uint32_t Server::netlink_port(pid_t pid) {
 }
 
 uint32_t Server::remove_device(const Device& device, const char* why) {
-    for (auto it = traces_.begin(); it != traces_.end(); ++it) {
-        if (it->first == &device) {
-            close_trace(*it->first);
-            log_info("stopped tracing %s: the device was removed", device.name().c_str());
-            traces_.erase(it);
-            break;
-        }
-    }
+    wire_.device_removed(device);
     return drop_contexts(device, why);
 }
 

@@ -1,6 +1,9 @@
-// The control socket: accepts clients whose credentials match the daemon's
-// user, keeps their sessions, and answers the tool's requests: status,
-// counters, fault settings and packet traces.
+// The control socket and its sessions: accepts clients whose credentials
+// match the daemon's user, keeps their sessions, and answers what concerns
+// the daemon as a whole (status, counters, reset, RDMA netlink's view).
+// What the tool does to a device's wire is the wire controls'
+// (control/wire_controls.h); the web console is its host's
+// (control/console_host.h).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -14,9 +17,10 @@
 #include <vector>
 
 #include "cm/connection_manager.h"
-#include "console/console.h"
 #include "control/check_findings.h"
+#include "control/console_host.h"
 #include "control/qp_snapshot.h"
+#include "control/wire_controls.h"
 #include "device/device.h"
 #include "netlink/nldev.h"
 #include "protocol/messages.h"
@@ -93,50 +97,16 @@ class Server {
 
     // `device` empty: every device.
     Result stats_text(const std::string& device, std::string& text) const;
-    // `caller`: the pid the log names; `fds`: a replayed schedule's file
-    // (server_wire.cpp, as step mode and traces).
-    Result set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
-                      std::vector<UniqueFd>& fds);
-    Result step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply);
-    // The web console, which closes when `session` ends (server_console.cpp).
-    Result start_console(const Session& session, const rpc::ConsoleStartRequest& request,
-                         rpc::ConsoleStartReply& reply);
-    // Each device's step mode and held packets as JSON (`device` empty: every device).
-    Result wire_snapshot(const std::string& device, std::string& json_text) const;
-    // A trace belongs to the session that started it: only it stops the
-    // trace, and its end stops the trace too.
-    Result start_trace(const Session& session, const rpc::TraceStartRequest& request,
-                       std::vector<UniqueFd>& fds);
-    Result stop_trace(const Session& session, const std::string& device, rpc::TraceReply& reply);
-    Result query_trace(const std::string& device, rpc::TraceReply& reply) const;
+    // Faults, step mode and traces.
+    WireControls& wire() { return wire_; }
+    ConsoleHost& console() { return console_; }
 
   private:
-    struct Trace {
-        const Session* owner;  // compared, never followed
-        pid_t owner_pid;
-        std::string files;  // as the daemon sees them, for status and the log
-        bool packets = false;
-        bool faults = false;
-    };
-
     void accept();
     // Out of descriptors: takes the next client with the one held in
     // reserve and answers its hello with EMFILE, so that it hears why.
     void refuse_for_want_of_descriptors();
     void admit(int fd, const ucred& peer);
-    Result find(const std::string& name, Device*& device) const;
-    void end_traces_of(const Session& session);
-    // Whether writing a file of the trace failed, which stopped it.
-    static bool trace_failed(Device& device, const Trace& trace);
-    // "N packets", "N fault decisions" or both, as recorded so far.
-    static std::string trace_counts(Device& device, const Trace& trace);
-    static void close_trace(Device& device);
-    // What the console shows and does (server_console.cpp).
-    console::Source console_source();
-    nlohmann::json console_snapshot() const;
-    nlohmann::json console_record(const PacketLog::Record& record) const;
-    Result console_command(pid_t caller, const nlohmann::json& command);
-    void stop_console(const char* why);
 
     boost::asio::io_context& io_;
     std::filesystem::path socket_path_;
@@ -144,7 +114,6 @@ class Server {
     boost::asio::posix::stream_descriptor listener_;
     std::vector<std::unique_ptr<Device>>& devices_;
     std::set<std::shared_ptr<Session>> sessions_;
-    std::map<Device*, Trace> traces_;
     const Doorbell& doorbell_;
     cm::ConnectionManager& cm_;
     uint32_t next_netlink_port_ = static_cast<uint32_t>(-4096);
@@ -160,11 +129,9 @@ class Server {
     // at a time, the rest closed at once.
     static constexpr size_t kMaxRefusedConnections = 16;
     size_t refused_connections_ = 0;
-    PacketLog& packet_log_;
-    std::shared_ptr<console::Console> console_;
-    const Session* console_owner_ = nullptr;  // compared, never followed
-    pid_t console_owner_pid_ = 0;
     CheckFindings check_findings_;
+    WireControls wire_;
+    ConsoleHost console_;
 };
 
 }  // namespace uroce

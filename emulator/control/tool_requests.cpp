@@ -45,13 +45,13 @@ constexpr std::array<std::pair<rpc::Op, Handler>, 9> kHandlers = {{
     {rpc::Op::kSetFaults,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>& fds) {
          return serve<rpc::SetFaultsRequest, rpc::Empty>(body, [&](auto& request, auto&) {
-             return s.server().set_faults(s.peer().pid, request, fds);
+             return s.server().wire().set_faults(s.peer().pid, request, fds);
          });
      }},
     {rpc::Op::kStep,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>&) {
          return serve<rpc::StepRequest, rpc::StepReply>(body, [&](auto& request, auto& reply) {
-             return s.server().step(s.peer().pid, request, reply);
+             return s.server().wire().step(s.peer().pid, request, reply);
          });
      }},
     {rpc::Op::kCoverage,
@@ -70,13 +70,14 @@ constexpr std::array<std::pair<rpc::Op, Handler>, 9> kHandlers = {{
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>&) {
          return serve<rpc::ConsoleStartRequest, rpc::ConsoleStartReply>(
              body, [&](auto& request, auto& reply) {
-                 return s.server().start_console(s, request, reply);
+                 return s.server().console().start(s, request, reply);
              });
      }},
     {rpc::Op::kTraceStart,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>& fds) {
-         return serve<rpc::TraceStartRequest, rpc::Empty>(
-             body, [&](auto& request, auto&) { return s.server().start_trace(s, request, fds); });
+         return serve<rpc::TraceStartRequest, rpc::Empty>(body, [&](auto& request, auto&) {
+             return s.server().wire().start_trace(s, request, fds);
+         });
      }},
     {rpc::Op::kReset,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>&) {
@@ -98,13 +99,13 @@ constexpr std::array<std::pair<rpc::Op, Handler>, 9> kHandlers = {{
     {rpc::Op::kTraceStop,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>&) {
          return serve<rpc::DeviceRequest, rpc::TraceReply>(body, [&](auto& request, auto& reply) {
-             return s.server().stop_trace(s, request.device, reply);
+             return s.server().wire().stop_trace(s, request.device, reply);
          });
      }},
     {rpc::Op::kTraceQuery,
      [](Session& s, std::span<const std::byte> body, std::vector<UniqueFd>&) {
          return serve<rpc::DeviceRequest, rpc::TraceReply>(body, [&](auto& request, auto& reply) {
-             return s.server().query_trace(request.device, reply);
+             return s.server().wire().query_trace(request.device, reply);
          });
      }},
 }};
@@ -152,7 +153,7 @@ Result ToolRequests::make_report(rpc::Op op, const rpc::ReportRequest& request) 
             report_ = coverage_map_json();
             return ok();
         case rpc::Op::kWireSnapshot:
-            return server.wire_snapshot(request.device, report_);
+            return server.wire().wire_snapshot(request.device, report_);
         default: {
             QpSelection selection{request.device, std::nullopt};
             if (request.has_qpn) {

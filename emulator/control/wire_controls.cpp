@@ -1,5 +1,5 @@
-// What the tool does to a device's wire: faults (set, seeded or a replayed
-// schedule), step mode, and traces of its packets and fault decisions.
+#include "control/wire_controls.h"
+
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "control/packet_json.h"
-#include "control/server.h"
 #include "control/session.h"
 #include "util/log.h"
 #include "wire/headers.h"
@@ -84,8 +83,8 @@ Result check_trace_file(const UniqueFd& file, const std::string& device, const c
 
 }  // namespace
 
-Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
-                          std::vector<UniqueFd>& fds) {
+Result WireControls::set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
+                                std::vector<UniqueFd>& fds) {
     Device* device;
     if (Result r = find(request.device, device); !r) {
         return r;
@@ -133,7 +132,7 @@ Result Server::set_faults(pid_t caller, const rpc::SetFaultsRequest& request,
     return ok();
 }
 
-Result Server::step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply) {
+Result WireControls::step(pid_t caller, const rpc::StepRequest& request, rpc::StepReply& reply) {
     Device* device;
     if (Result r = find(request.device, device); !r) {
         return r;
@@ -183,8 +182,8 @@ Result Server::step(pid_t caller, const rpc::StepRequest& request, rpc::StepRepl
     return ok();
 }
 
-Result Server::start_trace(const Session& session, const rpc::TraceStartRequest& request,
-                           std::vector<UniqueFd>& fds) {
+Result WireControls::start_trace(const Session& session, const rpc::TraceStartRequest& request,
+                                 std::vector<UniqueFd>& fds) {
     const std::string name = request.device;
     Device* device;
     if (Result r = find(name, device); !r) {
@@ -229,11 +228,15 @@ Result Server::start_trace(const Session& session, const rpc::TraceStartRequest&
     return ok();
 }
 
-Result Server::stop_trace(const Session& session, const std::string& name, rpc::TraceReply& reply) {
+Result WireControls::stop_trace(const Session& session, const std::string& name,
+                                rpc::TraceReply& reply) {
     if (Result r = query_trace(name, reply); !r) {
         return r;
     }
-    Device* device = find_device(name);
+    Device* device;
+    if (Result r = find(name, device); !r) {
+        return r;
+    }
     const Trace& trace = traces_.at(device);
     if (trace.owner != &session) {
         return fail(EPERM, "the trace of %s belongs to client pid %d", name.c_str(),
@@ -246,7 +249,7 @@ Result Server::stop_trace(const Session& session, const std::string& name, rpc::
     return ok();
 }
 
-Result Server::query_trace(const std::string& name, rpc::TraceReply& reply) const {
+Result WireControls::query_trace(const std::string& name, rpc::TraceReply& reply) const {
     Device* device;
     if (Result r = find(name, device); !r) {
         return r;
@@ -261,12 +264,12 @@ Result Server::query_trace(const std::string& name, rpc::TraceReply& reply) cons
     return ok();
 }
 
-bool Server::trace_failed(Device& device, const Trace& trace) {
+bool WireControls::trace_failed(Device& device, const Trace& trace) {
     return (trace.packets && !device.trace().is_open()) ||
            (trace.faults && !device.faults().log().is_open());
 }
 
-std::string Server::trace_counts(Device& device, const Trace& trace) {
+std::string WireControls::trace_counts(Device& device, const Trace& trace) {
     std::string counts;
     if (trace.packets) {
         counts = std::to_string(device.trace().packets()) + " packets";
@@ -278,12 +281,12 @@ std::string Server::trace_counts(Device& device, const Trace& trace) {
     return counts;
 }
 
-void Server::close_trace(Device& device) {
+void WireControls::close_trace(Device& device) {
     device.trace().close();
     device.faults().log().close();
 }
 
-void Server::end_traces_of(const Session& session) {
+void WireControls::end_traces_of(const Session& session) {
     std::erase_if(traces_, [&](const auto& entry) {
         const auto& [device, trace] = entry;
         if (trace.owner != &session) {
@@ -295,6 +298,78 @@ void Server::end_traces_of(const Session& session) {
         close_trace(*device);
         return true;
     });
+}
+
+Result WireControls::find(const std::string& name, Device*& device) const {
+    for (const auto& candidate : devices_) {
+        if (candidate->name() == name) {
+            device = candidate.get();
+            return ok();
+        }
+    }
+    device = nullptr;
+    return fail(ENODEV, "no device named %s", name.c_str());
+}
+
+nlohmann::json WireControls::step_json(const Device& device,
+                                       std::chrono::steady_clock::time_point now) {
+    using nlohmann::json;
+    json held = json::array();
+    for (const StepGate::Packet& packet : device.step_gate().held()) {
+        json decoded = packet_json(packet.bytes);
+        held.push_back(
+            {{"id", packet.id},
+             {"to", packet.dest_ip.text()},
+             {"held_us",
+              std::chrono::duration_cast<std::chrono::microseconds>(now - packet.held_at).count()},
+             {"summary", packet_summary(decoded)},
+             {"packet", std::move(decoded)}});
+    }
+    return {{"paused", device.step_gate().paused()},
+            {"held", std::move(held)},
+            {"max_held", StepGate::kMaxHeld}};
+}
+
+Result WireControls::wire_snapshot(const std::string& name, std::string& json_text) const {
+    Device* found;
+    if (!name.empty()) {
+        if (Result r = find(name, found); !r) {
+            return r;
+        }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& device : devices_) {
+        if (name.empty() || device->name() == name) {
+            nlohmann::json entry = step_json(*device, now);
+            entry["name"] = device->name();
+            devices.push_back(std::move(entry));
+        }
+    }
+    json_text = nlohmann::json{{"devices", std::move(devices)}}.dump();
+    return ok();
+}
+
+void WireControls::device_removed(const Device& device) {
+    for (auto it = traces_.begin(); it != traces_.end(); ++it) {
+        if (it->first == &device) {
+            close_trace(*it->first);
+            log_info("stopped tracing %s: the device was removed", device.name().c_str());
+            traces_.erase(it);
+            return;
+        }
+    }
+}
+
+std::string WireControls::trace_line(Device& device) const {
+    auto it = traces_.find(&device);
+    if (it == traces_.end()) {
+        return "";
+    }
+    const Trace& trace = it->second;
+    return (trace_failed(device, trace) ? "  trace stopped by a write error (" : "  tracing (") +
+           trace_counts(device, trace) + ") to " + trace.files + " for client pid " +
+           std::to_string(trace.owner_pid) + "\n";
 }
 
 }  // namespace uroce

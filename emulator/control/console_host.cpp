@@ -1,11 +1,12 @@
-// The server's JSON views and the web console it starts: what a console page
-// and `uroce step` read (devices, step gates, packet records) and the
-// commands a page sends (step, fault).
+#include "control/console_host.h"
+
 #include <arpa/inet.h>
 
 #include "control/packet_json.h"
+#include "control/qp_snapshot.h"
 #include "control/server.h"
 #include "control/session.h"
+#include "control/wire_controls.h"
 #include "net/interfaces.h"
 #include "util/log.h"
 
@@ -14,23 +15,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-json step_json(const Device& device, Clock::time_point now) {
-    json held = json::array();
-    for (const StepGate::Packet& packet : device.step_gate().held()) {
-        json decoded = packet_json(packet.bytes);
-        held.push_back(
-            {{"id", packet.id},
-             {"to", packet.dest_ip.text()},
-             {"held_us",
-              std::chrono::duration_cast<std::chrono::microseconds>(now - packet.held_at).count()},
-             {"summary", packet_summary(decoded)},
-             {"packet", std::move(decoded)}});
-    }
-    return {{"paused", device.step_gate().paused()},
-            {"held", std::move(held)},
-            {"max_held", StepGate::kMaxHeld}};
-}
 
 json objects_json(const ObjectCounts& c) {
     return {{"pd", c.pd},
@@ -99,27 +83,11 @@ std::optional<double> number(const json& command, const char* name, double fallb
 
 }  // namespace
 
-Result Server::wire_snapshot(const std::string& name, std::string& json_text) const {
-    if (!name.empty() && !find_device(name)) {
-        return fail(ENODEV, "no device named %s", name.c_str());
-    }
+json ConsoleHost::snapshot() const {
     const auto now = Clock::now();
     json devices = json::array();
-    for (const auto& device : devices_) {
-        if (name.empty() || device->name() == name) {
-            json entry = step_json(*device, now);
-            entry["name"] = device->name();
-            devices.push_back(std::move(entry));
-        }
-    }
-    json_text = json{{"devices", std::move(devices)}}.dump();
-    return ok();
-}
-
-json Server::console_snapshot() const {
-    const auto now = Clock::now();
-    json devices = json::array();
-    for (const auto& device : devices_) {
+    const ClientList clients = server_.clients();
+    for (const auto& device : server_.devices()) {
         const ibv_port_attr& port = device->port_attr();
         json gids = json::array();
         for (const ibv_gid& gid : device->gids()) {
@@ -127,9 +95,9 @@ json Server::console_snapshot() const {
             inet_ntop(AF_INET6, gid.raw, text, sizeof(text));
             gids.push_back(text);
         }
-        size_t clients = 0;
-        for (const auto& session : sessions_) {
-            clients += session->context() && &session->context()->device() == device.get();
+        size_t clients_of_device = 0;
+        for (const auto& [pid, context] : clients) {
+            clients_of_device += &context->device() == device.get();
         }
         const FaultSettings& faults = device->faults().settings();
         devices.push_back({{"name", device->name()},
@@ -138,7 +106,7 @@ json Server::console_snapshot() const {
                            {"port_state", ibv_port_state_str(port.state)},
                            {"max_mtu", 128 << port.max_mtu},
                            {"gids", std::move(gids)},
-                           {"clients", clients},
+                           {"clients", clients_of_device},
                            {"objects", objects_json(device->counts())},
                            {"counters", counters_json(device->stats())},
                            {"faults",
@@ -146,15 +114,14 @@ json Server::console_snapshot() const {
                              {"duplicate", faults.duplicate},
                              {"reorder", faults.reorder},
                              {"delay_us", faults.delay.count()}}},
-                           {"step", step_json(*device, now)}});
+                           {"step", WireControls::step_json(*device, now)}});
     }
-    return {{"devices", std::move(devices)},
-            {"qps", uroce::qp_snapshot(clients(), {}, now)["qps"]}};
+    return {{"devices", std::move(devices)}, {"qps", qp_snapshot(clients, {}, now)["qps"]}};
 }
 
-json Server::console_record(const PacketLog::Record& r) const {
+json ConsoleHost::record(const PacketLog::Record& r) const {
     std::string device = "device " + std::to_string(r.device_index);
-    for (const auto& d : devices_) {
+    for (const auto& d : server_.devices()) {
         if (d->index() == r.device_index) {
             device = d->name();
         }
@@ -171,7 +138,7 @@ json Server::console_record(const PacketLog::Record& r) const {
                                    std::span(r.bytes.data(), r.captured), r.total)}};
 }
 
-Result Server::console_command(pid_t caller, const json& command) {
+Result ConsoleHost::command(pid_t caller, const json& command) {
     const std::string what = command["command"].get<std::string>();
     if (!command.contains("device") || !command["device"].is_string()) {
         return fail(EINVAL, "%s needs a \"device\" string", what.c_str());
@@ -196,7 +163,7 @@ Result Server::console_command(pid_t caller, const json& command) {
         }
         request.packet = static_cast<uint64_t>(*packet);
         rpc::StepReply reply{};
-        return step(caller, request, reply);
+        return wire_.step(caller, request, reply);
     }
     if (what == "fault") {
         rpc::SetFaultsRequest request{};
@@ -213,50 +180,61 @@ Result Server::console_command(pid_t caller, const json& command) {
         request.reorder = *reorder;
         request.delay_us = static_cast<int64_t>(*delay);
         std::vector<UniqueFd> no_schedule;
-        return set_faults(caller, request, no_schedule);
+        return wire_.set_faults(caller, request, no_schedule);
     }
     return fail(EINVAL, "unknown command \"%s\": step or fault", what.c_str());
 }
 
-console::Source Server::console_source() {
-    return {[this] { return console_snapshot(); },
-            [this](const PacketLog::Record& r) { return console_record(r); },
-            [this](const json& command) { return console_command(console_owner_pid_, command); },
-            captured_packet_json};
+console::Source ConsoleHost::source() {
+    return {[this] { return snapshot(); }, [this](const PacketLog::Record& r) { return record(r); },
+            [this](const json& c) { return command(owner_pid_, c); }, captured_packet_json};
 }
 
-Result Server::start_console(const Session& session, const rpc::ConsoleStartRequest& request,
-                             rpc::ConsoleStartReply& reply) {
+Result ConsoleHost::start(const Session& session, const rpc::ConsoleStartRequest& request,
+                          rpc::ConsoleStartReply& reply) {
     if (console_) {
         return fail(EBUSY, "a console runs already at http://127.0.0.1:%u/ for client pid %d",
-                    unsigned(console_->port()), console_owner_pid_);
+                    unsigned(console_->port()), owner_pid_);
     }
     if (request.port > 65535) {
         return fail(EINVAL, "port %u is not a TCP port", request.port);
     }
     if (Result r = console::Console::start(io_, static_cast<uint16_t>(request.port),
-                                           request.read_only != 0, packet_log_, console_source(),
-                                           console_);
+                                           request.read_only != 0, packet_log_, source(), console_);
         !r) {
         return r;
     }
-    console_owner_ = &session;
-    console_owner_pid_ = session.peer().pid;
+    owner_ = &session;
+    owner_pid_ = session.peer().pid;
     reply.port = console_->port();
     snprintf(reply.token, sizeof(reply.token), "%s", console_->token().c_str());
-    log_info("client pid %d started the console on http://127.0.0.1:%u/%s", console_owner_pid_,
+    log_info("client pid %d started the console on http://127.0.0.1:%u/%s", owner_pid_,
              unsigned(reply.port), request.read_only ? " (read-only)" : "");
     return ok();
 }
 
-void Server::stop_console(const char* why) {
+void ConsoleHost::stop(const char* why) {
     if (!console_) {
         return;
     }
     log_info("console on port %u stopped: %s", unsigned(console_->port()), why);
     console_->stop();
     console_.reset();
-    console_owner_ = nullptr;
+    owner_ = nullptr;
+}
+
+void ConsoleHost::session_ended(const Session& session) {
+    if (console_ && owner_ == &session) {
+        stop("its client disconnected");
+    }
+}
+
+std::string ConsoleHost::status_line() const {
+    if (!console_) {
+        return "";
+    }
+    return "console http://127.0.0.1:" + std::to_string(console_->port()) + "/ for client pid " +
+           std::to_string(owner_pid_) + (console_->read_only() ? " (read-only)" : "") + "\n";
 }
 
 }  // namespace uroce
