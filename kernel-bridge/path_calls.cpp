@@ -199,6 +199,44 @@ EXPORT int fstatat64(int dirfd, const char* __restrict path, struct stat64* __re
     return r;
 }
 
+// glibc's entries before 2.33, still exported, which programs built
+// against an older glibc call instead of stat, lstat and fstatat.
+EXPORT int __xstat(int version, const char* path, struct stat* buf) noexcept {
+    return on_path(path, [&](const char* p) { return NEXT(__xstat)(version, p, buf); });
+}
+
+EXPORT int __xstat64(int version, const char* path, struct stat64* buf) noexcept {
+    return on_path(path, [&](const char* p) { return NEXT(__xstat64)(version, p, buf); });
+}
+
+EXPORT int __lxstat(int version, const char* path, struct stat* buf) noexcept {
+    return on_path(path, [&](const char* p) { return NEXT(__lxstat)(version, p, buf); });
+}
+
+EXPORT int __lxstat64(int version, const char* path, struct stat64* buf) noexcept {
+    return on_path(path, [&](const char* p) { return NEXT(__lxstat64)(version, p, buf); });
+}
+
+EXPORT int __fxstatat(int version, int dirfd, const char* path, struct stat* buf,
+                      int flags) noexcept {
+    int r = on_path(path,
+                    [&](const char* p) { return NEXT(__fxstatat)(version, dirfd, p, buf, flags); });
+    if (r == 0 && of_dirfd(path, flags)) {
+        describe_cm_channel(dirfd, buf);
+    }
+    return r;
+}
+
+EXPORT int __fxstatat64(int version, int dirfd, const char* path, struct stat64* buf,
+                        int flags) noexcept {
+    int r = on_path(
+        path, [&](const char* p) { return NEXT(__fxstatat64)(version, dirfd, p, buf, flags); });
+    if (r == 0 && of_dirfd(path, flags)) {
+        describe_cm_channel(dirfd, buf);
+    }
+    return r;
+}
+
 EXPORT int statx(int dirfd, const char* __restrict path, int flags, unsigned int mask,
                  struct statx* __restrict buf) noexcept {
     return on_path(path, [&](const char* p) { return NEXT(statx)(dirfd, p, flags, mask, buf); });

@@ -575,3 +575,22 @@ EXPORT int fstat64(int fd, struct stat64* st) noexcept {
     }
     return r;
 }
+
+// glibc's entries before 2.33, still exported: programs built against an
+// older glibc call them instead of fstat, and so do ThreadSanitizer's
+// interceptors.
+EXPORT int __fxstat(int version, int fd, struct stat* st) noexcept {
+    const int r = NEXT(__fxstat)(version, fd, st);
+    if (r == 0) {
+        uroce::bridge::describe_cm_channel(fd, st);
+    }
+    return r;
+}
+
+EXPORT int __fxstat64(int version, int fd, struct stat64* st) noexcept {
+    const int r = NEXT(__fxstat64)(version, fd, st);
+    if (r == 0) {
+        uroce::bridge::describe_cm_channel(fd, st);
+    }
+    return r;
+}

@@ -53,6 +53,12 @@ std::string describe_fd(int fd) {
     return s;
 }
 
+// glibc's entries before 2.33, which programs built against an older
+// glibc call (version 1: _STAT_VER_LINUX on x86_64).
+extern "C" int __xstat(int, const char*, struct stat*);
+extern "C" int __lxstat64(int, const char*, struct stat64*);
+extern "C" int __fxstatat(int, int, const char*, struct stat*, int);
+
 void nodes(const char* path) {
     struct stat st;
     struct stat64 st64;
@@ -62,6 +68,9 @@ void nodes(const char* path) {
     printf("lstat64 %s\n", describe(lstat64(path, &st64), st64).c_str());
     printf("fstatat %s\n", describe(fstatat(AT_FDCWD, path, &st, 0), st).c_str());
     printf("fstatat64 %s\n", describe(fstatat64(AT_FDCWD, path, &st64, 0), st64).c_str());
+    printf("__xstat %s\n", describe(__xstat(1, path, &st), st).c_str());
+    printf("__lxstat64 %s\n", describe(__lxstat64(1, path, &st64), st64).c_str());
+    printf("__fxstatat %s\n", describe(__fxstatat(1, AT_FDCWD, path, &st, 0), st).c_str());
     printf("open %s\n", describe_fd(open(path, O_RDWR | O_CLOEXEC)).c_str());
     printf("open64 %s\n", describe_fd(open64(path, O_RDWR | O_CLOEXEC)).c_str());
     printf("openat %s\n", describe_fd(openat(AT_FDCWD, path, O_RDWR | O_CLOEXEC)).c_str());

@@ -95,7 +95,8 @@ TEST(bridgePreload, AnswersUroceNodesAsDevNull) {
     Outcome r = run_program({BRIDGE_HELPER_PATH, "nodes", kNode}, preloaded());
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_EQ(r.output, "stat " + chr + "\nstat64 " + chr + "\nlstat " + chr + "\nlstat64 " + chr +
-                            "\nfstatat " + chr + "\nfstatat64 " + chr + "\nopen " + chr +
+                            "\nfstatat " + chr + "\nfstatat64 " + chr + "\n__xstat " + chr +
+                            "\n__lxstat64 " + chr + "\n__fxstatat " + chr + "\nopen " + chr +
                             "\nopen64 " + chr + "\nopenat " + chr + "\nopenat64 " + chr +
                             "\nother-stat errno ENOENT\nother-open errno ENOENT\n");
 }

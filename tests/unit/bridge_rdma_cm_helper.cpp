@@ -26,11 +26,19 @@ std::string failure() {
     return std::string("errno ") + strerrorname_np(errno);
 }
 
-// What fstat, or fstatat of the descriptor itself, says of an open's result
-// (which it closes).
-std::string describe_fd(int fd, bool at = false) {
+// glibc's fstat before 2.33, which programs built against an older glibc
+// (and ThreadSanitizer's fstat) call; version 1 is _STAT_VER_LINUX.
+extern "C" int __fxstat(int, int, struct stat*);
+
+// What fstat (or fstatat of the descriptor itself, or glibc's old
+// __fxstat) says of an open's result (which it closes).
+enum class Stat { kFstat, kFstatat, kOldFxstat };
+std::string describe_fd(int fd, Stat how = Stat::kFstat) {
     struct stat st;
-    const int r = fd < 0 ? -1 : at ? fstatat(fd, "", &st, AT_EMPTY_PATH) : fstat(fd, &st);
+    const int r = fd < 0                    ? -1
+                  : how == Stat::kFstatat   ? fstatat(fd, "", &st, AT_EMPTY_PATH)
+                  : how == Stat::kOldFxstat ? __fxstat(1, fd, &st)
+                                            : fstat(fd, &st);
     std::string s = "not-chr";
     if (r != 0) {
         s = failure();
@@ -56,7 +64,8 @@ void open_variants() {
     printf("open64 %s\n", describe_fd(open64(kNode, O_RDWR | O_CLOEXEC)).c_str());
     printf("openat %s\n", describe_fd(openat(AT_FDCWD, kNode, O_RDWR | O_CLOEXEC)).c_str());
     printf("openat64 %s\n", describe_fd(openat64(AT_FDCWD, kNode, O_RDWR | O_CLOEXEC)).c_str());
-    printf("fstatat %s\n", describe_fd(open(kNode, O_RDWR), true).c_str());
+    printf("fstatat %s\n", describe_fd(open(kNode, O_RDWR), Stat::kFstatat).c_str());
+    printf("__fxstat %s\n", describe_fd(open(kNode, O_RDWR), Stat::kOldFxstat).c_str());
     printf("flags %s\n", flags_of(open(kNode, O_RDWR | O_NONBLOCK)).c_str());
     printf("flags %s\n", flags_of(open(kNode, O_RDWR | O_CLOEXEC)).c_str());
 }

@@ -347,7 +347,7 @@ Outcome run_helper(std::string mode, const Env& env) {
 std::string open_failures(const char* error) {
     const std::string e = std::string("errno ") + error + "\n";
     return "open " + e + "open64 " + e + "openat " + e + "openat64 " + e + "fstatat " + e +
-           "flags " + e + "flags " + e;
+           "__fxstat " + e + "flags " + e + "flags " + e;
 }
 
 class bridgeRdmaCm : public ::testing::Test {
@@ -378,8 +378,8 @@ TEST_F(bridgeRdmaCm, OpensAChannelOfTheDaemon) {
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_EQ(r.output,
               "open chr 10:58\nopen64 chr 10:58\nopenat chr 10:58\nopenat64 chr 10:58\n"
-              "fstatat chr 10:58\nflags nonblock -\nflags - cloexec\n");
-    EXPECT_EQ(daemon.seen().tokens.size(), 7u);
+              "fstatat chr 10:58\n__fxstat chr 10:58\nflags nonblock -\nflags - cloexec\n");
+    EXPECT_EQ(daemon.seen().tokens.size(), 8u);
 }
 
 TEST_F(bridgeRdmaCm, OnlyInAUroceEnvironment) {
