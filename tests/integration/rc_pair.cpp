@@ -3,9 +3,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
 namespace uroce::test {
@@ -13,10 +15,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#ifdef UROCE_RC_UDP
-// Before the global environment starts the daemon.
-[[maybe_unused]] const bool kNoShortcut = (test_daemon().set_shortcut(false), true);
-#endif
+// The variant this binary runs as (tests/integration/CMakeLists.txt), read
+// before the global environment starts the daemon: UROCE_TEST_PATH unset
+// for the shortcut, "udp" for --no-shortcut, "readiness" for --no-shortcut
+// on the readiness loop.
+[[maybe_unused]] const bool kPathChosen = [] {
+    const std::string path = getenv("UROCE_TEST_PATH") ? getenv("UROCE_TEST_PATH") : "";
+    test_daemon().set_shortcut(path != "udp" && path != "readiness");
+    if (path == "readiness") {
+        setenv("UROCE_NO_IO_URING", "1", 1);
+    }
+    return true;
+}();
 
 int remaining_ms(Clock::time_point deadline) {
     const auto left =
