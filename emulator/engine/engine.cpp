@@ -50,7 +50,6 @@ Engine::Engine(boost::asio::io_context& io, std::vector<std::unique_ptr<Device>>
       engines_(engines),
       index_(index),
       doorbell_(engines.doorbell()),
-      packet_log_(engines.packet_log()),
       network_(options.udp_port, options.socket_io),
       transport_(*this),
       send_path_(*this, sockets_, buffers_, engines.packet_log(), network_.port()),

@@ -13,7 +13,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,7 +24,6 @@
 #include "engine/packet_buffers.h"
 #include "engine/send_path.h"
 #include "engine/slot_set.h"
-#include "net/packet_log.h"
 #include "net/udp_network.h"
 #include "queues/doorbell.h"
 #include "transport/transport.h"
@@ -231,7 +229,6 @@ class Engine : public transport::PacketOutput,
     Engines& engines_;
     const uint32_t index_;
     Doorbell& doorbell_;
-    PacketLog& packet_log_;
     UdpNetwork network_;
     DeviceSockets sockets_{network_};
     transport::Transport transport_;
