@@ -188,6 +188,20 @@ class UroceToolTest(unittest.TestCase):
         self.assertEqual(self.daemon_pid(), pid)
         self.assertEqual(harness.parse_status(self.uroce_ok("status").stdout).pid, pid)
 
+    def test_start_help_shows_the_daemons_options_and_starts_nothing(self):
+        """`uroce start --help` (or -h, among other options) says what start
+        does and shows uroced's options, with how to let tcpdump see the
+        packets between the daemon's own devices; it exits 0 and no daemon
+        runs afterwards, as with any program's --help."""
+        for args in (["--help"], ["--udp-port", "4791", "-h"]):
+            result = self.uroce_ok("start", *args)
+            self.assertIn("usage: uroce start [UROCED OPTIONS]", result.stdout)
+            self.assertIn(self.runtime_dir, result.stdout)
+            self.assertIn("usage: uroced", result.stdout, "uroced's own options follow")
+            self.assertRegex(result.stdout, r"--no-shortcut: [^\n]*\n[^\n]*tcpdump")
+            self.assertNotIn("exited", result.stdout + result.stderr)
+            self.assert_not_running()
+
     def test_start_failure_is_reported(self):
         """`uroce start` with a bad --device exits 1 and shows why (the end
         of the daemon's log, from this attempt only: an earlier failure's

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -58,9 +59,38 @@ bool exited(pid_t pid) {
     return !stat || state == "Z";
 }
 
+// uroce start --help: what start does, then the daemon's own options
+// (uroced --help, run in the foreground); no daemon is started.
+int start_help(const RuntimePaths& paths) {
+    std::cout << "usage: uroce start [UROCED OPTIONS]\n\n"
+              << "Starts uroced in the background on the runtime directory\n"
+              << paths.dir.native() << " (its log: uroced.log there) and returns once its\n"
+              << "devices are up. Its options are uroced's:\n\n"
+              << std::flush;
+    const Locations where = locate();
+    const pid_t pid = fork();
+    if (pid < 0) {
+        perror("uroce: fork");
+        return kExitFailure;
+    }
+    if (pid == 0) {
+        execl(where.uroced.c_str(), where.uroced.c_str(), "--help", static_cast<char*>(nullptr));
+        fprintf(stderr, "uroce: cannot run %s: %s\n", where.uroced.c_str(), strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : kExitFailure;
+}
+
 }  // namespace
 
 int start(const RuntimePaths& paths, const Args& daemon_args) {
+    if (std::find(daemon_args.begin(), daemon_args.end(), "--help") != daemon_args.end() ||
+        std::find(daemon_args.begin(), daemon_args.end(), "-h") != daemon_args.end()) {
+        return start_help(paths);
+    }
     if (std::string status = query_status(paths); !status.empty()) {
         std::cout << "uroced is already running.\n" << status;
         return 0;
