@@ -9,6 +9,7 @@ import errno
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import struct
@@ -491,9 +492,9 @@ class NotRunningTest(unittest.TestCase):
         self.assertFalse(os.path.exists(pcap))
 
 
-class TrafficTest(ObservabilityTestCase):
+class PingpongTestCase(ObservabilityTestCase):
     """Real RC traffic from ibv_rc_pingpong between uroce0 (server) and
-    uroce1 (client)."""
+    uroce1 (client), and what records it."""
 
     def udp_port(self):
         return int(self.daemon.args[self.daemon.args.index("--udp-port") + 1])
@@ -549,6 +550,54 @@ class TrafficTest(ObservabilityTestCase):
         m = re.fullmatch(r"(\d+) packets recorded to (.+)\n", out)
         self.assertIsNotNone(m, out)
         return int(m.group(1))
+
+    def capture_on_lo(self, pcap):
+        """tcpdump on lo, as a student runs it, for this daemon's UDP port;
+        returns once it listens."""
+        tcpdump = shutil.which("tcpdump")
+        if not tcpdump:
+            self.fail("tcpdump is not installed (tools/install-deps installs it)")
+        proc = subprocess.Popen(
+            [tcpdump, "-i", "lo", "-n", "-U", "-w", pcap, "udp port %d" % self.udp_port()],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.communicate()))
+        ready, _, _ = select.select([proc.stderr], [], [], 10)
+        line = proc.stderr.readline() if ready else ""
+        if "listening on lo" not in line:
+            proc.kill()
+            self.fail("tcpdump -i lo did not start: %s%s" % (line, proc.communicate()[1]))
+        return proc
+
+    def capture_of_pingpong(self, iters):
+        """The packets tcpdump on lo saw while ibv_rc_pingpong ran, and the
+        two sides of the pingpong."""
+        pcap = self.path("lo.pcap")
+        tcpdump = self.capture_on_lo(pcap)
+        server, client = self.pingpong(iters, timeout=30)
+        # tcpdump gets the kernel's packets in blocks, the last one after its
+        # buffer timeout (a second), and stops at SIGINT without taking what
+        # is still queued: the file has to stay the same size for longer.
+        size, still_since = -1, time.monotonic()
+        while time.monotonic() - still_since < 1.5:
+            time.sleep(0.05)
+            if os.path.getsize(pcap) != size:
+                size, still_since = os.path.getsize(pcap), time.monotonic()
+        tcpdump.send_signal(signal.SIGINT)
+        _, err = tcpdump.communicate(timeout=10)
+        self.assertEqual(tcpdump.returncode, 0, err)
+        return self.read_trace(pcap), server, client
+
+
+class TrafficTest(PingpongTestCase):
+    """Real RC traffic between the daemon's devices, which pass it in memory."""
+
+    def test_tcpdump_on_lo_sees_nothing_between_the_devices(self):
+        """By default packets between the daemon's own devices pass in
+        memory: tcpdump on lo sees none of a pingpong's (which is why the
+        labs tell students about --no-shortcut: LoopbackCaptureTest)."""
+        packets, _, _ = self.capture_of_pingpong(5)
+        self.assertEqual(packets, [])
 
     def test_trace_of_pingpong_is_decoded_as_roce(self):
         """uroce0 traced until Ctrl-C and uroce1 for 4 packets while
@@ -660,6 +709,33 @@ class TrafficTest(ObservabilityTestCase):
         grown = self.daemon.rss() - before
         self.assertLess(grown, (8 << 20) + harness.SANITIZER_MEMORY_SLACK,
                         "the daemon grew by %d bytes over %d duplicates" % (grown, duplicated))
+
+
+class LoopbackCaptureTest(PingpongTestCase):
+    """uroced --no-shortcut: packets between the daemon's own devices cross
+    their UDP sockets on lo, where tcpdump sees them (docs/labs/README.md)."""
+
+    daemon_args = ("--no-shortcut",)
+
+    def test_tcpdump_on_lo_sees_the_pingpong(self):
+        """Every packet tcpdump on lo caught decodes as InfiniBand (RoCEv2),
+        and each side's messages are there: RC SEND ONLY packets from its
+        address to the other's, for the other side's QP, one per iteration
+        at least, and ACKs back."""
+        iters = 5
+        packets, server, client = self.capture_of_pingpong(iters)
+        address = harness.DEFAULT_DEVICES
+        for packet in packets:
+            self.assertIn("infiniband", packet.protocols.split(":"), packet)
+        for sender, receiver in ((server, client), (client, server)):
+            with self.subTest(sender=sender.device):
+                src, dst = address[sender.device], address[receiver.device]
+                sends = [p for p in packets if p.opcode == RC_SEND_ONLY and p.src == src
+                         and p.dst == dst and p.destqp == receiver.qpn]
+                self.assertGreaterEqual(len(sends), iters, packets)
+                acks = [p for p in packets if p.opcode == RC_ACKNOWLEDGE and p.src == dst
+                        and p.dst == src and p.destqp == sender.qpn]
+                self.assertGreater(len(acks), 0, packets)
 
 
 if __name__ == "__main__":
