@@ -14,6 +14,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "device/device_named.h"
 #include "device/tree_entries.h"
 #include "net/interfaces.h"
 #include "net/socket_io.h"
@@ -186,10 +187,8 @@ Result Daemon::add_link(const std::string& name, const std::string& netdev) {
     config.netdev = netdev;
     config.follows_interface = true;
     config.gid_layout = options_.gid_layout;
-    for (const auto& device : devices_) {
-        if (device->name() == name) {
-            return fail(EEXIST, "a device is already named %s", name.c_str());
-        }
+    if (device_named(devices_, name)) {
+        return fail(EEXIST, "a device is already named %s", name.c_str());
     }
     for (const auto& device : devices_) {
         if (device->config().netdev == netdev) {

@@ -17,6 +17,7 @@
 
 #include "control/packet_json.h"
 #include "control/session.h"
+#include "device/device_named.h"
 #include "net/interfaces.h"
 #include "protocol/socket.h"
 #include "util/case_tag.h"
@@ -225,12 +226,7 @@ void Server::refuse_for_want_of_descriptors() {
 }
 
 Device* Server::find_device(const std::string& name) const {
-    for (auto& device : devices_) {
-        if (device->name() == name) {
-            return device.get();
-        }
-    }
-    return nullptr;
+    return device_named(devices_, name);
 }
 
 std::shared_ptr<Context> Server::find_context(const std::string& device, uint64_t token) const {

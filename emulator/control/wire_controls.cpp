@@ -9,6 +9,7 @@
 
 #include "control/packet_json.h"
 #include "control/session.h"
+#include "device/device_named.h"
 #include "util/log.h"
 #include "wire/headers.h"
 #include "wire/psn.h"
@@ -301,14 +302,8 @@ void WireControls::end_traces_of(const Session& session) {
 }
 
 Result WireControls::find(const std::string& name, Device*& device) const {
-    for (const auto& candidate : devices_) {
-        if (candidate->name() == name) {
-            device = candidate.get();
-            return ok();
-        }
-    }
-    device = nullptr;
-    return fail(ENODEV, "no device named %s", name.c_str());
+    device = device_named(devices_, name);
+    return device ? ok() : fail(ENODEV, "no device named %s", name.c_str());
 }
 
 nlohmann::json WireControls::step_json(const Device& device,
