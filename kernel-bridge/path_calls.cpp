@@ -85,6 +85,16 @@ bool of_dirfd(const char* path, int flags) {
     return (flags & AT_EMPTY_PATH) && (!path || !*path);
 }
 
+// An fstatat's result `r`, with an rdma_cm channel described as the
+// kernel's device when the call was of dirfd itself.
+template <typename Stat>
+int described_at(int r, int dirfd, const char* path, int flags, Stat* buf) {
+    if (r == 0 && of_dirfd(path, flags)) {
+        describe_cm_channel(dirfd, buf);
+    }
+    return r;
+}
+
 bool needs_mode(int flags) {
     return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
@@ -183,20 +193,16 @@ EXPORT int lstat64(const char* __restrict path, struct stat64* __restrict buf) n
 
 EXPORT int fstatat(int dirfd, const char* __restrict path, struct stat* __restrict buf,
                    int flags) noexcept {
-    int r = on_path(path, [&](const char* p) { return NEXT(fstatat)(dirfd, p, buf, flags); });
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return r;
+    return described_at(
+        on_path(path, [&](const char* p) { return NEXT(fstatat)(dirfd, p, buf, flags); }), dirfd,
+        path, flags, buf);
 }
 
 EXPORT int fstatat64(int dirfd, const char* __restrict path, struct stat64* __restrict buf,
                      int flags) noexcept {
-    int r = on_path(path, [&](const char* p) { return NEXT(fstatat64)(dirfd, p, buf, flags); });
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return r;
+    return described_at(
+        on_path(path, [&](const char* p) { return NEXT(fstatat64)(dirfd, p, buf, flags); }), dirfd,
+        path, flags, buf);
 }
 
 // glibc's entries before 2.33, still exported, which programs built
@@ -219,22 +225,18 @@ EXPORT int __lxstat64(int version, const char* path, struct stat64* buf) noexcep
 
 EXPORT int __fxstatat(int version, int dirfd, const char* path, struct stat* buf,
                       int flags) noexcept {
-    int r = on_path(path,
-                    [&](const char* p) { return NEXT(__fxstatat)(version, dirfd, p, buf, flags); });
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return r;
+    return described_at(
+        on_path(path,
+                [&](const char* p) { return NEXT(__fxstatat)(version, dirfd, p, buf, flags); }),
+        dirfd, path, flags, buf);
 }
 
 EXPORT int __fxstatat64(int version, int dirfd, const char* path, struct stat64* buf,
                         int flags) noexcept {
-    int r = on_path(
-        path, [&](const char* p) { return NEXT(__fxstatat64)(version, dirfd, p, buf, flags); });
-    if (r == 0 && of_dirfd(path, flags)) {
-        describe_cm_channel(dirfd, buf);
-    }
-    return r;
+    return described_at(
+        on_path(path,
+                [&](const char* p) { return NEXT(__fxstatat64)(version, dirfd, p, buf, flags); }),
+        dirfd, path, flags, buf);
 }
 
 EXPORT int statx(int dirfd, const char* __restrict path, int flags, unsigned int mask,

@@ -560,37 +560,35 @@ EXPORT int close(int fd) {
     return NEXT(close)(fd);
 }
 
-EXPORT int fstat(int fd, struct stat* st) noexcept {
-    const int r = NEXT(fstat)(fd, st);
+namespace {
+
+// An fstat's result `r`, with an rdma_cm channel described as the kernel's
+// device.
+template <typename Stat>
+int described(int fd, Stat* st, int r) {
     if (r == 0) {
         uroce::bridge::describe_cm_channel(fd, st);
     }
     return r;
 }
 
+}  // namespace
+
+EXPORT int fstat(int fd, struct stat* st) noexcept {
+    return described(fd, st, NEXT(fstat)(fd, st));
+}
+
 EXPORT int fstat64(int fd, struct stat64* st) noexcept {
-    const int r = NEXT(fstat64)(fd, st);
-    if (r == 0) {
-        uroce::bridge::describe_cm_channel(fd, st);
-    }
-    return r;
+    return described(fd, st, NEXT(fstat64)(fd, st));
 }
 
 // glibc's entries before 2.33, still exported: programs built against an
 // older glibc call them instead of fstat, and so do ThreadSanitizer's
 // interceptors.
 EXPORT int __fxstat(int version, int fd, struct stat* st) noexcept {
-    const int r = NEXT(__fxstat)(version, fd, st);
-    if (r == 0) {
-        uroce::bridge::describe_cm_channel(fd, st);
-    }
-    return r;
+    return described(fd, st, NEXT(__fxstat)(version, fd, st));
 }
 
 EXPORT int __fxstat64(int version, int fd, struct stat64* st) noexcept {
-    const int r = NEXT(__fxstat64)(version, fd, st);
-    if (r == 0) {
-        uroce::bridge::describe_cm_channel(fd, st);
-    }
-    return r;
+    return described(fd, st, NEXT(__fxstat64)(version, fd, st));
 }
